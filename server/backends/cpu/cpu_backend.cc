@@ -1,0 +1,71 @@
+#include "server/backends/cpu/cpu_backend.h"
+
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/cpu/kernel_table.h"
+#include "server/core/status.h"
+
+namespace tensord {
+namespace {
+
+class CpuBackend : public Backend {
+ public:
+  std::string kind() const override { return "cpu"; }
+
+  std::vector<DeviceInfo> Devices() const override {
+    return {{"cpu", "cpu",
+             absl::StrCat("host CPU, ", std::thread::hardware_concurrency(), " threads, oneDNN"),
+             0}};
+  }
+
+  bool Supports(const OpDef& op, absl::Span<const DType> dtypes) const override {
+    return cpu::KernelTable::Get().Find(op.name, dtypes, nullptr) != nullptr;
+  }
+
+  absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
+                                  std::shared_ptr<MemoryAccount> account) override {
+    return Tensor::Empty(dtype, std::move(shape), device, std::move(account));
+  }
+
+  absl::Status CopyFromHost(const void* src, size_t bytes, Tensor& dst) override {
+    if (bytes != dst.nbytes()) {
+      return Error(Reason::kBadTensorData,
+                   absl::StrCat("cpu: ", bytes, " bytes given for a tensor of ", dst.nbytes()));
+    }
+    if (bytes) std::memcpy(dst.raw(), src, bytes);
+    return absl::OkStatus();
+  }
+
+  absl::Status CopyToHost(const Tensor& src, void* dst) override {
+    if (src.nbytes()) std::memcpy(dst, src.raw(), src.nbytes());
+    return absl::OkStatus();
+  }
+
+  absl::Status Run(KernelCall& call) override {
+    std::vector<DType> dtypes;
+    for (const Tensor& t : call.inputs) dtypes.push_back(t.dtype());
+    const cpu::Kernel* kernel = cpu::KernelTable::Get().Find(call.op.name, dtypes, &call.attrs);
+    if (kernel == nullptr) {
+      return Error(Reason::kUnsupportedOnBackend,
+                   absl::StrCat("cpu: no kernel for ", call.op.name, " on these dtypes"),
+                   {{"op", call.op.name}, {"backend", "cpu"}});
+    }
+    // Kernels report errors as statuses; an allocation failure deep inside a library is
+    // the one exception that can still escape, and it must not take the server down.
+    try {
+      return kernel->run(call);
+    } catch (const std::bad_alloc&) {
+      return Error(Reason::kOutOfMemory, absl::StrCat("cpu: out of memory in ", call.op.name),
+                   {{"op", call.op.name}});
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace tensord

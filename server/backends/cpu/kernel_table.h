@@ -1,0 +1,51 @@
+// The CPU kernel list: per op, kernels in preference order (oneDNN first where it applies, a
+// portable loop last), each with a predicate saying which calls it handles.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "server/backends/backend.h"
+#include "server/core/status.h"
+
+namespace tensord::cpu {
+
+using KernelFn = std::function<absl::Status(KernelCall& call)>;
+// Whether the kernel handles these input dtypes (and, if it cares, attributes).
+using KernelPredicate = std::function<bool(absl::Span<const DType> dtypes, const Attrs* attrs)>;
+
+struct Kernel {
+  std::string name;  // "onednn_matmul", "loop_add"
+  KernelPredicate supports;
+  KernelFn run;
+};
+
+class KernelTable {
+ public:
+  static const KernelTable& Get();
+  // Appends a kernel for `op` (call order = preference order).
+  void Add(const std::string& op, Kernel kernel);
+  // Registers a kernel accepting every dtype in `dtypes` for all its inputs' first dtype.
+  void Add(const std::string& op, const std::string& name, DTypeSet dtypes, KernelFn run);
+  // First kernel that supports the call, or null.
+  const Kernel* Find(const std::string& op, absl::Span<const DType> dtypes,
+                     const Attrs* attrs) const;
+  bool Has(const std::string& op) const { return kernels_.count(op) > 0; }
+
+ private:
+  std::map<std::string, std::vector<Kernel>> kernels_;
+};
+
+// Family registration, one per kernel file.
+void RegisterCreationKernels(KernelTable& t);
+void RegisterElementwiseKernels(KernelTable& t);
+void RegisterActivationKernels(KernelTable& t);
+void RegisterReductionKernels(KernelTable& t);
+void RegisterShapeKernels(KernelTable& t);
+void RegisterLinalgKernels(KernelTable& t);
+void RegisterNnKernels(KernelTable& t);
+
+}  // namespace tensord::cpu

@@ -1,0 +1,121 @@
+// Vectorizable loops for the kernels oneDNN does not cover. Contiguous same-shape operands take
+// a flat loop the compiler vectorizes; broadcasting falls back to an N-d index walk that keeps
+// the innermost dimension as a flat run.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "server/core/tensor.h"
+
+namespace tensord::cpu {
+
+// out[i] = f(in[i]).
+template <typename In, typename Out, typename F>
+void UnaryLoop(const Tensor& in, Tensor& out, F f) {
+  const In* x = in.data<In>();
+  Out* y = out.data<Out>();
+  const int64_t n = out.numel();
+  for (int64_t i = 0; i < n; ++i) y[i] = f(x[i]);
+}
+
+// Calls body(offsets, out_index, run_length) over the output in runs along the last dim, with
+// `offsets[k]` the element offset into operand k for the first element of the run.
+template <typename Body>
+void BroadcastWalk(const Shape& out_shape, const std::vector<std::vector<int64_t>>& strides,
+                   Body body) {
+  const int64_t n = NumElements(out_shape);
+  if (n == 0) return;
+  const int rank = static_cast<int>(out_shape.size());
+  const size_t k = strides.size();
+  std::vector<int64_t> offsets(k, 0);
+  if (rank == 0) {
+    body(offsets, int64_t{0}, int64_t{1});
+    return;
+  }
+  const int64_t inner = out_shape[rank - 1];
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t start = 0; start < n; start += inner) {
+    for (size_t j = 0; j < k; ++j) {
+      int64_t off = 0;
+      for (int d = 0; d < rank - 1; ++d) off += index[d] * strides[j][d];
+      offsets[j] = off;
+    }
+    body(offsets, start, inner);
+    for (int d = rank - 2; d >= 0; --d) {
+      if (++index[d] < out_shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+// out = f(a, b) with broadcasting. A, B: input element types; Out: output type.
+template <typename A, typename B, typename Out, typename F>
+void BinaryLoop(const Tensor& a, const Tensor& b, Tensor& out, F f) {
+  const A* x = a.data<A>();
+  const B* y = b.data<B>();
+  Out* z = out.data<Out>();
+  const int64_t n = out.numel();
+  if (a.shape() == out.shape() && b.shape() == out.shape()) {
+    for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i]);
+    return;
+  }
+  if (a.shape() == out.shape() && b.numel() == 1) {
+    const B s = y[0];
+    for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], s);
+    return;
+  }
+  if (b.shape() == out.shape() && a.numel() == 1) {
+    const A s = x[0];
+    for (int64_t i = 0; i < n; ++i) z[i] = f(s, y[i]);
+    return;
+  }
+  std::vector<std::vector<int64_t>> strides = {BroadcastStrides(a.shape(), out.shape()),
+                                               BroadcastStrides(b.shape(), out.shape())};
+  const int64_t sa = strides[0].empty() ? 0 : strides[0].back();
+  const int64_t sb = strides[1].empty() ? 0 : strides[1].back();
+  BroadcastWalk(out.shape(), strides, [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
+    const A* xa = x + off[0];
+    const B* yb = y + off[1];
+    for (int64_t i = 0; i < len; ++i) z[o + i] = f(xa[i * sa], yb[i * sb]);
+  });
+}
+
+// out = f(a, b, c) with broadcasting (where, lerp, clamp with tensor bounds).
+template <typename A, typename B, typename C, typename Out, typename F>
+void TernaryLoop(const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out, F f) {
+  const A* x = a.data<A>();
+  const B* y = b.data<B>();
+  const C* w = c.data<C>();
+  Out* z = out.data<Out>();
+  std::vector<std::vector<int64_t>> strides = {BroadcastStrides(a.shape(), out.shape()),
+                                               BroadcastStrides(b.shape(), out.shape()),
+                                               BroadcastStrides(c.shape(), out.shape())};
+  const int64_t sa = strides[0].empty() ? 0 : strides[0].back();
+  const int64_t sb = strides[1].empty() ? 0 : strides[1].back();
+  const int64_t sc = strides[2].empty() ? 0 : strides[2].back();
+  BroadcastWalk(out.shape(), strides, [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
+    for (int64_t i = 0; i < len; ++i) {
+      z[o + i] = f(x[off[0] + i * sa], y[off[1] + i * sb], w[off[2] + i * sc]);
+    }
+  });
+}
+
+// Splits `shape` around `dim` into (outer, size, inner) for reductions and scans along a dim.
+struct DimSplit {
+  int64_t outer = 1, size = 1, inner = 1;
+};
+inline DimSplit SplitAt(const Shape& shape, int64_t dim) {
+  DimSplit s;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    if (d < dim)
+      s.outer *= shape[d];
+    else if (d == dim)
+      s.size = shape[d];
+    else
+      s.inner *= shape[d];
+  }
+  return s;
+}
+
+}  // namespace tensord::cpu

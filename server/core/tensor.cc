@@ -1,0 +1,83 @@
+#include "server/core/tensor.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+
+namespace tensord {
+
+absl::Status MemoryAccount::Charge(int64_t bytes) {
+  int64_t before = used_.fetch_add(bytes);
+  if (before + bytes > quota_) {
+    used_.fetch_sub(bytes);
+    return Error(
+        Reason::kQuotaExceeded,
+        absl::StrCat("session: allocating ", bytes, " bytes would exceed the memory quota (",
+                     before, " of ", quota_, " bytes in use)"),
+        {{"requested_bytes", absl::StrCat(bytes)},
+         {"used_bytes", absl::StrCat(before)},
+         {"quota_bytes", absl::StrCat(quota_)}});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes,
+                                                           std::shared_ptr<MemoryAccount> account) {
+  if (account) RETURN_IF_ERROR(account->Charge(static_cast<int64_t>(bytes)));
+  // Round up so aligned_alloc's size requirement holds; never allocate zero bytes.
+  size_t rounded = ((bytes + 63) / 64) * 64;
+  if (rounded == 0) rounded = 64;
+  void* p = std::aligned_alloc(64, rounded);
+  if (p == nullptr) {
+    if (account) account->Credit(static_cast<int64_t>(bytes));
+    return Error(Reason::kOutOfMemory, absl::StrCat("storage: cannot allocate ", bytes, " bytes"),
+                 {{"bytes", absl::StrCat(bytes)}});
+  }
+  return std::shared_ptr<Storage>(new Storage(p, bytes, std::move(account)));
+}
+
+Storage::~Storage() {
+  std::free(data_);
+  if (account_) account_->Credit(static_cast<int64_t>(bytes_));
+}
+
+absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, std::string device,
+                                     std::shared_ptr<MemoryAccount> account) {
+  ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.device_ = std::move(device);
+  ASSIGN_OR_RETURN(
+      t.storage_, Storage::Allocate(static_cast<size_t>(n) * DTypeSize(dtype), std::move(account)));
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::Zeros(DType dtype, Shape shape, std::string device,
+                                     std::shared_ptr<MemoryAccount> account) {
+  ASSIGN_OR_RETURN(Tensor t, Empty(dtype, std::move(shape), std::move(device), std::move(account)));
+  std::memset(t.raw(), 0, t.nbytes());
+  return t;
+}
+
+Tensor Tensor::Reshaped(Shape shape) const {
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+double Tensor::ElementAsDouble(int64_t i) const {
+  double v = 0;
+  TENSORD_DISPATCH_ALL(dtype_, [&] { v = static_cast<double>(data<T>()[i]); });
+  return v;
+}
+
+std::vector<double> Tensor::ToDoubles() const {
+  std::vector<double> out(numel());
+  for (int64_t i = 0; i < numel(); ++i) out[i] = ElementAsDouble(i);
+  return out;
+}
+
+}  // namespace tensord

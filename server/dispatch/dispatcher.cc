@@ -1,0 +1,279 @@
+#include "server/dispatch/dispatcher.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/core/status.h"
+
+namespace tensord {
+namespace {
+
+// torch's combine_categories(higher, lower).
+std::optional<DType> Combine(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  if (IsFloat(*higher)) return higher;
+  if (IsBool(*higher) || IsFloat(*lower)) return PromoteTypes(*higher, *lower);
+  return higher;
+}
+
+std::string Id(uint64_t v) { return absl::StrCat(v); }
+
+}  // namespace
+
+DType ResultType(absl::Span<const Tensor> tensors) {
+  std::optional<DType> dim, zero, wrapped;
+  for (const Tensor& t : tensors) {
+    std::optional<DType>* slot = t.wrapped_number() ? &wrapped : t.rank() == 0 ? &zero : &dim;
+    DType d = t.dtype();
+    // A wrapped float scalar counts as the default float dtype.
+    if (t.wrapped_number() && IsFloat(d)) d = DType::kF32;
+    if (t.wrapped_number() && IsInt(d)) d = DType::kI64;
+    *slot = *slot ? PromoteTypes(**slot, d) : d;
+  }
+  return Combine(dim, Combine(zero, wrapped)).value_or(DType::kF32);
+}
+
+Dispatcher::Dispatcher(const OpRegistry& registry, std::vector<std::unique_ptr<Backend>> backends)
+    : registry_(registry), backends_(std::move(backends)) {}
+
+absl::StatusOr<Backend*> Dispatcher::BackendFor(const std::string& device) const {
+  for (const auto& b : backends_) {
+    for (const DeviceInfo& d : b->Devices()) {
+      if (d.name == device) return b.get();
+    }
+  }
+  return Error(Reason::kDeviceNotFound, absl::StrCat("dispatch: no device '", device, "'"),
+               {{"device", device}});
+}
+
+std::vector<DeviceInfo> Dispatcher::Devices() const {
+  std::vector<DeviceInfo> out;
+  for (const auto& b : backends_) {
+    for (DeviceInfo& d : b->Devices()) out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::vector<std::string> Dispatcher::BackendsFor(const OpDef& op) const {
+  std::vector<std::string> out;
+  for (const auto& b : backends_) {
+    bool ok = op.composite != nullptr;  // composites run wherever their constituents run
+    for (DType d : op.dtypes.ToVector()) ok |= b->Supports(op, {d});
+    if (op.dtypes.empty()) ok |= b->Supports(op, {});
+    if (ok) out.push_back(b->kind());
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> Dispatcher::FromHost(DType dtype, Shape shape, const std::string& device,
+                                            const void* data, size_t bytes,
+                                            std::shared_ptr<MemoryAccount> account) const {
+  ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  if (static_cast<size_t>(n) * DTypeSize(dtype) != bytes) {
+    return Error(Reason::kBadTensorData,
+                 absl::StrCat("transfer: ", bytes, " bytes do not match shape ",
+                              ShapeToString(shape), " of ", DTypeName(dtype), " (",
+                              n * static_cast<int64_t>(DTypeSize(dtype)), " bytes)"),
+                 {{"bytes", absl::StrCat(bytes)},
+                  {"expected_bytes", absl::StrCat(n * static_cast<int64_t>(DTypeSize(dtype)))}});
+  }
+  ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
+  ASSIGN_OR_RETURN(Tensor t,
+                   backend->Allocate(dtype, std::move(shape), device, std::move(account)));
+  RETURN_IF_ERROR(backend->CopyFromHost(data, bytes, t));
+  return t;
+}
+
+absl::Status Dispatcher::ToHost(const Tensor& t, void* dst) const {
+  ASSIGN_OR_RETURN(Backend * backend, BackendFor(t.device()));
+  return backend->CopyToHost(t, dst);
+}
+
+absl::Status Dispatcher::CheckAutodiff(const OpDef& def, const std::vector<Tensor>& inputs,
+                                       const CallEnv& env) const {
+  const AutogradMeta* first = nullptr;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const AutogradMeta* meta = inputs[i].autograd().get();
+    if (meta == nullptr) continue;
+    Metadata md = {{"op", def.name},
+                   {"input_index", absl::StrCat(i)},
+                   {"tensor_id", Id(meta->tensor_id)},
+                   {"context_id", Id(meta->context_id)}};
+    AutodiffContext* ctx = env.contexts ? env.contexts(meta->context_id) : nullptr;
+    std::string state = !env.autodiff_enabled ? "disabled"
+                        : ctx == nullptr      ? "never_opened"
+                                              : ContextStateName(ctx->state());
+    // detach is the way out for a tensor whose context has gone: it is always allowed.
+    if (state != "open" && def.name != "detach") {
+      md["context_state"] = state;
+      return Error(
+          Reason::kAutodiffContextNotEnabled,
+          absl::StrCat(def.name, ": input ", i, " (tensor ", meta->tensor_id,
+                       ") is an autodiff tensor of context ", meta->context_id, ", which is ",
+                       state, "; open a context, or detach the tensor to use its value"),
+          md);
+    }
+    if (env.no_grad) continue;
+    if (def.marking == Marking::kUnmarked || def.in_place) {
+      return Error(
+          Reason::kOperationNotMarkedForAutodiff,
+          absl::StrCat(def.name, ": input ", i, " (tensor ", meta->tensor_id,
+                       ") is an autodiff tensor of context ", meta->context_id, ", but '", def.name,
+                       "' is not marked for autodiff (no backward rule, not marked "
+                       "non-differentiable); detach the input, use a marked op",
+                       def.in_place ? ", or run it in a no_grad batch" : ""),
+          md);
+    }
+    if (first != nullptr && first->context_id != meta->context_id) {
+      return Error(
+          Reason::kBadOperand,
+          absl::StrCat(def.name, ": inputs belong to autodiff contexts ", first->context_id,
+                       " and ", meta->context_id, "; one op records onto one context"),
+          md);
+    }
+    first = meta;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
+                                                     std::vector<Tensor> inputs,
+                                                     const AttrMap& attr_map,
+                                                     const CallEnv& env) const {
+  ASSIGN_OR_RETURN(const OpDef* def, registry_.Find(op));
+  const int n = static_cast<int>(inputs.size());
+  if (n < def->min_inputs || (def->max_inputs != kVariadic && n > def->max_inputs)) {
+    std::string expected = def->max_inputs == kVariadic ? absl::StrCat(def->min_inputs, "+")
+                           : def->min_inputs == def->max_inputs
+                               ? absl::StrCat(def->min_inputs)
+                               : absl::StrCat(def->min_inputs, "..", def->max_inputs);
+    return Error(Reason::kWrongArity, absl::StrCat(op, ": takes ", expected, " inputs, got ", n),
+                 {{"op", op}, {"expected", expected}, {"got", absl::StrCat(n)}});
+  }
+  ASSIGN_OR_RETURN(Attrs attrs, ValidateAttrs(op, def->attrs, attr_map));
+  RETURN_IF_ERROR(CheckAutodiff(*def, inputs, env));
+  const bool has_autodiff_input =
+      std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.autograd(); });
+  const bool record =
+      has_autodiff_input && !env.no_grad &&
+      (def->marking == Marking::kDifferentiable || def->marking == Marking::kZeroGrad);
+
+  // Devices: every tensor operand on one device (to_device is the way across).
+  std::string device = env.device;
+  for (int i = 0; i < n; ++i) {
+    if (i == 0) device = inputs[0].device();
+    if (inputs[i].device() != device && !inputs[i].wrapped_number() && inputs[i].rank() > 0) {
+      return Error(Reason::kInvalidRequest,
+                   absl::StrCat(op, ": input 0 is on ", device, " but input ", i, " is on ",
+                                inputs[i].device(), "; move it with to_device"),
+                   {{"op", op}, {"input_index", absl::StrCat(i)}});
+    }
+  }
+
+  // Promotion to the common dtype (binary arithmetic, where).
+  std::vector<Tensor> promoted = inputs;
+  if (def->promote_from >= 0 && n > def->promote_from) {
+    DType common = ResultType(absl::MakeConstSpan(inputs).subspan(def->promote_from));
+    for (int i = def->promote_from; i < n; ++i) {
+      if (promoted[i].dtype() == common) continue;
+      CallEnv plain = env;
+      plain.no_grad = true;
+      ASSIGN_OR_RETURN(std::vector<Tensor> cast,
+                       Call("to_dtype", {inputs[i].Detached()},
+                            {{"dtype", std::string(DTypeName(common))}}, plain));
+      promoted[i] = std::move(cast[0]);
+    }
+  }
+  for (Tensor& t : promoted) t.set_autograd(nullptr);
+
+  // The dtype the table names is checked on the primary operand.
+  if (!def->creation && n > 0 && !def->dtypes.Contains(promoted[0].dtype()) &&
+      def->dtypes.bits() != 0) {
+    return Error(Reason::kDtypeMismatch,
+                 absl::StrCat(op, ": dtype ", DTypeName(promoted[0].dtype()),
+                              " is not supported (supported: ", def->dtypes.ToString(), ")"),
+                 {{"op", op},
+                  {"dtype", std::string(DTypeName(promoted[0].dtype()))},
+                  {"supported", def->dtypes.ToString()}});
+  }
+
+  if (def->composite) {
+    CallEnv inner = env;
+    inner.no_grad = env.no_grad || def->marking == Marking::kNonDifferentiable;
+    // Composites see the caller's tensors (with autodiff identity) so constituents record.
+    std::vector<Tensor> args = inputs;
+    for (int i = 0; i < n; ++i) {
+      if (promoted[i].dtype() != inputs[i].dtype()) {
+        args[i] = promoted[i];
+        if (inputs[i].autograd() && !inner.no_grad) {
+          ASSIGN_OR_RETURN(std::vector<Tensor> cast,
+                           Call("to_dtype", {inputs[i]},
+                                {{"dtype", std::string(DTypeName(promoted[i].dtype()))}}, inner));
+          args[i] = std::move(cast[0]);
+        }
+      }
+    }
+    DispatchRunner runner(*this, inner);
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, def->composite(runner, args, attrs));
+    if (def->marking == Marking::kNonDifferentiable) {
+      for (Tensor& t : outs) t.set_autograd(nullptr);
+    }
+    return outs;
+  }
+
+  std::vector<TensorMeta> metas;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : promoted) {
+    metas.push_back(t.meta());
+    dtypes.push_back(t.dtype());
+  }
+  ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
+  ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
+  if (!backend->Supports(*def, dtypes)) {
+    return Error(Reason::kUnsupportedOnBackend,
+                 absl::StrCat(op, ": the ", backend->kind(), " backend has no kernel for dtype ",
+                              n ? DTypeName(dtypes[0]) : "-"),
+                 {{"op", op}, {"backend", backend->kind()}});
+  }
+  std::vector<Tensor> outputs(out_metas.size());
+  for (size_t k = 0; k < out_metas.size(); ++k) {
+    bool known = std::all_of(out_metas[k].shape.begin(), out_metas[k].shape.end(),
+                             [](int64_t d) { return d >= 0; });
+    if (!known || def->view) continue;
+    ASSIGN_OR_RETURN(
+        outputs[k], backend->Allocate(out_metas[k].dtype, out_metas[k].shape, device, env.account));
+  }
+  KernelCall call{*def, promoted, attrs, outputs, out_metas, env.account};
+  absl::Status run = backend->Run(call);
+  if (!run.ok()) return WithMetadata(run, {{"op", op}});
+
+  if (record) {
+    uint64_t ctx_id = 0;
+    for (const Tensor& t : inputs) {
+      if (t.autograd()) ctx_id = t.autograd()->context_id;
+    }
+    env.contexts(ctx_id)->Record(*def, attrs, inputs, promoted, outputs);
+  }
+  return outputs;
+}
+
+absl::StatusOr<std::vector<LeafGradient>> Dispatcher::Backward(AutodiffContext& ctx,
+                                                               const std::vector<Tensor>& roots,
+                                                               const std::vector<Tensor>& seeds,
+                                                               bool retain_graph,
+                                                               const CallEnv& env) const {
+  if (!env.autodiff_enabled || ctx.state() != ContextState::kOpen) {
+    std::string state = env.autodiff_enabled ? ContextStateName(ctx.state()) : "disabled";
+    return Error(Reason::kAutodiffContextNotEnabled,
+                 absl::StrCat("autodiff: backward on context ", ctx.id(), ", which is ", state),
+                 {{"context_id", Id(ctx.id())}, {"context_state", state}});
+  }
+  CallEnv plain = env;
+  plain.no_grad = true;
+  DispatchRunner runner(*this, plain);
+  return RunBackward(ctx, roots, seeds, retain_graph, runner);
+}
+
+}  // namespace tensord

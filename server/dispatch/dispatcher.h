@@ -1,0 +1,85 @@
+// Routes op calls to a backend and enforces the autodiff rules. It owns no tensors, sessions
+// or contexts: the caller passes what a call may see in a CallEnv.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/autodiff/engine.h"
+#include "server/autodiff/tape.h"
+#include "server/backends/backend.h"
+#include "server/ops/registry.h"
+
+namespace tensord {
+
+// What one call may see and do.
+struct CallEnv {
+  std::shared_ptr<MemoryAccount> account;  // session memory; null = unaccounted
+  std::string device = "cpu";              // where creation ops put their output
+  bool no_grad = false;                    // compute without recording
+  bool autodiff_enabled = true;            // false for sessions created without autodiff
+  // Looks up an autodiff context of the caller's session; null when it never existed.
+  std::function<AutodiffContext*(uint64_t)> contexts;
+  // Checked between calls of a batch and between backward nodes.
+  std::function<bool()> cancelled;
+};
+
+class Dispatcher {
+ public:
+  Dispatcher(const OpRegistry& registry, std::vector<std::unique_ptr<Backend>> backends);
+
+  // Validates the call (op, arity, attributes, dtypes, shapes, devices), enforces the autodiff
+  // rules, runs the kernel or composite and records onto the inputs' context.
+  absl::StatusOr<std::vector<Tensor>> Call(const std::string& op, std::vector<Tensor> inputs,
+                                           const AttrMap& attrs, const CallEnv& env) const;
+
+  // Reverse pass over `ctx` (which must be open), see RunBackward.
+  absl::StatusOr<std::vector<LeafGradient>> Backward(AutodiffContext& ctx,
+                                                     const std::vector<Tensor>& roots,
+                                                     const std::vector<Tensor>& seeds,
+                                                     bool retain_graph, const CallEnv& env) const;
+
+  // NOT_FOUND (DEVICE_NOT_FOUND) for a device this server does not have.
+  absl::StatusOr<Backend*> BackendFor(const std::string& device) const;
+  std::vector<DeviceInfo> Devices() const;
+  // Backend kinds with a kernel (or, for composites, all constituents) for `op`.
+  std::vector<std::string> BackendsFor(const OpDef& op) const;
+  const OpRegistry& registry() const { return registry_; }
+
+  // Host bytes → tensor on `device`, charged to `account`.
+  absl::StatusOr<Tensor> FromHost(DType dtype, Shape shape, const std::string& device,
+                                  const void* data, size_t bytes,
+                                  std::shared_ptr<MemoryAccount> account) const;
+  absl::Status ToHost(const Tensor& t, void* dst) const;
+
+ private:
+  absl::Status CheckAutodiff(const OpDef& def, const std::vector<Tensor>& inputs,
+                             const CallEnv& env) const;
+
+  const OpRegistry& registry_;
+  std::vector<std::unique_ptr<Backend>> backends_;
+};
+
+// An OpRunner bound to a dispatcher and an environment (for backward rules and composites).
+class DispatchRunner : public OpRunner {
+ public:
+  DispatchRunner(const Dispatcher& dispatcher, CallEnv env)
+      : dispatcher_(dispatcher), env_(std::move(env)) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op, std::vector<Tensor> inputs,
+                                          AttrMap attrs) override {
+    return dispatcher_.Call(op, std::move(inputs), attrs, env_);
+  }
+
+ private:
+  const Dispatcher& dispatcher_;
+  CallEnv env_;
+};
+
+// PyTorch's result_type over tensors: dimensioned tensors outrank 0-d tensors, which outrank
+// wrapped scalars, unless a weaker group is of a higher category (bool < int < float).
+DType ResultType(absl::Span<const Tensor> tensors);
+
+}  // namespace tensord

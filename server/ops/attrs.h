@@ -1,0 +1,61 @@
+// Op attributes: typed values validated against an op's AttrSpec list before dispatch, so
+// kernels and shape rules read them without re-checking types.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/dtype.h"
+
+namespace tensord {
+
+enum class AttrType { kBool, kInt, kFloat, kString, kInts, kFloats, kDType };
+const char* AttrTypeName(AttrType type);
+
+// std::monostate means "absent" (an optional attribute with no default, e.g. sum's dim).
+using AttrValue = std::variant<std::monostate, bool, int64_t, double, std::string,
+                               std::vector<int64_t>, std::vector<double>>;
+using AttrMap = std::map<std::string, AttrValue>;
+
+struct AttrSpec {
+  std::string name;
+  AttrType type;
+  AttrValue default_value;  // monostate: optional with no default, unless `required`
+  bool required = false;
+  std::vector<std::string> choices;  // allowed values of a kString attribute; empty = any
+};
+
+// Read access to validated attributes. Getters fall back to the given default only for
+// attributes that are absent; types were checked by ValidateAttrs.
+class Attrs {
+ public:
+  Attrs() = default;
+  explicit Attrs(AttrMap values) : values_(std::move(values)) {}
+
+  bool Has(const std::string& name) const;
+  bool GetBool(const std::string& name, bool def = false) const;
+  int64_t GetInt(const std::string& name, int64_t def = 0) const;
+  double GetFloat(const std::string& name, double def = 0) const;
+  std::string GetString(const std::string& name, const std::string& def = "") const;
+  std::vector<int64_t> GetInts(const std::string& name) const;
+  std::vector<double> GetFloats(const std::string& name) const;
+  std::optional<DType> GetDType(const std::string& name) const;
+  const AttrMap& map() const { return values_; }
+
+ private:
+  AttrMap values_;
+};
+
+// Checks names, types (ints widen to floats, a single int becomes a one-element list, a
+// dtype is a string) and choices; fills defaults. BAD_ATTRIBUTE names the attribute.
+absl::StatusOr<Attrs> ValidateAttrs(const std::string& op, const std::vector<AttrSpec>& specs,
+                                    const AttrMap& given);
+
+std::string AttrValueToString(const AttrValue& value);
+
+}  // namespace tensord

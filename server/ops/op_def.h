@@ -1,0 +1,88 @@
+// One entry of the op table: everything the dispatcher needs to validate a call, infer its
+// outputs, decide what autodiff does with it, and differentiate it. Kernels live in backends.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/core/tensor.h"
+#include "server/ops/attrs.h"
+
+namespace tensord {
+
+// The autodiff marking of OPS.md's "grad" column.
+enum class Marking {
+  kDifferentiable,     // d: has a backward rule
+  kZeroGrad,           // z: differentiable, gradient is zero
+  kNonDifferentiable,  // n: outputs are plain tensors, no error
+  kUnmarked,           // none of the above: OPERATION_NOT_MARKED_FOR_AUTODIFF on autodiff input
+};
+const char* MarkingName(Marking m);  // "differentiable", "zero_grad", ...
+
+// Runs ops by name. The dispatcher implements it; backward rules and composite ops use it so
+// that they are written once, in terms of other ops, for every backend.
+class OpRunner {
+ public:
+  virtual ~OpRunner() = default;
+  virtual absl::StatusOr<std::vector<Tensor>> Run(const std::string& op, std::vector<Tensor> inputs,
+                                                  AttrMap attrs = {}) = 0;
+  // Single-output convenience.
+  absl::StatusOr<Tensor> Run1(const std::string& op, std::vector<Tensor> inputs,
+                              AttrMap attrs = {});
+};
+
+// Output metadata. A dimension of -1 means "data-dependent": the kernel allocates that output.
+using InferFn = std::function<absl::StatusOr<std::vector<TensorMeta>>(
+    absl::Span<const TensorMeta> inputs, const Attrs& attrs)>;
+
+struct GradContext {
+  absl::Span<const Tensor> inputs;        // as the forward saw them (after promotion)
+  absl::Span<const Tensor> outputs;       // forward outputs
+  absl::Span<const Tensor> grad_outputs;  // one per output; zeros where nothing flowed
+  const Attrs& attrs;
+  std::vector<bool> needs_input_grad;  // compute only these; others may stay undefined
+  OpRunner& run;                       // runs ops without recording
+};
+// Returns one gradient per input (undefined Tensor = none). The engine sums a gradient over
+// broadcast dims and casts it back to the input's dtype, so rules need not do either.
+using BackwardFn = std::function<absl::StatusOr<std::vector<Tensor>>(const GradContext&)>;
+
+// An op implemented by calling other ops. Under autodiff its constituents are recorded, so
+// it is differentiable without a rule of its own.
+using CompositeFn = std::function<absl::StatusOr<std::vector<Tensor>>(
+    OpRunner& run, absl::Span<const Tensor> inputs, const Attrs& attrs)>;
+
+inline constexpr int kVariadic = -1;
+
+struct OpDef {
+  std::string name;
+  std::string category;  // "elementwise", "reduction", ... (ListOps and docs)
+  int tier = 1;
+  int min_inputs = 1;
+  int max_inputs = 1;  // kVariadic: any number >= min_inputs
+  std::vector<std::string> input_names;
+  std::vector<AttrSpec> attrs;
+  DTypeSet dtypes;  // dtypes of the primary (first float/int) operand the op accepts
+  Marking marking = Marking::kUnmarked;
+  InferFn infer;
+  BackwardFn backward;    // required for kDifferentiable unless `composite` is set
+  CompositeFn composite;  // when set, the op has no kernel of its own
+  // Tensor inputs from this index on are cast to their PyTorch result type before the kernel
+  // (binary arithmetic, where). -1: no promotion.
+  int promote_from = -1;
+  // BALANCED checkpointing keeps the inputs of compute-bound ops and recomputes the others.
+  bool compute_bound = false;
+  // Writes into its first input (assign). Refused on autodiff tensors while recording.
+  bool in_place = false;
+  // The kernel returns a view of its input (shared storage): no output is pre-allocated.
+  bool view = false;
+  // Creation ops take no tensor inputs and produce their output on the session device.
+  bool creation = false;
+  std::string origin = "builtin";
+  std::string doc;
+};
+
+}  // namespace tensord

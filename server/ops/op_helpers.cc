@@ -1,0 +1,64 @@
+#include "server/ops/op_helpers.h"
+
+namespace tensord::ops {
+
+InferFn SameAs(int index) {
+  return [index](absl::Span<const TensorMeta> in,
+                 const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
+    return std::vector<TensorMeta>{in[index]};
+  };
+}
+
+InferFn SameShapeAs(DType dtype) {
+  return [dtype](absl::Span<const TensorMeta> in,
+                 const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
+    return std::vector<TensorMeta>{{dtype, in[0].shape}};
+  };
+}
+
+namespace {
+absl::StatusOr<Shape> BroadcastMetas(absl::Span<const TensorMeta> in) {
+  Shape out;
+  for (const TensorMeta& m : in) {
+    ASSIGN_OR_RETURN(out, BroadcastShapes(out, m.shape));
+  }
+  return out;
+}
+}  // namespace
+
+InferFn Broadcast() {
+  return
+      [](absl::Span<const TensorMeta> in, const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
+        ASSIGN_OR_RETURN(Shape s, BroadcastMetas(in));
+        return std::vector<TensorMeta>{{in.back().dtype, s}};
+      };
+}
+
+InferFn BroadcastTo(DType out) {
+  return [out](absl::Span<const TensorMeta> in,
+               const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
+    ASSIGN_OR_RETURN(Shape s, BroadcastMetas(in));
+    return std::vector<TensorMeta>{{out, s}};
+  };
+}
+
+absl::Status ShapeError(const std::string& op, const std::string& what) {
+  return Error(Reason::kShapeMismatch, absl::StrCat(op, ": ", what), {{"op", op}});
+}
+
+absl::Status AttrError(const std::string& op, const std::string& attr, const std::string& what) {
+  return Error(Reason::kBadAttribute, absl::StrCat(op, ": attribute '", attr, "' ", what),
+               {{"op", op}, {"attribute", attr}});
+}
+
+absl::Status DtypeError(const std::string& op, const std::string& what) {
+  return Error(Reason::kDtypeMismatch, absl::StrCat(op, ": ", what), {{"op", op}});
+}
+
+Tensor GradOps::Scalar(double v) {
+  Tensor t = Tensor::Scalar<double>(v);
+  t.set_wrapped_number(true);
+  return t;
+}
+
+}  // namespace tensord::ops

@@ -1,0 +1,92 @@
+// Building blocks for op table entries: attribute specs, common shape rules and the small
+// vocabulary backward rules are written in.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+#include "server/ops/op_def.h"
+#include "server/ops/registry.h"
+
+namespace tensord::ops {
+
+// ---- Attribute specs --------------------------------------------------------------------------
+inline AttrSpec IntAttr(std::string name, int64_t def) {
+  return {std::move(name), AttrType::kInt, def};
+}
+inline AttrSpec FloatAttr(std::string name, double def) {
+  return {std::move(name), AttrType::kFloat, def};
+}
+inline AttrSpec BoolAttr(std::string name, bool def) {
+  return {std::move(name), AttrType::kBool, def};
+}
+inline AttrSpec StringAttr(std::string name, std::string def,
+                           std::vector<std::string> choices = {}) {
+  return {std::move(name), AttrType::kString, std::move(def), false, std::move(choices)};
+}
+inline AttrSpec IntsAttr(std::string name) { return {std::move(name), AttrType::kInts, {}}; }
+inline AttrSpec RequiredIntsAttr(std::string name) {
+  return {std::move(name), AttrType::kInts, {}, true};
+}
+inline AttrSpec RequiredIntAttr(std::string name) {
+  return {std::move(name), AttrType::kInt, {}, true};
+}
+inline AttrSpec RequiredFloatAttr(std::string name) {
+  return {std::move(name), AttrType::kFloat, {}, true};
+}
+inline AttrSpec OptionalIntAttr(std::string name) { return {std::move(name), AttrType::kInt, {}}; }
+inline AttrSpec OptionalFloatAttr(std::string name) {
+  return {std::move(name), AttrType::kFloat, {}};
+}
+inline AttrSpec DTypeAttr(std::string name) { return {std::move(name), AttrType::kDType, {}}; }
+
+// ---- Shape rules ------------------------------------------------------------------------------
+// Output k has input `index`'s dtype and shape.
+InferFn SameAs(int index = 0);
+// Same shape as input 0, dtype `dtype`.
+InferFn SameShapeAs(DType dtype);
+// Broadcast of all inputs; dtype of input 0 (inputs were promoted) or `out` when given.
+InferFn Broadcast();
+InferFn BroadcastTo(DType out);
+
+// ---- Errors -----------------------------------------------------------------------------------
+absl::Status ShapeError(const std::string& op, const std::string& what);
+absl::Status AttrError(const std::string& op, const std::string& attr, const std::string& what);
+absl::Status DtypeError(const std::string& op, const std::string& what);
+
+// ---- Backward vocabulary (runs ops without recording) -----------------------------------------
+// Each returns StatusOr<Tensor>; compose with ASSIGN_OR_RETURN.
+class GradOps {
+ public:
+  explicit GradOps(OpRunner& run) : run_(run) {}
+  absl::StatusOr<Tensor> Op(const std::string& op, std::vector<Tensor> in, AttrMap attrs = {}) {
+    return run_.Run1(op, std::move(in), std::move(attrs));
+  }
+  absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) { return Op("add", {a, b}); }
+  absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) { return Op("sub", {a, b}); }
+  absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) { return Op("mul", {a, b}); }
+  absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) { return Op("div", {a, b}); }
+  absl::StatusOr<Tensor> Neg(const Tensor& a) { return Op("neg", {a}); }
+  // a * s for a float scalar s.
+  absl::StatusOr<Tensor> Scale(const Tensor& a, double s) { return Op("mul", {a, Scalar(s)}); }
+  absl::StatusOr<Tensor> Sum(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
+    return Op("sum", {a}, {{"dim", dims}, {"keepdim", keepdim}});
+  }
+  absl::StatusOr<Tensor> Reshape(const Tensor& a, Shape shape) {
+    return Op("reshape", {a}, {{"shape", shape}});
+  }
+  absl::StatusOr<Tensor> Expand(const Tensor& a, Shape shape) {
+    return Op("expand", {a}, {{"size", shape}});
+  }
+  absl::StatusOr<Tensor> ZerosLike(const Tensor& a) { return Op("zeros_like", {a}); }
+  // A wrapped scalar: takes the other operand's dtype under promotion.
+  static Tensor Scalar(double v);
+  OpRunner& runner() { return run_; }
+
+ private:
+  OpRunner& run_;
+};
+
+}  // namespace tensord::ops

@@ -1,0 +1,91 @@
+#include "server/ops/registry.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+
+namespace tensord {
+
+const char* MarkingName(Marking m) {
+  switch (m) {
+    case Marking::kDifferentiable:
+      return "differentiable";
+    case Marking::kZeroGrad:
+      return "zero_grad";
+    case Marking::kNonDifferentiable:
+      return "non_differentiable";
+    case Marking::kUnmarked:
+      return "unmarked";
+  }
+  return "unmarked";
+}
+
+absl::StatusOr<Tensor> OpRunner::Run1(const std::string& op, std::vector<Tensor> inputs,
+                                      AttrMap attrs) {
+  ASSIGN_OR_RETURN(std::vector<Tensor> out, Run(op, std::move(inputs), std::move(attrs)));
+  return std::move(out.at(0));
+}
+
+const OpRegistry& OpRegistry::Builtin() {
+  static const OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    RegisterCreationOps(*r);
+    RegisterElementwiseOps(*r);
+    RegisterActivationOps(*r);
+    RegisterReductionOps(*r);
+    RegisterShapeOps(*r);
+    RegisterLinalgOps(*r);
+    RegisterNnOps(*r);
+    RegisterLossOps(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+absl::StatusOr<const OpDef*> OpRegistry::Find(const std::string& name) const {
+  auto it = ops_.find(name);
+  if (it == ops_.end()) {
+    return Error(Reason::kUnknownOp, absl::StrCat("registry: unknown op '", name, "'"),
+                 {{"op", name}});
+  }
+  return it->second.get();
+}
+
+std::vector<const OpDef*> OpRegistry::All() const {
+  std::vector<const OpDef*> out;
+  for (const auto& [name, def] : ops_) out.push_back(def.get());
+  return out;
+}
+
+absl::Status OpRegistry::Add(OpDef def) {
+  if (ops_.count(def.name)) {
+    return absl::InvalidArgumentError(absl::StrCat("registry: op '", def.name,
+                                                   "' is already registered (origin ",
+                                                   ops_[def.name]->origin, ")"));
+  }
+  if (!def.infer && !def.composite) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("registry: op '", def.name, "' has neither a shape rule nor a composite"));
+  }
+  if (def.marking == Marking::kDifferentiable && !def.backward && !def.composite) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("registry: op '", def.name, "' is marked differentiable without a rule"));
+  }
+  std::string name = def.name;
+  ops_[name] = std::make_unique<OpDef>(std::move(def));
+  return absl::OkStatus();
+}
+
+}  // namespace tensord
+
+namespace tensord {
+void MustAdd(OpRegistry& r, OpDef def) {
+  absl::Status s = r.Add(std::move(def));
+  if (!s.ok()) {
+    std::fprintf(stderr, "tensord: %s\n", std::string(s.message()).c_str());
+    std::abort();
+  }
+}
+}  // namespace tensord
