@@ -81,6 +81,9 @@ struct OpDef {
   bool view = false;
   // Creation ops take no tensor inputs and produce their output on the session device.
   bool creation = false;
+  // A helper op used by backward rules (e.g. max_pool2d_backward): not in ListOps, not in
+  // the catalog, refused from clients.
+  bool internal = false;
   std::string origin = "builtin";
   std::string doc;
 };

@@ -5,6 +5,7 @@ namespace tensord::cpu {
 const KernelTable& KernelTable::Get() {
   static const KernelTable* table = [] {
     auto* t = new KernelTable();
+    RegisterOneDnnKernels(*t);
     RegisterCreationKernels(*t);
     RegisterElementwiseKernels(*t);
     RegisterActivationKernels(*t);

@@ -39,7 +39,9 @@ class KernelTable {
   std::map<std::string, std::vector<Kernel>> kernels_;
 };
 
-// Family registration, one per kernel file.
+// Family registration, one per kernel file. oneDNN kernels register first so that they are
+// preferred; the loop kernels of each family are the portable reference after them.
+void RegisterOneDnnKernels(KernelTable& t);
 void RegisterCreationKernels(KernelTable& t);
 void RegisterElementwiseKernels(KernelTable& t);
 void RegisterActivationKernels(KernelTable& t);
