@@ -9,7 +9,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libgtest-dev libgmock-dev libbenchmark-dev
 )
 if [[ "${1:-build}" == "test" ]]; then
-  packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest)
+  packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch
+             libopenblas0-pthread protobuf-compiler-grpc nodejs)
 fi
 
 missing=()

@@ -8,7 +8,7 @@ echo "== C++ tests (ctest)"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 600
 if [[ -d tests/python ]]; then
   echo "== Python tests (pytest)"
-  python3 -m pytest -q tests/python
+  /usr/bin/python3 -m pytest -q tests/python
 fi
 if [[ -d tests/node ]]; then
   echo "== Node tests"
