@@ -1,0 +1,136 @@
+// HostTensor: a tensor value in client memory (dtype, shape, row-major little-endian bytes),
+// the unit of Put/Get and of inline literals, with .npy read/write.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "tensord/v1/tensor.pb.h"
+
+namespace tensord::client {
+
+// Numbers match tensord.v1.DType.
+enum class DType : int { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kBool = 5 };
+using Shape = std::vector<int64_t>;
+
+// "f32", "f64", "i32", "i64", "bool".
+std::string DTypeName(DType dtype);
+size_t DTypeSize(DType dtype);
+absl::StatusOr<DType> DTypeFromProto(::tensord::v1::DType dtype);
+inline ::tensord::v1::DType ToProto(DType dtype) {
+  return static_cast<::tensord::v1::DType>(dtype);
+}
+std::string ShapeString(const Shape& shape);  // "[2, 3]"
+// Product of the dims; -1 when a dim is negative or the product overflows.
+int64_t NumElements(const Shape& shape);
+
+// The C++ element type of each dtype; bool travels as one byte, 0 or 1.
+template <typename T>
+struct DTypeOf;
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::kF32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::kF64;
+};
+template <>
+struct DTypeOf<int32_t> {
+  static constexpr DType value = DType::kI32;
+};
+template <>
+struct DTypeOf<int64_t> {
+  static constexpr DType value = DType::kI64;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::kBool;
+};
+
+class HostTensor {
+ public:
+  // A 0-d f32 zero.
+  HostTensor() : HostTensor(DType::kF32, {}, std::string(4, '\0')) {}
+  // Raw bytes; Validate() says whether they fit dtype and shape.
+  HostTensor(DType dtype, Shape shape, std::string bytes)
+      : dtype_(dtype), shape_(std::move(shape)), bytes_(std::move(bytes)) {}
+
+  // Typed constructors. Without a shape the tensor is 1-d of values.size() elements; with one,
+  // Validate() reports a count that does not fit it.
+  explicit HostTensor(const std::vector<float>& values);
+  explicit HostTensor(const std::vector<double>& values);
+  explicit HostTensor(const std::vector<int32_t>& values);
+  explicit HostTensor(const std::vector<int64_t>& values);
+  explicit HostTensor(const std::vector<bool>& values);
+  HostTensor(const std::vector<float>& values, Shape shape);
+  HostTensor(const std::vector<double>& values, Shape shape);
+  HostTensor(const std::vector<int32_t>& values, Shape shape);
+  HostTensor(const std::vector<int64_t>& values, Shape shape);
+  HostTensor(const std::vector<bool>& values, Shape shape);
+
+  // 0-d tensors.
+  static HostTensor Scalar(float v) { return HostTensor(std::vector<float>{v}, Shape{}); }
+  static HostTensor Scalar(double v) { return HostTensor(std::vector<double>{v}, Shape{}); }
+  static HostTensor Scalar(int32_t v) { return HostTensor(std::vector<int32_t>{v}, Shape{}); }
+  static HostTensor Scalar(int64_t v) { return HostTensor(std::vector<int64_t>{v}, Shape{}); }
+  static HostTensor Scalar(bool v) { return HostTensor(std::vector<bool>{v}, Shape{}); }
+  // Zero-filled tensor of the given dtype and shape.
+  static HostTensor Zeros(DType dtype, Shape shape);
+
+  DType dtype() const { return dtype_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t numel() const { return NumElements(shape_); }
+  const std::string& bytes() const { return bytes_; }
+  std::string& mutable_bytes() { return bytes_; }
+  size_t nbytes() const { return bytes_.size(); }
+
+  // OK when the byte count is numel * dtype size.
+  absl::Status Validate() const;
+
+  // Typed element access; the dtype must match T exactly.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> ToVector() const;
+  // Element-wise conversion of any dtype to double (bool → 0/1).
+  std::vector<double> ToDoubles() const;
+  // Pointer to the elements; null when T does not match the dtype.
+  template <typename T>
+  const T* data() const {
+    return DTypeOf<T>::value == dtype_ ? reinterpret_cast<const T*>(bytes_.data()) : nullptr;
+  }
+  template <typename T>
+  T* mutable_data() {
+    return DTypeOf<T>::value == dtype_ ? reinterpret_cast<T*>(bytes_.data()) : nullptr;
+  }
+
+  // The inline wire form (Execute literals, fetched values).
+  ::tensord::v1::TensorData ToProto() const;
+  static absl::StatusOr<HostTensor> FromProto(const ::tensord::v1::TensorData& data);
+  static absl::StatusOr<HostTensor> FromProto(::tensord::v1::TensorData&& data);
+
+  // NumPy .npy: format versions 1.0 and 2.0 (3.0 read too), little-endian, C order,
+  // dtypes f4 f8 i4 i8 b1. Writing picks 1.0 unless the header needs 2.0.
+  static absl::StatusOr<HostTensor> ParseNpy(const std::string& npy);
+  std::string ToNpy() const;
+  static absl::StatusOr<HostTensor> ReadNpy(const std::string& path);
+  absl::Status WriteNpy(const std::string& path) const;
+
+  friend bool operator==(const HostTensor& a, const HostTensor& b) {
+    return a.dtype_ == b.dtype_ && a.shape_ == b.shape_ && a.bytes_ == b.bytes_;
+  }
+  friend bool operator!=(const HostTensor& a, const HostTensor& b) { return !(a == b); }
+
+ private:
+  DType dtype_;
+  Shape shape_;
+  std::string bytes_;
+};
+
+template <>
+absl::StatusOr<std::vector<bool>> HostTensor::ToVector<bool>() const;
+
+}  // namespace tensord::client

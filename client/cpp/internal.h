@@ -1,0 +1,73 @@
+// Shared state behind Client, Session and Tensor objects. Not part of the public API.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/cpp/client.h"
+#include "grpcpp/grpcpp.h"
+#include "tensord/v1/service.grpc.pb.h"
+
+namespace tensord::client::internal {
+
+struct Connection {
+  std::string target;
+  ClientOptions options;
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<::tensord::v1::Tensord::Stub> stub;
+
+  // Applies the deadline and credentials of `options` to a call.
+  void Prepare(grpc::ClientContext* context) const;
+};
+
+class SessionState {
+ public:
+  SessionState(std::shared_ptr<const Connection> connection,
+               const ::tensord::v1::CreateSessionResponse& created, bool owned);
+
+  const std::string& id() const { return created_.session_id(); }
+  const ::tensord::v1::CreateSessionResponse& created() const { return created_; }
+  const Connection& connection() const { return *connection_; }
+  ::tensord::v1::Tensord::Stub& stub() const { return *connection_->stub; }
+
+  bool owned() const { return owned_.load(); }
+  void set_owned(bool owned) { owned_ = owned; }
+  bool closed() const { return closed_.load(); }
+  void set_closed() { closed_ = true; }
+
+  bool no_grad() const { return no_grad_depth_.load() > 0; }
+  void EnterNoGrad() { ++no_grad_depth_; }
+  void ExitNoGrad() { --no_grad_depth_; }
+
+  // Sends `request` (its session id filled in); wraps every output in a Tensor.
+  absl::StatusOr<::tensord::v1::ExecuteResponse> Execute(::tensord::v1::ExecuteRequest& request);
+  absl::StatusOr<HostTensor> Get(uint64_t handle, uint32_t chunk_bytes);
+  absl::StatusOr<uint32_t> Release(const std::vector<uint64_t>& handles);
+
+  // Called when the last Tensor of a handle goes.
+  void QueueRelease(uint64_t handle, uint64_t nbytes);
+  absl::Status FlushReleases();
+
+ private:
+  static constexpr size_t kReleaseBatchCount = 64;
+  static constexpr uint64_t kReleaseBatchBytes = uint64_t{64} << 20;
+
+  std::shared_ptr<const Connection> connection_;
+  ::tensord::v1::CreateSessionResponse created_;
+  std::atomic<bool> owned_;
+  std::atomic<bool> closed_{false};
+  std::atomic<int> no_grad_depth_{0};
+  std::mutex mu_;
+  std::vector<uint64_t> pending_;  // guarded by mu_
+  uint64_t pending_bytes_ = 0;     // guarded by mu_
+};
+
+// Wraps the outputs of an Execute response as Tensors of `state`.
+std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,
+                                              const ::tensord::v1::ExecuteResponse& response);
+
+}  // namespace tensord::client::internal

@@ -1,0 +1,495 @@
+#include "client/cpp/session.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/cpp/internal.h"
+#include "client/cpp/status.h"
+
+namespace tensord::client {
+namespace internal {
+
+SessionState::SessionState(std::shared_ptr<const Connection> connection,
+                           const ::tensord::v1::CreateSessionResponse& created, bool owned)
+    : connection_(std::move(connection)), created_(created), owned_(owned) {}
+
+absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
+    ::tensord::v1::ExecuteRequest& request) {
+  request.set_session_id(id());
+  if (no_grad()) request.set_no_grad(true);
+  grpc::ClientContext context;
+  connection_->Prepare(&context);
+  ::tensord::v1::ExecuteResponse response;
+  grpc::Status status = stub().Execute(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_bytes) {
+  grpc::ClientContext context;
+  connection_->Prepare(&context);
+  ::tensord::v1::GetTensorRequest request;
+  request.set_session_id(id());
+  request.set_handle(handle);
+  request.set_chunk_bytes(chunk_bytes);
+  std::unique_ptr<grpc::ClientReader<::tensord::v1::GetTensorResponse>> reader =
+      stub().GetTensor(&context, request);
+  ::tensord::v1::GetTensorResponse message;
+  ::tensord::v1::TensorInfo info;
+  bool have_info = false;
+  std::string bytes;
+  while (reader->Read(&message)) {
+    if (message.has_info() && !have_info) {
+      info = message.info();
+      have_info = true;
+      bytes.reserve(info.nbytes());
+    }
+    bytes += message.chunk();
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!have_info) {
+    return ClientError(
+        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
+        absl::StrCat("client: the GetTensor stream of handle ", handle, " carried no tensor info"));
+  }
+  absl::StatusOr<DType> dtype = DTypeFromProto(info.dtype());
+  if (!dtype.ok()) return dtype.status();
+  HostTensor out(*dtype, Shape(info.shape().begin(), info.shape().end()), std::move(bytes));
+  if (absl::Status s = out.Validate(); !s.ok()) {
+    return ClientError(absl::StatusCode::kDataLoss, ::tensord::v1::TRANSFER_INCOMPLETE,
+                       absl::StrCat("client: GetTensor of handle ", handle, ": ", s.message()),
+                       {{"handle", absl::StrCat(handle)}});
+  }
+  return out;
+}
+
+absl::StatusOr<uint32_t> SessionState::Release(const std::vector<uint64_t>& handles) {
+  grpc::ClientContext context;
+  connection_->Prepare(&context);
+  ::tensord::v1::ReleaseRequest request;
+  request.set_session_id(id());
+  request.mutable_handles()->Add(handles.begin(), handles.end());
+  ::tensord::v1::ReleaseResponse response;
+  grpc::Status status = stub().Release(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.released();
+}
+
+void SessionState::QueueRelease(uint64_t handle, uint64_t nbytes) {
+  if (closed()) return;
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    pending_.push_back(handle);
+    pending_bytes_ += nbytes;
+    flush = pending_.size() >= kReleaseBatchCount || pending_bytes_ >= kReleaseBatchBytes;
+  }
+  // A destructor has no caller to report to; a failure leaves the handle to the session's end.
+  if (flush) FlushReleases().IgnoreError();
+}
+
+absl::Status SessionState::FlushReleases() {
+  std::vector<uint64_t> handles;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handles.swap(pending_);
+    pending_bytes_ = 0;
+  }
+  if (handles.empty() || closed()) return absl::OkStatus();
+  absl::StatusOr<uint32_t> released = Release(handles);
+  if (released.ok()) return absl::OkStatus();
+  if (ReasonOf(released.status()) == ::tensord::v1::TENSOR_NOT_FOUND) {
+    // Release is atomic: one handle freed another way (Session::Release with raw handles)
+    // fails the whole batch, so the others go one at a time.
+    for (uint64_t h : handles) Release({h}).IgnoreError();
+    return absl::OkStatus();
+  }
+  // The session is gone (closed or expired): so are its tensors.
+  if (ReasonOf(released.status()) == ::tensord::v1::SESSION_NOT_FOUND) return absl::OkStatus();
+  return released.status();
+}
+
+std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,
+                                              const ::tensord::v1::ExecuteResponse& response) {
+  std::vector<std::vector<Tensor>> out;
+  out.reserve(response.results_size());
+  for (const ::tensord::v1::CallResult& result : response.results()) {
+    std::vector<Tensor>& outputs = out.emplace_back();
+    for (const ::tensord::v1::TensorInfo& info : result.outputs()) {
+      outputs.push_back(Tensor::Adopt(state, TensorInfo::FromProto(info)));
+    }
+  }
+  return out;
+}
+
+}  // namespace internal
+
+namespace {
+
+absl::Status NoSession() {
+  return ClientError(absl::StatusCode::kFailedPrecondition, ::tensord::v1::SESSION_NOT_FOUND,
+                     "client: the session object was moved from");
+}
+
+void FillCall(::tensord::v1::OpCall* call, const std::string& op,
+              const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error) {
+  call->set_op(op);
+  for (const Operand& operand : inputs) {
+    absl::Status s = operand.ToProto(call->add_inputs());
+    if (!s.ok() && error->ok()) *error = s;
+  }
+  for (const auto& [name, value] : attrs) (*call->mutable_attrs())[name] = value.proto();
+}
+
+}  // namespace
+
+// ---- info structs -----------------------------------------------------------------------------
+
+bool operator==(const ContextInfo& a, const ContextInfo& b) {
+  return a.context_id == b.context_id && a.checkpointing == b.checkpointing && a.state == b.state &&
+         a.tape_nodes == b.tape_nodes && a.saved_bytes == b.saved_bytes;
+}
+
+std::ostream& operator<<(std::ostream& os, const ContextInfo& c) {
+  return os << "context " << c.context_id << " (" << c.checkpointing << ", " << c.state << ", "
+            << c.tape_nodes << " tape nodes, " << c.saved_bytes << " saved bytes)";
+}
+
+const ContextInfo* SessionInfo::context(uint64_t id) const {
+  for (const ContextInfo& c : contexts) {
+    if (c.context_id == id) return &c;
+  }
+  return nullptr;
+}
+
+std::string SessionInfo::ToString() const {
+  std::string out = absl::StrCat("session ", session_id, " on ", device, ": ", memory_used_bytes,
+                                 "/", memory_quota_bytes, " bytes, ttl ", ttl_seconds, " s",
+                                 autodiff_enabled ? "" : ", autodiff disabled");
+  for (const TensorInfo& t : tensors) absl::StrAppend(&out, "\n  ", t.ToString());
+  for (const ContextInfo& c : contexts) {
+    absl::StrAppend(&out, "\n  context ", c.context_id, " (", c.checkpointing, ", ", c.state, ", ",
+                    c.tape_nodes, " tape nodes, ", c.saved_bytes, " saved bytes)");
+  }
+  return out;
+}
+
+bool operator==(const SessionInfo& a, const SessionInfo& b) {
+  return a.session_id == b.session_id && a.device == b.device &&
+         a.memory_used_bytes == b.memory_used_bytes &&
+         a.memory_quota_bytes == b.memory_quota_bytes && a.ttl_seconds == b.ttl_seconds &&
+         a.autodiff_enabled == b.autodiff_enabled && a.tensors == b.tensors &&
+         a.contexts == b.contexts;
+}
+
+std::ostream& operator<<(std::ostream& os, const SessionInfo& info) {
+  return os << info.ToString();
+}
+
+// ---- Batch ------------------------------------------------------------------------------------
+
+Batch::Batch(std::shared_ptr<internal::SessionState> state, BatchOptions options)
+    : state_(std::move(state)), options_(options) {}
+
+CallRef Batch::Add(const std::string& op, std::vector<Operand> inputs, const Attrs& attrs,
+                   const CallOptions& options) {
+  ::tensord::v1::OpCall* call = request_.add_calls();
+  FillCall(call, op, inputs, attrs, &error_);
+  call->set_requires_grad(options.requires_grad);
+  call->set_fetch(options.fetch);
+  for (const Operand& operand : inputs) {
+    if (const Tensor* t = operand.tensor()) keep_alive_.push_back(*t);
+  }
+  return CallRef(static_cast<uint32_t>(request_.calls_size() - 1));
+}
+
+absl::StatusOr<BatchResult> Batch::Run() {
+  if (!state_) return NoSession();
+  if (!error_.ok()) return error_;
+  request_.set_no_grad(options_.no_grad);
+  request_.set_context_id(options_.context);
+  absl::StatusOr<::tensord::v1::ExecuteResponse> response = state_->Execute(request_);
+  if (!response.ok()) return response.status();
+  BatchResult result;
+  result.outputs_ = internal::AdoptOutputs(state_, *response);
+  for (::tensord::v1::CallResult& call : *response->mutable_results()) {
+    std::vector<HostTensor>& values = result.values_.emplace_back();
+    for (::tensord::v1::TensorData& data : *call.mutable_values()) {
+      absl::StatusOr<HostTensor> value = HostTensor::FromProto(std::move(data));
+      if (!value.ok()) return value.status();
+      values.push_back(std::move(*value));
+    }
+  }
+  return result;
+}
+
+// ---- Gradients, AutodiffContext, NoGradGuard --------------------------------------------------
+
+Tensor Gradients::grad(const Tensor& leaf) const {
+  auto it = by_leaf_.find(leaf.handle());
+  return it == by_leaf_.end() ? Tensor() : it->second;
+}
+
+AutodiffContext::AutodiffContext(std::shared_ptr<internal::SessionState> state, uint64_t id,
+                                 Checkpointing checkpointing)
+    : state_(std::move(state)), id_(id), checkpointing_(checkpointing) {}
+
+AutodiffContext::AutodiffContext(AutodiffContext&& other) noexcept
+    : state_(std::move(other.state_)),
+      id_(other.id_),
+      checkpointing_(other.checkpointing_),
+      closed_(other.closed_) {
+  other.state_ = nullptr;
+}
+
+AutodiffContext& AutodiffContext::operator=(AutodiffContext&& other) noexcept {
+  if (this != &other) {
+    Close().IgnoreError();
+    state_ = std::move(other.state_);
+    other.state_ = nullptr;
+    id_ = other.id_;
+    checkpointing_ = other.checkpointing_;
+    closed_ = other.closed_;
+  }
+  return *this;
+}
+
+AutodiffContext::~AutodiffContext() { Close().IgnoreError(); }
+
+absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& roots,
+                                                    const std::vector<Tensor>& seeds,
+                                                    bool retain_graph) {
+  if (!state_) return NoSession();
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::BackwardRequest request;
+  request.set_session_id(state_->id());
+  request.set_context_id(id_);
+  for (const Tensor& t : roots) request.add_roots(t.handle());
+  for (const Tensor& t : seeds) request.add_seeds(t.handle());
+  request.set_retain_graph(retain_graph);
+  ::tensord::v1::BackwardResponse response;
+  grpc::Status status = state_->stub().Backward(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  Gradients out;
+  for (const ::tensord::v1::Gradient& g : response.gradients()) {
+    out.by_leaf_[g.leaf()] = Tensor::Adopt(state_, TensorInfo::FromProto(g.grad()));
+  }
+  return out;
+}
+
+absl::Status AutodiffContext::Close() {
+  if (!state_ || closed_ || state_->closed()) return absl::OkStatus();
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::CloseAutodiffContextRequest request;
+  request.set_session_id(state_->id());
+  request.set_context_id(id_);
+  ::tensord::v1::CloseAutodiffContextResponse response;
+  grpc::Status status = state_->stub().CloseAutodiffContext(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  closed_ = true;
+  return absl::OkStatus();
+}
+
+NoGradGuard::NoGradGuard(std::shared_ptr<internal::SessionState> state) : state_(std::move(state)) {
+  if (state_) state_->EnterNoGrad();
+}
+
+NoGradGuard::~NoGradGuard() {
+  if (state_) state_->ExitNoGrad();
+}
+
+// ---- Session ----------------------------------------------------------------------------------
+
+Session& Session::operator=(Session&& other) noexcept {
+  if (this != &other) {
+    if (state_ && state_->owned()) Close().IgnoreError();
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Session::~Session() {
+  if (state_ && state_->owned()) Close().IgnoreError();
+}
+
+const std::string& Session::id() const { return state_->id(); }
+const std::string& Session::device() const { return state_->created().device(); }
+uint64_t Session::ttl_seconds() const { return state_->created().ttl_seconds(); }
+uint64_t Session::memory_quota_bytes() const { return state_->created().memory_quota_bytes(); }
+bool Session::autodiff_enabled() const { return state_->created().autodiff_enabled(); }
+
+absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& options) {
+  if (!state_) return NoSession();
+  if (absl::Status s = value.Validate(); !s.ok()) return s;
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::PutTensorResponse response;
+  std::unique_ptr<grpc::ClientWriter<::tensord::v1::PutTensorRequest>> writer =
+      state_->stub().PutTensor(&context, &response);
+  ::tensord::v1::PutTensorRequest message;
+  ::tensord::v1::PutHeader* header = message.mutable_header();
+  header->set_session_id(state_->id());
+  header->set_dtype(ToProto(value.dtype()));
+  for (int64_t d : value.shape()) header->add_shape(d);
+  header->set_device(options.device);
+  header->set_requires_grad(options.requires_grad);
+  header->set_context_id(options.context);
+  // A failed Write means the server already ended the call; Finish() says why.
+  bool open = writer->Write(message);
+  const size_t chunk = options.chunk_bytes > 0 ? options.chunk_bytes : size_t{1} << 20;
+  const std::string& bytes = value.bytes();
+  for (size_t offset = 0; open && offset < bytes.size(); offset += chunk) {
+    message.set_chunk(bytes.data() + offset, std::min(chunk, bytes.size() - offset));
+    open = writer->Write(message);
+  }
+  if (open) writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return Tensor::Adopt(state_, TensorInfo::FromProto(response.tensor()));
+}
+
+absl::StatusOr<HostTensor> Session::Get(const Tensor& tensor, uint32_t chunk_bytes) {
+  return Get(tensor.handle(), chunk_bytes);
+}
+
+absl::StatusOr<HostTensor> Session::Get(uint64_t handle, uint32_t chunk_bytes) {
+  if (!state_) return NoSession();
+  return state_->Get(handle, chunk_bytes);
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::Op(const std::string& op, std::vector<Operand> inputs,
+                                                const Attrs& attrs, const OpOptions& options) {
+  if (!state_) return NoSession();
+  ::tensord::v1::ExecuteRequest request;
+  absl::Status error;
+  ::tensord::v1::OpCall* call = request.add_calls();
+  FillCall(call, op, inputs, attrs, &error);
+  if (!error.ok()) return error;
+  call->set_requires_grad(options.requires_grad);
+  request.set_no_grad(options.no_grad);
+  request.set_context_id(options.context);
+  absl::StatusOr<::tensord::v1::ExecuteResponse> response = state_->Execute(request);
+  if (!response.ok()) return response.status();
+  std::vector<std::vector<Tensor>> outputs = internal::AdoptOutputs(state_, *response);
+  if (outputs.size() != 1) {
+    return ClientError(
+        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
+        absl::StrCat("client: Execute of one call returned ", outputs.size(), " results"));
+  }
+  return std::move(outputs[0]);
+}
+
+absl::StatusOr<Tensor> Session::Op1(const std::string& op, std::vector<Operand> inputs,
+                                    const Attrs& attrs, const OpOptions& options) {
+  absl::StatusOr<std::vector<Tensor>> outputs = Op(op, std::move(inputs), attrs, options);
+  if (!outputs.ok()) return outputs.status();
+  if (outputs->size() != 1) {
+    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::INVALID_REQUEST,
+                       absl::StrCat("client: ", op, " returned ", outputs->size(),
+                                    " outputs; use Op() for multi-output ops"),
+                       {{"op", op}});
+  }
+  return std::move((*outputs)[0]);
+}
+
+Batch Session::NewBatch(const BatchOptions& options) { return Batch(state_, options); }
+
+NoGradGuard Session::NoGrad() { return NoGradGuard(state_); }
+
+absl::StatusOr<uint32_t> Session::Release(const std::vector<Tensor>& tensors) {
+  std::vector<uint64_t> handles;
+  for (const Tensor& t : tensors) handles.push_back(t.handle());
+  absl::StatusOr<uint32_t> released = Release(handles);
+  if (!released.ok()) return released;
+  // The handles are gone; the Tensor objects must not queue them again.
+  for (const Tensor& t : tensors) {
+    t.MarkReleased();
+  }
+  return released;
+}
+
+absl::StatusOr<uint32_t> Session::Release(const std::vector<uint64_t>& handles) {
+  if (!state_) return NoSession();
+  return state_->Release(handles);
+}
+
+absl::Status Session::FlushReleases() {
+  if (!state_) return NoSession();
+  return state_->FlushReleases();
+}
+
+absl::StatusOr<uint64_t> Session::KeepAlive() {
+  if (!state_) return NoSession();
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::KeepAliveRequest request;
+  request.set_session_id(state_->id());
+  ::tensord::v1::KeepAliveResponse response;
+  grpc::Status status = state_->stub().KeepAlive(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.ttl_seconds();
+}
+
+absl::StatusOr<SessionInfo> Session::Info() {
+  if (!state_) return NoSession();
+  // A failed flush (e.g. the session expired) is reported by GetSessionInfo itself.
+  state_->FlushReleases().IgnoreError();
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::GetSessionInfoRequest request;
+  request.set_session_id(state_->id());
+  ::tensord::v1::GetSessionInfoResponse response;
+  grpc::Status status = state_->stub().GetSessionInfo(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  SessionInfo out;
+  out.session_id = response.session_id();
+  out.device = response.device();
+  out.memory_used_bytes = response.memory_used_bytes();
+  out.memory_quota_bytes = response.memory_quota_bytes();
+  out.ttl_seconds = response.ttl_seconds();
+  out.autodiff_enabled = response.autodiff_enabled();
+  for (const auto& t : response.tensors()) out.tensors.push_back(TensorInfo::FromProto(t));
+  for (const auto& c : response.contexts()) {
+    out.contexts.push_back(
+        {c.context_id(), c.checkpointing(), c.state(), c.tape_nodes(), c.saved_bytes()});
+  }
+  return out;
+}
+
+absl::StatusOr<AutodiffContext> Session::OpenAutodiff(Checkpointing checkpointing) {
+  if (!state_) return NoSession();
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::OpenAutodiffContextRequest request;
+  request.set_session_id(state_->id());
+  request.set_checkpointing(checkpointing == Checkpointing::kBalanced
+                                ? ::tensord::v1::CHECKPOINTING_BALANCED
+                                : ::tensord::v1::CHECKPOINTING_NONE);
+  ::tensord::v1::OpenAutodiffContextResponse response;
+  grpc::Status status = state_->stub().OpenAutodiffContext(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return AutodiffContext(state_, response.context_id(), checkpointing);
+}
+
+absl::Status Session::Close() {
+  if (!state_ || state_->closed()) return absl::OkStatus();
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
+  ::tensord::v1::CloseSessionRequest request;
+  request.set_session_id(state_->id());
+  ::tensord::v1::CloseSessionResponse response;
+  grpc::Status status = state_->stub().CloseSession(&context, request, &response);
+  // Whatever the answer, nothing more is sent for this session's tensors.
+  state_->set_closed();
+  return FromGrpcStatus(status);
+}
+
+void Session::Detach() {
+  if (state_) state_->set_owned(false);
+}
+
+}  // namespace tensord::client

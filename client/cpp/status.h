@@ -1,0 +1,50 @@
+// Errors of the tensord client. Every call returns absl::Status / absl::StatusOr. A failed
+// server call keeps the server's structured details (google.rpc.ErrorInfo, BadRequest,
+// ResourceInfo, carried in the grpc-status-details-bin trailer) as payloads of the
+// absl::Status, so callers branch on a reason instead of parsing messages:
+//
+//   absl::StatusOr<Tensor> y = Matmul(a, b);
+//   if (ReasonOf(y.status()) == tensord::v1::SHAPE_MISMATCH) { ... }
+//   MetadataOf(y.status()).at("op");  // "matmul"
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "google/rpc/error_details.pb.h"
+#include "grpcpp/support/status.h"
+#include "tensord/v1/errors.pb.h"
+
+namespace tensord::client {
+
+using ErrorReason = ::tensord::v1::ErrorReason;
+
+// Payload type URLs under which the decoded details are stored.
+inline constexpr char kErrorInfoUrl[] = "type.googleapis.com/google.rpc.ErrorInfo";
+inline constexpr char kBadRequestUrl[] = "type.googleapis.com/google.rpc.BadRequest";
+inline constexpr char kResourceInfoUrl[] = "type.googleapis.com/google.rpc.ResourceInfo";
+
+// The one grpc::Status → absl::Status conversion of the client: same code and message, with
+// every understood detail message attached as a payload.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+// The ErrorInfo of a failed call, if the status carries one.
+std::optional<google::rpc::ErrorInfo> ErrorInfoOf(const absl::Status& status);
+std::optional<google::rpc::BadRequest> BadRequestOf(const absl::Status& status);
+std::optional<google::rpc::ResourceInfo> ResourceInfoOf(const absl::Status& status);
+
+// ERROR_REASON_UNSPECIFIED for OK statuses and statuses without a (known) reason.
+ErrorReason ReasonOf(const absl::Status& status);
+// The reason as the server named it ("" when there is none); kept even for reasons newer than
+// this client's copy of errors.proto.
+std::string ReasonNameOf(const absl::Status& status);
+std::map<std::string, std::string> MetadataOf(const absl::Status& status);
+
+// An error raised by the client itself (bad .npy file, misuse of the API), shaped like a
+// server error: its ErrorInfo has domain "tensord.client".
+absl::Status ClientError(absl::StatusCode code, ErrorReason reason, const std::string& message,
+                         std::map<std::string, std::string> metadata = {});
+
+}  // namespace tensord::client
