@@ -1,11 +1,33 @@
-// Loop kernels for reductions.
+// Loop kernels for sum, mean, all, any, and the block-form helpers of every reduction kernel.
+#include "server/backends/cpu/reduction_kernels.h"
+
+#include <cstring>
+
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
 #include "server/ops/reduction.h"
 
 namespace tensord::cpu {
 
-// For each input element, the flat index of the output element it reduces into.
+std::optional<ReduceBlock> BlockForm(const Shape& shape, const std::vector<int64_t>& dims) {
+  ReduceBlock b;
+  enum { kBefore, kInside, kAfter } state = kBefore;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    const int64_t n = shape[d];
+    if (n == 1) continue;  // a size-1 dim does not change which slot an element lands in
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (reduced) {
+      if (state == kAfter) return std::nullopt;
+      state = kInside;
+      b.size *= n;
+    } else {
+      if (state == kInside) state = kAfter;
+      (state == kBefore ? b.outer : b.inner) *= n;
+    }
+  }
+  return b;
+}
+
 std::vector<int64_t> ReductionTargets(const Shape& in, const std::vector<int64_t>& dims) {
   Shape kept = ReducedShape(in, dims, true);
   std::vector<int64_t> kept_strides = ContiguousStrides(kept);
@@ -24,44 +46,125 @@ std::vector<int64_t> ReductionTargets(const Shape& in, const std::vector<int64_t
   return target;
 }
 
+absl::StatusOr<BlockInput> ToBlockForm(const Tensor& x, const std::vector<int64_t>& dims,
+                                       const std::shared_ptr<MemoryAccount>& account) {
+  if (std::optional<ReduceBlock> b = BlockForm(x.shape(), dims)) return BlockInput{x, *b};
+  // Destination of an element: (kept index) * reduced_count + (reduced index), both row-major.
+  const Shape& shape = x.shape();
+  const int rank = static_cast<int>(shape.size());
+  std::vector<int64_t> stride(rank, 0);
+  int64_t kept_count = 1, reduced_count = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    if (std::find(dims.begin(), dims.end(), d) != dims.end()) {
+      stride[d] = reduced_count;
+      reduced_count *= shape[d];
+    } else {
+      stride[d] = kept_count;
+      kept_count *= shape[d];
+    }
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) stride[d] *= reduced_count;
+  }
+  ASSIGN_OR_RETURN(Tensor copy,
+                   Tensor::Empty(x.dtype(), {kept_count, reduced_count}, x.device(), account));
+  const size_t esize = DTypeSize(x.dtype());
+  const char* src = static_cast<const char*>(x.raw());
+  char* dst = static_cast<char*>(copy.raw());
+  std::vector<int64_t> index(rank, 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    std::memcpy(dst + off * esize, src + i * esize, esize);
+    for (int d = rank - 1; d >= 0; --d) {
+      off += stride[d];
+      if (++index[d] < shape[d]) break;
+      off -= stride[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+  return BlockInput{copy, ReduceBlock{kept_count, reduced_count, 1}};
+}
+
 namespace {
 
-absl::Status SumKernel(KernelCall& c) {
+// A contiguous run summed with independent partial sums: the reassociation the compiler may
+// not do on its own, so the adds pipeline (and vectorize).
+template <typename Acc, typename T>
+Acc SumRun(const T* p, int64_t n) {
+  Acc s[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) s[k] += static_cast<Acc>(p[i + k]);
+  }
+  for (; i < n; ++i) s[0] += static_cast<Acc>(p[i]);
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+// sum and mean: floats accumulate in double, integers (and bool) in int64, then narrow.
+absl::Status SumMeanKernel(KernelCall& c, bool mean) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
-  ASSIGN_OR_RETURN(auto dims, ReductionDims("sum", c.attrs, x.rank()));
-  // Accumulate in double (floats) or int64 (integers) for accuracy, then narrow.
-  std::vector<double> facc;
-  std::vector<int64_t> iacc;
-  const bool float_acc = IsFloat(out.dtype());
-  if (float_acc)
-    facc.assign(out.numel(), 0.0);
-  else
-    iacc.assign(out.numel(), 0);
-  const int64_t n = x.numel();
-  const bool all = static_cast<int64_t>(dims.size()) == x.rank();
-  std::vector<int64_t> target = all ? std::vector<int64_t>() : ReductionTargets(x.shape(), dims);
+  ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
+  ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
+  const ReduceBlock& b = in.block;
+  const double count = static_cast<double>(b.size);
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
-    const T* p = x.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t o = all ? 0 : target[i];
-      if (float_acc)
-        facc[o] += static_cast<double>(p[i]);
-      else
-        iacc[o] += static_cast<int64_t>(p[i]);
-    }
+    using In = T;
+    const In* p = in.data.data<In>();
+    TENSORD_DISPATCH_ALL(out.dtype(), [&] {
+      T* q = out.data<T>();
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+      auto finish = [&](int64_t slot, Acc a) {
+        if constexpr (std::is_floating_point_v<T>) {
+          q[slot] = static_cast<T>(mean ? a / count : a);
+        } else {
+          q[slot] = static_cast<T>(a);
+        }
+      };
+      if (b.inner == 1) {
+        for (int64_t o = 0; o < b.outer; ++o) finish(o, SumRun<Acc>(p + o * b.size, b.size));
+      } else {
+        ReduceBlocks(
+            p, b, Acc{0}, [](Acc& a, In v, int64_t) { a += static_cast<Acc>(v); }, finish);
+      }
+    });
   });
-  TENSORD_DISPATCH_ALL(out.dtype(), [&] {
-    T* q = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
-      q[i] = float_acc ? static_cast<T>(facc[i]) : static_cast<T>(iacc[i]);
-    }
+  return absl::OkStatus();
+}
+
+template <bool kAll>
+absl::Status AllAnyKernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
+  ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
+  bool* q = c.outputs[0].data<bool>();
+  // uint8_t, not bool, as the accumulator: ReduceBlocks keeps a std::vector of them.
+  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+    ReduceBlocks(
+        in.data.data<T>(), in.block, uint8_t{kAll},
+        [](uint8_t& a, T v, int64_t) {
+          if constexpr (kAll) {
+            a = a && v != T(0);
+          } else {
+            a = a || v != T(0);
+          }
+        },
+        [&](int64_t slot, uint8_t a) { q[slot] = a != 0; });
   });
   return absl::OkStatus();
 }
 
 }  // namespace
 
-void RegisterReductionKernels(KernelTable& t) { t.Add("sum", "loop_sum", kAll, SumKernel); }
+void RegisterReductionKernels(KernelTable& t) {
+  t.Add("sum", "loop_sum", kAll, [](KernelCall& c) { return SumMeanKernel(c, false); });
+  t.Add("mean", "loop_mean", kFloatInt, [](KernelCall& c) { return SumMeanKernel(c, true); });
+  t.Add("all", "loop_all", kAll, AllAnyKernel<true>);
+  t.Add("any", "loop_any", kAll, AllAnyKernel<false>);
+  RegisterMinMaxKernels(t);
+  RegisterStatisticKernels(t);
+  RegisterLossKernels(t);
+  RegisterCrossEntropyKernels(t);
+}
 
 }  // namespace tensord::cpu
