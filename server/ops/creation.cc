@@ -1,4 +1,7 @@
 // Creation ops: tensors from attributes (zeros, ones, full, arange, random) and *_like.
+#include <cmath>
+#include <limits>
+
 #include "server/ops/op_helpers.h"
 
 namespace tensord {
@@ -49,6 +52,87 @@ OpDef FilledLike(const std::string& name, bool with_value) {
   return d;
 }
 
+bool Integral(double v) { return std::isfinite(v) && v == std::trunc(v); }
+
+// torch.arange's checks and length: ceil((end - start) / step), computed exactly for integral
+// i64 ranges as torch does.
+absl::StatusOr<int64_t> ArangeLength(double start, double end, double step, DType dtype) {
+  if (!std::isfinite(start) || !std::isfinite(end)) {
+    return AttrError("arange", "end", absl::StrCat("unsupported range ", start, " -> ", end));
+  }
+  if (step == 0 || !std::isfinite(step)) {
+    return AttrError("arange", "step", absl::StrCat("must be nonzero and finite, got ", step));
+  }
+  if ((step > 0 && end < start) || (step < 0 && end > start)) {
+    return AttrError(
+        "arange", "step",
+        absl::StrCat("= ", step, " has the wrong sign for the range ", start, " -> ", end));
+  }
+  double length;
+  const bool exact = dtype == DType::kI64 && Integral(start) && Integral(end) && Integral(step) &&
+                     std::fabs(start) < 0x1p62 && std::fabs(end) < 0x1p62;
+  if (exact) {
+    const int64_t s = static_cast<int64_t>(start), e = static_cast<int64_t>(end);
+    const int64_t st = static_cast<int64_t>(step), sgn = st > 0 ? 1 : -1;
+    length = static_cast<double>((e - s + st - sgn) / st);
+  } else {
+    length = std::ceil((end - start) / step);
+  }
+  if (!(length <= 0x1p62)) {
+    return Error(
+        Reason::kLimitExceeded,
+        absl::StrCat("arange: ", start, " -> ", end, " by ", step, " has too many elements"),
+        {{"op", "arange"}, {"limit", "element_count"}});
+  }
+  return static_cast<int64_t>(length);
+}
+
+absl::StatusOr<std::vector<TensorMeta>> ArangeInfer(absl::Span<const TensorMeta>, const Attrs& a) {
+  const double start = a.GetFloat("start"), end = a.GetFloat("end"), step = a.GetFloat("step");
+  // The wire carries numbers, not Python types, so "integral" means integral values.
+  const bool integral = Integral(start) && Integral(end) && Integral(step);
+  const DType dtype = AttrDType(a, integral ? DType::kI64 : DType::kF32);
+  if (IsBool(dtype))
+    return DtypeError("arange", "dtype bool is not supported (f32, f64, i32, i64)");
+  ASSIGN_OR_RETURN(int64_t n, ArangeLength(start, end, step, dtype));
+  return std::vector<TensorMeta>{{dtype, Shape{n}}};
+}
+
+OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
+  OpDef d;
+  d.name = name;
+  d.category = "creation";
+  d.min_inputs = d.max_inputs = 0;
+  d.attrs = {RequiredIntsAttr("shape"), DTypeAttr("dtype"), OptionalIntAttr("seed")};
+  d.dtypes = dtypes;
+  d.creation = true;
+  d.marking = Marking::kNonDifferentiable;
+  d.infer = [name, dtypes, def](absl::Span<const TensorMeta>,
+                                const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    ASSIGN_OR_RETURN(Shape s, ShapeAttr(name, a));
+    const DType dtype = AttrDType(a, def);
+    if (!dtypes.Contains(dtype)) {
+      return DtypeError(name, absl::StrCat("dtype ", DTypeName(dtype), " is not supported (",
+                                           dtypes.ToString(), ")"));
+    }
+    if (name == "randint") {
+      const int64_t low = a.GetInt("low"), high = a.GetInt("high");
+      if (high <= low) {
+        return AttrError(name, "high",
+                         absl::StrCat("(", high, ") must be greater than low (", low, ")"));
+      }
+      if (dtype == DType::kI32 && (low < std::numeric_limits<int32_t>::min() ||
+                                   high - 1 > std::numeric_limits<int32_t>::max())) {
+        return AttrError(name, "high",
+                         absl::StrCat("range [", low, ", ", high, ") does not fit in i32"));
+      }
+    }
+    return std::vector<TensorMeta>{{dtype, s}};
+  };
+  d.doc = "Same seed, same values; without a seed each call draws a fresh stream.";
+  return d;
+}
+
 }  // namespace
 
 void RegisterCreationOps(OpRegistry& r) {
@@ -58,6 +142,28 @@ void RegisterCreationOps(OpRegistry& r) {
   MustAdd(r, FilledLike("zeros_like", false));
   MustAdd(r, FilledLike("ones_like", false));
   MustAdd(r, FilledLike("full_like", true));
+
+  OpDef arange;
+  arange.name = "arange";
+  arange.category = "creation";
+  arange.min_inputs = arange.max_inputs = 0;
+  arange.attrs = {FloatAttr("start", 0), RequiredFloatAttr("end"), FloatAttr("step", 1),
+                  DTypeAttr("dtype")};
+  arange.dtypes = kFloatInt;
+  arange.creation = true;
+  arange.marking = Marking::kNonDifferentiable;
+  arange.infer = ArangeInfer;
+  arange.doc =
+      "Default dtype i64 when start, end and step are integral values, else f32. Integer "
+      "outputs truncate start and step first, as torch does.";
+  MustAdd(r, std::move(arange));
+
+  MustAdd(r, RandomOp("rand", kFloat, DType::kF32));
+  MustAdd(r, RandomOp("randn", kFloat, DType::kF32));
+  OpDef randint = RandomOp("randint", kFloatInt, DType::kI64);
+  randint.attrs.push_back(IntAttr("low", 0));
+  randint.attrs.push_back(RequiredIntAttr("high"));
+  MustAdd(r, std::move(randint));
 }
 
 }  // namespace tensord

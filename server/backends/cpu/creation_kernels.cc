@@ -1,4 +1,8 @@
 // Kernels for creation ops.
+#include <atomic>
+#include <cmath>
+#include <random>
+
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
 
@@ -25,6 +29,109 @@ absl::Status FillFromAttr(KernelCall& c) {
   return absl::OkStatus();
 }
 
+// Values as torch computes them: floats in double from start + i * step; integer outputs from
+// start and step truncated to integers first.
+absl::Status ArangeKernel(KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  const double start = c.attrs.GetFloat("start"), step = c.attrs.GetFloat("step");
+  const int64_t n = out.numel();
+  TENSORD_DISPATCH_NUMERIC(out.dtype(), [&] {
+    T* p = out.data<T>();
+    if constexpr (std::is_floating_point_v<T>) {
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + step * static_cast<double>(i));
+    } else {
+      const int64_t s = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + st * i);
+    }
+  });
+  return absl::OkStatus();
+}
+
+// SplitMix64: tiny, fast, and the same stream on every platform for a given seed (the standard
+// library's distributions are implementation-defined, so they are not used).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed) : state_(seed) {}
+  uint64_t Next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1p-53; }  // [0, 1)
+  float UniformF() { return static_cast<float>(Next() >> 40) * 0x1p-24f; }  // [0, 1) in f32
+  // Unbiased integer in [0, range) by rejecting the short last bucket.
+  uint64_t Below(uint64_t range) {
+    const uint64_t reject_below = (0 - range) % range;
+    uint64_t x = Next();
+    while (x < reject_below) x = Next();
+    return x % range;
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// The seed attribute, or a fresh seed from a process-wide source: random_device once, then a
+// counter, so concurrent calls never share a stream.
+Rng MakeRng(const Attrs& attrs) {
+  if (attrs.Has("seed")) return Rng(static_cast<uint64_t>(attrs.GetInt("seed")));
+  static std::atomic<uint64_t> next{[] {
+    std::random_device rd;
+    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  }()};
+  Rng mix(next.fetch_add(1));
+  return Rng(mix.Next());
+}
+
+absl::Status RandKernel(KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  Rng rng = MakeRng(c.attrs);
+  TENSORD_DISPATCH_FLOAT(out.dtype(), [&] {
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      if constexpr (std::is_same_v<T, float>) {
+        p[i] = rng.UniformF();
+      } else {
+        p[i] = rng.Uniform();
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+// Box-Muller, two normals per pair of uniforms.
+absl::Status RandnKernel(KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  Rng rng = MakeRng(c.attrs);
+  const int64_t n = out.numel();
+  TENSORD_DISPATCH_FLOAT(out.dtype(), [&] {
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < n; i += 2) {
+      const double u1 = 1.0 - rng.Uniform();  // (0, 1]: log is finite
+      const double u2 = rng.Uniform();
+      const double r = std::sqrt(-2.0 * std::log(u1));
+      p[i] = static_cast<T>(r * std::cos(2 * M_PI * u2));
+      if (i + 1 < n) p[i + 1] = static_cast<T>(r * std::sin(2 * M_PI * u2));
+    }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status RandintKernel(KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  Rng rng = MakeRng(c.attrs);
+  const int64_t low = c.attrs.GetInt("low");
+  const uint64_t range = static_cast<uint64_t>(c.attrs.GetInt("high")) - static_cast<uint64_t>(low);
+  TENSORD_DISPATCH_NUMERIC(out.dtype(), [&] {
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      p[i] = static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + rng.Below(range)));
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterCreationKernels(KernelTable& t) {
@@ -34,6 +141,10 @@ void RegisterCreationKernels(KernelTable& t) {
   t.Add("zeros_like", "loop_fill", kAll, FillWith(0));
   t.Add("ones_like", "loop_fill", kAll, FillWith(1));
   t.Add("full_like", "loop_fill", kAll, FillFromAttr);
+  t.Add("arange", "loop_arange", kFloatInt, ArangeKernel);
+  t.Add("rand", "splitmix_uniform", kFloat, RandKernel);
+  t.Add("randn", "splitmix_box_muller", kFloat, RandnKernel);
+  t.Add("randint", "splitmix_randint", kFloatInt, RandintKernel);
 }
 
 }  // namespace tensord::cpu

@@ -1,10 +1,107 @@
-// Kernels for shape and indexing ops.
+// Kernels for shape ops: views, the strided copy every layout change goes through, permute and
+// transpose, plain copies, to_device and assign. Joins, slices and indexing have their own
+// files and register from here.
+#include "server/backends/cpu/shape_kernels.h"
+
 #include <cstring>
 
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
+#include "server/backends/cpu/strided_copy.h"
+#include "server/ops/shape_ops.h"
 
 namespace tensord::cpu {
+namespace {
+
+// One non-contiguous run: `n` elements `sa` apart in src, `sb` apart in dst.
+template <typename T>
+void CopyRun(const char* src, int64_t sa, char* dst, int64_t sb, int64_t n) {
+  const T* s = reinterpret_cast<const T*>(src);
+  T* d = reinterpret_cast<T*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i * sb] = s[i * sa];
+}
+
+void CopyRunBytes(size_t es, const char* src, int64_t sa, char* dst, int64_t sb, int64_t n) {
+  switch (es) {
+    case 1:
+      return CopyRun<uint8_t>(src, sa, dst, sb, n);
+    case 2:
+      return CopyRun<uint16_t>(src, sa, dst, sb, n);
+    case 4:
+      return CopyRun<uint32_t>(src, sa, dst, sb, n);
+    case 8:
+      return CopyRun<uint64_t>(src, sa, dst, sb, n);
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * sb * es, src + i * sa * es, es);
+  }
+}
+
+}  // namespace
+
+void StridedCopy(size_t es, absl::Span<const int64_t> shape, const void* src,
+                 absl::Span<const int64_t> src_strides, void* dst,
+                 absl::Span<const int64_t> dst_strides) {
+  // Collapse the iteration space: size-1 dims carry no offset, and a dim whose stride equals
+  // (inner stride * inner size) on both sides continues the inner dim.
+  std::vector<int64_t> n, a, b;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return;
+    if (shape[d] == 1) continue;
+    if (!n.empty() && a.back() == src_strides[d] * shape[d] &&
+        b.back() == dst_strides[d] * shape[d]) {
+      n.back() *= shape[d];
+      a.back() = src_strides[d];
+      b.back() = dst_strides[d];
+      continue;
+    }
+    n.push_back(shape[d]);
+    a.push_back(src_strides[d]);
+    b.push_back(dst_strides[d]);
+  }
+  const char* s = static_cast<const char*>(src);
+  char* t = static_cast<char*>(dst);
+  if (n.empty()) {
+    std::memcpy(t, s, es);
+    return;
+  }
+  const int outer_rank = static_cast<int>(n.size()) - 1;
+  const int64_t inner = n.back(), sa = a.back(), sb = b.back();
+  const bool contiguous_run = sa == 1 && sb == 1;
+  int64_t outer = 1;
+  for (int d = 0; d < outer_rank; ++d) outer *= n[d];
+  std::vector<int64_t> index(outer_rank, 0);
+  int64_t so = 0, to = 0;  // element offsets of the current run
+  for (int64_t r = 0; r < outer; ++r) {
+    if (contiguous_run) {
+      std::memcpy(t + to * es, s + so * es, inner * es);
+    } else {
+      CopyRunBytes(es, s + so * es, sa, t + to * es, sb, inner);
+    }
+    for (int d = outer_rank - 1; d >= 0; --d) {
+      so += a[d];
+      to += b[d];
+      if (++index[d] < n[d]) break;
+      so -= a[d] * n[d];
+      to -= b[d] * n[d];
+      index[d] = 0;
+    }
+  }
+}
+
+void CopyIntoWindow(const Tensor& src, Tensor& dst, int64_t dst_offset,
+                    absl::Span<const int64_t> dst_strides) {
+  const size_t es = DTypeSize(src.dtype());
+  StridedCopy(es, src.shape(), src.raw(), ContiguousStrides(src.shape()),
+              static_cast<char*>(dst.raw()) + dst_offset * es, dst_strides);
+}
+
+void CopyFromWindow(const Tensor& src, int64_t src_offset, absl::Span<const int64_t> src_strides,
+                    Tensor& dst) {
+  const size_t es = DTypeSize(src.dtype());
+  StridedCopy(es, dst.shape(), static_cast<const char*>(src.raw()) + src_offset * es, src_strides,
+              dst.raw(), ContiguousStrides(dst.shape()));
+}
+
 namespace {
 
 // Views: the output shares the input's storage.
@@ -26,6 +123,99 @@ absl::Status ExpandKernel(KernelCall& c) {
                     for (int64_t i = 0; i < len; ++i) q[o + i] = p[off[0] + i * s];
                   });
   });
+  return absl::OkStatus();
+}
+
+// Output dim i reads input dim perm[i].
+void PermuteInto(const Tensor& x, const std::vector<int64_t>& perm, Tensor& out) {
+  const std::vector<int64_t> in_strides = ContiguousStrides(x.shape());
+  std::vector<int64_t> src_strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) src_strides[i] = in_strides[perm[i]];
+  CopyFromWindow(x, 0, src_strides, out);
+}
+
+absl::Status PermuteKernel(KernelCall& c) {
+  ASSIGN_OR_RETURN(
+      auto perm, ops::NormalizePermutation("permute", c.attrs.GetInts("dims"), c.inputs[0].rank()));
+  PermuteInto(c.inputs[0], perm, c.outputs[0]);
+  return absl::OkStatus();
+}
+
+absl::Status TransposeKernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  std::vector<int64_t> perm(x.rank());
+  for (int64_t d = 0; d < x.rank(); ++d) perm[d] = d;
+  if (x.rank() > 0) {
+    ASSIGN_OR_RETURN(int64_t d0,
+                     ops::WrapDim("transpose", "dim0", c.attrs.GetInt("dim0"), x.rank()));
+    ASSIGN_OR_RETURN(int64_t d1,
+                     ops::WrapDim("transpose", "dim1", c.attrs.GetInt("dim1"), x.rank()));
+    std::swap(perm[d0], perm[d1]);
+  }
+  PermuteInto(x, perm, c.outputs[0]);
+  return absl::OkStatus();
+}
+
+absl::Status CopyKernel(KernelCall& c) {
+  if (c.inputs[0].nbytes())
+    std::memcpy(c.outputs[0].raw(), c.inputs[0].raw(), c.inputs[0].nbytes());
+  return absl::OkStatus();
+}
+
+// This backend reaches only host memory. A CUDA backend needs the dispatcher to allocate the
+// output on the destination backend (and a host-staged or peer copy between the two); until
+// then every other device is reported as absent.
+absl::Status ToDeviceKernel(KernelCall& c) {
+  const std::string device = c.attrs.GetString("device");
+  if (device != "cpu") {
+    return Error(Reason::kDeviceNotFound,
+                 absl::StrCat("to_device: no device '", device,
+                              "' on this server (the cpu backend can copy to: cpu)"),
+                 {{"op", "to_device"}, {"device", device}});
+  }
+  return CopyKernel(c);
+}
+
+template <typename To, typename From>
+To CastValue(From v) {
+  if constexpr (std::is_same_v<To, bool>) {
+    return v != From(0);
+  } else {
+    return static_cast<To>(v);
+  }
+}
+
+absl::Status AssignKernel(KernelCall& c) {
+  Tensor target = c.inputs[0];  // shares the storage it writes into
+  Tensor value = c.inputs[1];
+  if (value.storage() == target.storage()) {
+    // The value aliases the target (a view of it): read from a snapshot.
+    ASSIGN_OR_RETURN(Tensor copy,
+                     Tensor::Empty(value.dtype(), value.shape(), value.device(), c.account));
+    if (value.nbytes()) std::memcpy(copy.raw(), value.raw(), value.nbytes());
+    value = copy;
+  }
+  const std::vector<int64_t> strides = BroadcastStrides(value.shape(), target.shape());
+  if (value.dtype() == target.dtype()) {
+    StridedCopy(DTypeSize(target.dtype()), target.shape(), value.raw(), strides, target.raw(),
+                ContiguousStrides(target.shape()));
+  } else {
+    const int64_t s = strides.empty() ? 0 : strides.back();
+    TENSORD_DISPATCH_ALL(value.dtype(), [&] {
+      using In = T;
+      const In* p = value.data<In>();
+      TENSORD_DISPATCH_ALL(target.dtype(), [&] {
+        T* q = target.data<T>();
+        BroadcastWalk(target.shape(), std::vector<std::vector<int64_t>>{strides},
+                      [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
+                        for (int64_t i = 0; i < len; ++i)
+                          q[o + i] = CastValue<T>(p[off[0] + i * s]);
+                      });
+      });
+    });
+  }
+  target.storage()->BumpVersion();
+  c.outputs[0] = target;
   return absl::OkStatus();
 }
 
@@ -52,6 +242,17 @@ void RegisterShapeKernels(KernelTable& t) {
   t.Add("reshape", "view", kAll, ViewKernel);
   t.Add("expand", "loop_expand", kAll, ExpandKernel);
   t.Add("to_dtype", "loop_cast", kAll, CastKernel);
+  for (const char* view : {"flatten", "squeeze", "unsqueeze", "detach"}) {
+    t.Add(view, "view", kAll, ViewKernel);
+  }
+  t.Add("permute", "strided_permute", kAll, PermuteKernel);
+  t.Add("transpose", "strided_permute", kAll, TransposeKernel);
+  t.Add("contiguous", "memcpy", kAll, CopyKernel);
+  t.Add("clone", "memcpy", kAll, CopyKernel);
+  t.Add("to_device", "host_copy", kAll, ToDeviceKernel);
+  t.Add("assign", "strided_assign", kAll, AssignKernel);
+  RegisterShapeJoinKernels(t);
+  RegisterIndexingKernels(t);
 }
 
 }  // namespace tensord::cpu

@@ -1,0 +1,197 @@
+// Kernels for indexing by tensors: index_select, gather, their scatter-add gradients,
+// masked_fill and one_hot. Every index is validated before anything is read or written, so a
+// bad index is an INDEX_OUT_OF_RANGE error and never an out-of-bounds access.
+#include <cstring>
+
+#include "server/backends/cpu/loops.h"
+#include "server/backends/cpu/shape_kernels.h"
+#include "server/ops/shape_ops.h"
+
+namespace tensord::cpu {
+namespace {
+
+// Calls f(const I* data) with the index tensor's element type (infer admits i32 and i64 only).
+template <typename F>
+void WithIndex(const Tensor& index, F f) {
+  if (index.dtype() == DType::kI32) {
+    f(index.data<int32_t>());
+  } else {
+    f(index.data<int64_t>());
+  }
+}
+
+// First index outside [0, size), reported with its position and the dim it indexes.
+template <typename I>
+absl::Status CheckIndices(const std::string& op, const I* idx, int64_t n, int64_t dim,
+                          int64_t size) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(idx[i]);
+    if (v < 0 || v >= size) {
+      return Error(Reason::kIndexOutOfRange,
+                   absl::StrCat(op, ": index ", v, " (at position ", i,
+                                ") is out of range for dim ", dim, " of size ", size),
+                   {{"op", op},
+                    {"index", absl::StrCat(v)},
+                    {"position", absl::StrCat(i)},
+                    {"dim", absl::StrCat(dim)},
+                    {"size", absl::StrCat(size)}});
+    }
+  }
+  return absl::OkStatus();
+}
+
+// (outer, size, inner) of `shape` around `dim`; a 0-d tensor counts as one element.
+DimSplit Around(const Shape& shape, int64_t dim) {
+  return shape.empty() ? DimSplit{} : SplitAt(shape, dim);
+}
+
+// out[o, j, k] (op)= src[o, idx[j], k] for index_select, or the reverse for index_add.
+absl::Status IndexAlongDim(KernelCall& c, bool add) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& index = c.inputs[1];
+  ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(c.op.name, "dim", c.attrs.GetInt("dim"), x.rank()));
+  const DimSplit s = Around(x.shape(), dim);
+  const int64_t n = index.numel();
+  absl::Status st;
+  WithIndex(index, [&](const auto* idx) { st = CheckIndices(c.op.name, idx, n, dim, s.size); });
+  RETURN_IF_ERROR(st);
+  Tensor& out = c.outputs[0];
+  if (add && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
+  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+    WithIndex(index, [&](const auto* idx) {
+      T* q = out.data<T>();
+      if (!add) {
+        const T* p = x.data<T>();
+        for (int64_t o = 0; o < s.outer; ++o) {
+          for (int64_t j = 0; j < n; ++j) {
+            const T* from = p + (o * s.size + idx[j]) * s.inner;
+            std::copy(from, from + s.inner, q + (o * n + j) * s.inner);
+          }
+        }
+      } else if constexpr (!std::is_same_v<T, bool>) {
+        const T* src = c.inputs[2].data<T>();
+        for (int64_t o = 0; o < s.outer; ++o) {
+          for (int64_t j = 0; j < n; ++j) {
+            T* to = q + (o * s.size + idx[j]) * s.inner;
+            const T* from = src + (o * n + j) * s.inner;
+            for (int64_t k = 0; k < s.inner; ++k) to[k] += from[k];
+          }
+        }
+      }
+    });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status IndexSelectKernel(KernelCall& c) { return IndexAlongDim(c, false); }
+absl::Status IndexAddKernel(KernelCall& c) { return IndexAlongDim(c, true); }
+
+// gather: out[p] = x[p with dim replaced by idx[p]]; scatter_add: out[that] += src[p]. The walk
+// runs over the index's positions with x's strides, dim's stride zeroed and added per element.
+absl::Status GatherLike(KernelCall& c, bool scatter) {
+  const Tensor& x = c.inputs[0];
+  const Tensor& index = c.inputs[1];
+  ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(c.op.name, "dim", c.attrs.GetInt("dim"), x.rank()));
+  const Shape xs = x.rank() ? x.shape() : Shape{1};
+  const Shape is = index.rank() ? index.shape() : Shape{1};
+  std::vector<int64_t> walk = ContiguousStrides(xs);
+  const int64_t dim_stride = walk[dim];
+  walk[dim] = 0;
+  absl::Status st;
+  WithIndex(index, [&](const auto* idx) {
+    st = CheckIndices(c.op.name, idx, index.numel(), dim, xs[dim]);
+  });
+  RETURN_IF_ERROR(st);
+  Tensor& out = c.outputs[0];
+  if (scatter && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
+  const int64_t last = walk.back();
+  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+    WithIndex(index, [&](const auto* idx) {
+      T* q = out.data<T>();
+      const T* p = x.data<T>();
+      const T* src = scatter ? c.inputs[2].data<T>() : nullptr;
+      BroadcastWalk(is, std::vector<std::vector<int64_t>>{walk},
+                    [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
+                      for (int64_t i = 0; i < len; ++i) {
+                        const int64_t at = off[0] + i * last + idx[o + i] * dim_stride;
+                        if constexpr (std::is_same_v<T, bool>) {
+                          q[o + i] = p[at];
+                        } else if (scatter) {
+                          q[at] += src[o + i];
+                        } else {
+                          q[o + i] = p[at];
+                        }
+                      }
+                    });
+    });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status GatherKernel(KernelCall& c) { return GatherLike(c, false); }
+absl::Status ScatterAddKernel(KernelCall& c) { return GatherLike(c, true); }
+
+absl::Status MaskedFillKernel(KernelCall& c) {
+  const double value = c.attrs.GetFloat("value");
+  TENSORD_DISPATCH_ALL(c.inputs[0].dtype(), [&] {
+    T v;
+    if constexpr (std::is_same_v<T, bool>) {
+      v = value != 0;
+    } else {
+      v = static_cast<T>(value);
+    }
+    BinaryLoop<T, bool, T>(c.inputs[0], c.inputs[1], c.outputs[0],
+                           [v](T x, bool m) { return m ? v : x; });
+  });
+  return absl::OkStatus();
+}
+
+absl::Status OneHotKernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  const int64_t n = x.numel();
+  int64_t classes = c.attrs.GetInt("num_classes");
+  absl::Status st;
+  WithIndex(x, [&](const auto* v) {
+    int64_t max = -1;
+    for (int64_t i = 0; i < n && st.ok(); ++i) {
+      if (v[i] < 0) {
+        st = Error(
+            Reason::kIndexOutOfRange,
+            absl::StrCat("one_hot: class value ", v[i], " (at position ", i,
+                         ") is negative; class values must be in [0, num_classes)"),
+            {{"op", "one_hot"}, {"index", absl::StrCat(v[i])}, {"position", absl::StrCat(i)}});
+      }
+      max = std::max<int64_t>(max, v[i]);
+    }
+    if (classes == -1) classes = max + 1;
+    if (st.ok() && max >= classes) {
+      st = CheckIndices("one_hot", v, n, x.rank(), classes);
+    }
+  });
+  RETURN_IF_ERROR(st);
+  Tensor& out = c.outputs[0];
+  if (!out.defined()) {
+    Shape shape = x.shape();
+    shape.push_back(classes);
+    ASSIGN_OR_RETURN(out, Tensor::Empty(DType::kI64, shape, x.device(), c.account));
+  }
+  if (out.nbytes()) std::memset(out.raw(), 0, out.nbytes());
+  int64_t* q = out.data<int64_t>();
+  WithIndex(x, [&](const auto* v) {
+    for (int64_t i = 0; i < n; ++i) q[i * classes + v[i]] = 1;
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterIndexingKernels(KernelTable& t) {
+  t.Add("index_select", "loop_index_select", kAll, IndexSelectKernel);
+  t.Add("index_add_internal", "loop_index_add", kFloatInt, IndexAddKernel);
+  t.Add("gather", "loop_gather", kAll, GatherKernel);
+  t.Add("scatter_add_internal", "loop_scatter_add", kFloatInt, ScatterAddKernel);
+  t.Add("masked_fill", "loop_masked_fill", kAll, MaskedFillKernel);
+  t.Add("one_hot", "loop_one_hot", kInt, OneHotKernel);
+}
+
+}  // namespace tensord::cpu

@@ -1,0 +1,53 @@
+// Shared by the shape and indexing op files (shape.cc, shape_join.cc, shape_slice.cc,
+// indexing.cc, shape_device.cc): the family's registration pieces and dim helpers.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/shape.h"
+#include "server/ops/op_def.h"
+#include "server/ops/registry.h"
+
+namespace tensord {
+
+// Registered from RegisterShapeOps so that registry.cc needs one entry for the family.
+void RegisterShapeJoinOps(OpRegistry& r);    // cat, stack, split, chunk
+void RegisterShapeSliceOps(OpRegistry& r);   // narrow, slice, slice_backward
+void RegisterIndexingOps(OpRegistry& r);     // index_select, gather, masked_fill, one_hot
+void RegisterShapeDeviceOps(OpRegistry& r);  // to_device, assign
+
+namespace ops {
+
+// Wraps a possibly negative `dim` into [0, rank) like PyTorch; a 0-d tensor accepts -1 and 0
+// unless `allow_scalar` is false. BAD_ATTRIBUTE names the op, attribute, value and rank.
+absl::StatusOr<int64_t> WrapDim(const std::string& op, const std::string& attr, int64_t dim,
+                                int64_t rank, bool allow_scalar = true);
+
+// SHAPE_MISMATCH for ops that need at least one dimension (narrow, slice, split, cat).
+absl::Status RequireDims(const std::string& op, const Shape& shape);
+
+// permute's dims checked to be a permutation of [0, rank), negatives wrapped.
+absl::StatusOr<std::vector<int64_t>> NormalizePermutation(const std::string& op,
+                                                          const std::vector<int64_t>& dims,
+                                                          int64_t rank);
+
+// Length of each piece of split/chunk along a dim of `size` elements.
+absl::StatusOr<std::vector<int64_t>> SplitSizes(const std::string& op, const Attrs& attrs,
+                                                int64_t size);
+
+// A normalised slice along one dim: output element i reads input element start + i * step.
+struct SliceSpec {
+  int64_t dim = 0;
+  int64_t start = 0;
+  int64_t length = 0;
+  int64_t step = 1;
+};
+// From slice's attributes (dim, start, end, step) with Python clamping.
+absl::StatusOr<SliceSpec> ResolveSlice(const Shape& in, const Attrs& attrs);
+// From narrow's attributes (dim, start, length).
+absl::StatusOr<SliceSpec> ResolveNarrow(const Shape& in, const Attrs& attrs);
+
+}  // namespace ops
+}  // namespace tensord
