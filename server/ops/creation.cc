@@ -70,7 +70,8 @@ absl::StatusOr<int64_t> ArangeLength(double start, double end, double step, DTyp
   }
   double length;
   const bool exact = dtype == DType::kI64 && Integral(start) && Integral(end) && Integral(step) &&
-                     std::fabs(start) < 0x1p62 && std::fabs(end) < 0x1p62;
+                     std::fabs(start) < 0x1p62 && std::fabs(end) < 0x1p62 &&
+                     std::fabs(step) < 0x1p62;
   if (exact) {
     const int64_t s = static_cast<int64_t>(start), e = static_cast<int64_t>(end);
     const int64_t st = static_cast<int64_t>(step), sgn = st > 0 ? 1 : -1;
@@ -92,8 +93,15 @@ absl::StatusOr<std::vector<TensorMeta>> ArangeInfer(absl::Span<const TensorMeta>
   // The wire carries numbers, not Python types, so "integral" means integral values.
   const bool integral = Integral(start) && Integral(end) && Integral(step);
   const DType dtype = AttrDType(a, integral ? DType::kI64 : DType::kF32);
-  if (IsBool(dtype))
+  if (IsBool(dtype)) {
     return DtypeError("arange", "dtype bool is not supported (f32, f64, i32, i64)");
+  }
+  // Integer outputs convert start and step to integers, which must exist.
+  if (IsInt(dtype) && !(std::fabs(start) < 0x1p63 && std::fabs(step) < 0x1p63)) {
+    return AttrError("arange", "start",
+                     absl::StrCat("start ", start, " and step ", step, " must fit in i64 for a ",
+                                  DTypeName(dtype), " output"));
+  }
   ASSIGN_OR_RETURN(int64_t n, ArangeLength(start, end, step, dtype));
   return std::vector<TensorMeta>{{dtype, Shape{n}}};
 }

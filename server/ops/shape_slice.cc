@@ -63,7 +63,8 @@ absl::StatusOr<SliceSpec> ResolveSlice(const Shape& in, const Attrs& a) {
   const int64_t size = in[s.dim];
   s.start = a.Has("start") ? ClampBound(a.GetInt("start"), size) : 0;
   const int64_t end = a.Has("end") ? ClampBound(a.GetInt("end"), size) : size;
-  s.length = end > s.start ? (end - s.start + s.step - 1) / s.step : 0;
+  // 1 + (span - 1) / step rather than a rounded-up division, which overflows for huge steps.
+  s.length = end > s.start ? 1 + (end - s.start - 1) / s.step : 0;
   return s;
 }
 
@@ -80,7 +81,7 @@ absl::StatusOr<SliceSpec> ResolveNarrow(const Shape& in, const Attrs& a) {
                                   size, " (expected [", -size, ", ", size, "])"));
   }
   s.start = start < 0 ? start + size : start;
-  if (s.length < 0 || s.start + s.length > size) {
+  if (s.length < 0 || s.length > size - s.start) {
     return AttrError("narrow", "length",
                      absl::StrCat("= ", s.length, " from start ", s.start, " does not fit in dim ",
                                   s.dim, " of size ", size));

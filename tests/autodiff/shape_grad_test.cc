@@ -31,6 +31,13 @@ TEST(ShapeGrad, LayoutCopies) {
   EXPECT_TRUE(GradCheck("contiguous", {x}));
   EXPECT_TRUE(GradCheck("clone", {x}));
   EXPECT_TRUE(GradCheck("to_device", {x}, {{"device", std::string("cpu")}}));
+  EXPECT_TRUE(GradCheck("to_dtype", {x}, {{"dtype", std::string("f64")}}));
+  // Through f32 the forward rounds, so the differences need a larger step and tolerance.
+  GradCheckOptions rounded;
+  rounded.eps = 1e-3;
+  rounded.rtol = 1e-3;
+  rounded.atol = 1e-3;
+  EXPECT_TRUE(GradCheck("to_dtype", {x}, {{"dtype", std::string("f32")}}, rounded));
   // BALANCED recomputes these memory-bound ops in backward.
   GradCheckOptions balanced;
   balanced.checkpointing = Checkpointing::kBalanced;

@@ -72,6 +72,11 @@ TEST(CreationOps, ArangeErrors) {
   EXPECT_EQ(reason({}), Reason::kBadAttribute);  // end is required
   EXPECT_EQ(reason({{"end", int64_t{3}}, {"dtype", std::string("bool")}}), Reason::kDtypeMismatch);
   EXPECT_EQ(reason({{"end", 1e300}, {"step", 1e-300}}), Reason::kLimitExceeded);
+  EXPECT_EQ(reason({{"start", -1e30}, {"end", 1e30}, {"step", 1e29}}), Reason::kBadAttribute);
+  EXPECT_TRUE(SameValues(
+      Create("arange",
+             {{"start", -1e30}, {"end", 1e30}, {"step", 1e30}, {"dtype", std::string("f64")}}),
+      {2}, {-1e30, 0}));
 }
 
 TEST(CreationOps, RandIsUniformAndSeeded) {

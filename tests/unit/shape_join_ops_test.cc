@@ -2,6 +2,8 @@
 // with negative dims, empty and 0-d tensors, promotion, multi-output counts and errors.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "tests/unit/shape_test_util.h"
 
 namespace tensord {
@@ -185,6 +187,7 @@ TEST(ShapeJoinOps, NarrowEveryDtype) {
   EXPECT_EQ(reason(0, 5, 0), Reason::kBadAttribute);
   EXPECT_EQ(reason(0, -5, 1), Reason::kBadAttribute);
   EXPECT_EQ(reason(0, 0, -1), Reason::kBadAttribute);
+  EXPECT_EQ(reason(0, 2, std::numeric_limits<int64_t>::max()), Reason::kBadAttribute);
   EXPECT_EQ(reason(1, 0, 1), Reason::kBadAttribute);
   EXPECT_EQ(ReasonOf(RunOp("narrow", {Sample(DType::kF32, {}, 1)},
                            {{"dim", int64_t{0}}, {"start", int64_t{0}}, {"length", int64_t{1}}})),
@@ -219,6 +222,12 @@ TEST(ShapeJoinOps, SliceEveryDtype) {
                            RangeReference(x, 0, 0, 5, {1, 10})));
     EXPECT_TRUE(
         SameValues(Run1("slice", {Sample(d, {0, 3}, 7)}, {{"start", int64_t{1}}}), {0, 3}, {}));
+    // Huge bounds and steps clamp without overflowing.
+    const int64_t kMax = std::numeric_limits<int64_t>::max();
+    const int64_t kMin = std::numeric_limits<int64_t>::min();
+    EXPECT_TRUE(
+        SameValues(slice({{"dim", int64_t{1}}, {"start", kMin}, {"end", kMax}, {"step", kMax}}),
+                   {3, 1}, RangeReference(x, 1, 0, 1, {3, 1})));
   }
   Tensor x = Sample(DType::kF32, {4}, 1);
   EXPECT_EQ(ReasonOf(RunOp("slice", {x}, {{"step", int64_t{0}}})), Reason::kBadAttribute);

@@ -22,6 +22,73 @@ void ExpectView(const std::string& op, const Tensor& x, const AttrMap& attrs, co
   EXPECT_TRUE(AllClose(y, x.ToDoubles(), 0, 0));
 }
 
+double CastReference(double v, DType to) {
+  switch (to) {
+    case DType::kF32:
+      return static_cast<float>(v);
+    case DType::kBool:
+      return v != 0;
+    case DType::kI32:
+    case DType::kI64:
+      return std::trunc(v);
+    default:
+      return v;
+  }
+}
+
+TEST(ShapeOps, ReshapeEveryDtype) {
+  for (DType d : kEveryDType) {
+    Tensor x = Sample(d, {2, 3, 4}, 20);
+    ExpectView("reshape", x, {{"shape", Ints{6, 4}}}, {6, 4});
+    ExpectView("reshape", x, {{"shape", Ints{-1, 2}}}, {12, 2});
+    ExpectView("reshape", x, {{"shape", Ints{24}}}, {24});
+    ExpectView("reshape", Sample(d, {1}, 21), {{"shape", Ints{}}}, {});
+    ExpectView("reshape", Sample(d, {0, 3}, 22), {{"shape", Ints{3, 0}}}, {3, 0});
+  }
+  Tensor x = Sample(DType::kF32, {2, 3}, 1);
+  EXPECT_EQ(ReasonOf(RunOp("reshape", {x}, {{"shape", Ints{4, 2}}})), Reason::kShapeMismatch);
+  EXPECT_EQ(ReasonOf(RunOp("reshape", {x}, {{"shape", Ints{-1, -1}}})), Reason::kBadAttribute);
+  EXPECT_EQ(ReasonOf(RunOp("reshape", {x}, {{"shape", Ints{-1, 4}}})), Reason::kShapeMismatch);
+}
+
+TEST(ShapeOps, ExpandEveryDtype) {
+  for (DType d : kEveryDType) {
+    SCOPED_TRACE(DTypeName(d));
+    Tensor x = Sample(d, {3, 1}, 23);
+    Tensor y = Run1("expand", {x}, {{"size", Ints{2, 3, 4}}});
+    EXPECT_TRUE(SameValues(y, {2, 3, 4}, Expected({2, 3, 4}, [&](const Shape& i) {
+                             return At(x, {i[1], 0});
+                           })));
+    y = Run1("expand", {x}, {{"size", Ints{-1, 5}}});
+    EXPECT_TRUE(SameValues(y, {3, 5}, Expected({3, 5}, [&](const Shape& i) {
+                             return At(x, {i[0], 0});
+                           })));
+    Tensor s = Sample(d, {}, 24);
+    EXPECT_TRUE(SameValues(Run1("expand", {s}, {{"size", Ints{2, 2}}}), {2, 2},
+                           std::vector<double>(4, s.ToDoubles()[0])));
+  }
+  Tensor x = Sample(DType::kF32, {3, 2}, 1);
+  EXPECT_EQ(ReasonOf(RunOp("expand", {x}, {{"size", Ints{3, 4}}})), Reason::kShapeMismatch);
+  EXPECT_EQ(ReasonOf(RunOp("expand", {x}, {{"size", Ints{2}}})), Reason::kShapeMismatch);
+  EXPECT_EQ(ReasonOf(RunOp("expand", {x}, {{"size", Ints{-1, 3, 2}}})), Reason::kBadAttribute);
+}
+
+TEST(ShapeOps, ToDtypeEveryPair) {
+  for (DType from : kEveryDType) {
+    for (DType to : kEveryDType) {
+      Tensor x = Sample(from, {2, 3}, 25);
+      Tensor y = Run1("to_dtype", {x}, {{"dtype", std::string(DTypeName(to))}});
+      std::vector<double> want;
+      for (double v : x.ToDoubles()) want.push_back(CastReference(v, to));
+      EXPECT_EQ(y.dtype(), to);
+      EXPECT_TRUE(SameValues(y, {2, 3}, want)) << DTypeName(from) << " -> " << DTypeName(to);
+    }
+  }
+  EXPECT_EQ(ReasonOf(RunOp("to_dtype", {Sample(DType::kF32, {1}, 1)},
+                           {{"dtype", std::string("complex")}})),
+            Reason::kBadAttribute);
+}
+
 TEST(ShapeOps, FlattenEveryDtype) {
   for (DType d : kEveryDType) {
     Tensor x = Sample(d, {2, 3, 4, 5}, 1);
@@ -181,20 +248,6 @@ TEST(ShapeOps, ToDevice) {
   EXPECT_EQ(ReasonOf(bad), Reason::kDeviceNotFound);
   EXPECT_EQ(GetMetadata(bad.status())["device"], "cuda:0");
   EXPECT_EQ(ReasonOf(RunOp("to_device", {Sample(DType::kF32, {2}, 1)}, {})), Reason::kBadAttribute);
-}
-
-double CastReference(double v, DType to) {
-  switch (to) {
-    case DType::kF32:
-      return static_cast<float>(v);
-    case DType::kBool:
-      return v != 0;
-    case DType::kI32:
-    case DType::kI64:
-      return std::trunc(v);
-    default:
-      return v;
-  }
 }
 
 TEST(ShapeOps, AssignWritesInPlaceAndBumpsVersion) {
