@@ -1,0 +1,145 @@
+#include "server/backends/cpu/onednn_common.h"
+
+#include <list>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+
+namespace tensord::cpu::onednn {
+namespace {
+
+// Enough for the distinct shapes of a few models; a primitive holds JIT code (tens of KiB).
+constexpr size_t kCacheCapacity = 1024;
+
+class PrimitiveCache {
+ public:
+  std::shared_ptr<const CachedPrimitive> Find(const std::string& key) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    if (it == map_.end()) {
+      ++misses_;
+      return nullptr;
+    }
+    ++hits_;
+    lru_.splice(lru_.begin(), lru_, it->second.second);
+    return it->second.first;
+  }
+
+  std::shared_ptr<const CachedPrimitive> Insert(const std::string& key,
+                                                std::shared_ptr<const CachedPrimitive> p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = map_.find(key);
+    // Another thread built the same primitive meanwhile: keep one.
+    if (it != map_.end()) return it->second.first;
+    lru_.push_front(key);
+    map_.emplace(key, std::make_pair(p, lru_.begin()));
+    while (map_.size() > kCacheCapacity) {
+      map_.erase(lru_.back());
+      lru_.pop_back();
+    }
+    return p;
+  }
+
+  CacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return {hits_, misses_, static_cast<int64_t>(map_.size()),
+            static_cast<int64_t>(kCacheCapacity)};
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    map_.clear();
+    lru_.clear();
+  }
+
+ private:
+  using Entry = std::pair<std::shared_ptr<const CachedPrimitive>, std::list<std::string>::iterator>;
+  std::mutex mu_;
+  std::list<std::string> lru_;  // most recently used first
+  std::unordered_map<std::string, Entry> map_;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+PrimitiveCache& Cache() {
+  static PrimitiveCache* cache = new PrimitiveCache();
+  return *cache;
+}
+
+}  // namespace
+
+dnnl::engine& Engine() {
+  static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *engine;
+}
+
+dnnl::stream& Stream() {
+  thread_local dnnl::stream stream(Engine());
+  return stream;
+}
+
+std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
+                                                    const std::function<CachedPrimitive()>& make) {
+  if (auto hit = Cache().Find(key)) return hit;
+  // Built outside the lock: creating a primitive JIT-compiles code and can take milliseconds.
+  auto built = std::make_shared<const CachedPrimitive>(make());
+  return Cache().Insert(key, std::move(built));
+}
+
+CacheStats GetCacheStats() { return Cache().Stats(); }
+void ClearCache() { Cache().Clear(); }
+
+dnnl::memory::data_type DataType(DType d) {
+  switch (d) {
+    case DType::kF32:
+      return dnnl::memory::data_type::f32;
+    case DType::kI32:
+      return dnnl::memory::data_type::s32;
+    default:
+      return dnnl::memory::data_type::undef;
+  }
+}
+
+dnnl::memory::dims Dims(const Shape& shape) {
+  if (shape.empty()) return {1};
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype) {
+  dnnl::memory::dims dims = Dims(shape);
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) {
+    strides[i] = strides[i + 1] * std::max<int64_t>(dims[i + 1], 1);
+  }
+  return dnnl::memory::desc(dims, DataType(dtype), strides);
+}
+
+std::string DescKey(const dnnl::memory::desc& md) {
+  const dnnl_memory_desc_t& d = md.data;
+  std::string key =
+      absl::StrCat("t", static_cast<int>(d.data_type), "f", static_cast<int>(d.format_kind), "[");
+  for (int i = 0; i < d.ndims; ++i) {
+    absl::StrAppend(&key, d.dims[i], ":", d.format_desc.blocking.strides[i], ",");
+  }
+  key += "]";
+  return key;
+}
+
+absl::Status FromDnnlError(const std::string& op, const dnnl::error& e) {
+  if (e.status == dnnl_out_of_memory) {
+    return Error(Reason::kOutOfMemory, absl::StrCat("cpu: oneDNN ran out of memory in ", op),
+                 {{"op", op}});
+  }
+  return Error(Reason::kInternal,
+               absl::StrCat("cpu: oneDNN failed in ", op, ": ", e.what(), " (status ",
+                            static_cast<int>(e.status), ")"),
+               {{"op", op}, {"backend", "cpu"}});
+}
+
+bool AllF32(absl::Span<const DType> dtypes) {
+  for (DType d : dtypes) {
+    if (d != DType::kF32) return false;
+  }
+  return !dtypes.empty();
+}
+
+}  // namespace tensord::cpu::onednn

@@ -1,0 +1,85 @@
+// oneDNN plumbing for the CPU kernels: one engine per process, one stream per thread, a bounded
+// cache of primitives keyed by (op, shapes, attributes), memory objects that wrap tensor buffers
+// without copying, and the conversion of dnnl::error into absl::Status at the kernel boundary.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "dnnl.hpp"
+#include "server/backends/cpu/kernel_table.h"
+#include "server/core/status.h"
+#include "server/core/tensor.h"
+
+namespace tensord::cpu::onednn {
+
+dnnl::engine& Engine();
+// The calling thread's stream: primitives may run concurrently from several server threads.
+dnnl::stream& Stream();
+
+struct CachedPrimitive {
+  dnnl::primitive primitive;
+  dnnl::primitive_desc pd;  // for workspace queries and backward hints
+};
+
+struct CacheStats {
+  int64_t hits = 0;
+  int64_t misses = 0;
+  int64_t size = 0;
+  int64_t capacity = 0;
+};
+
+// Returns the primitive cached under `key`, building it with `make` on a miss. `make` may throw
+// dnnl::error (unsupported shapes); nothing is cached then. Least recently used entries are
+// evicted beyond the capacity.
+std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
+                                                    const std::function<CachedPrimitive()>& make);
+CacheStats GetCacheStats();
+void ClearCache();
+
+// Wraps `t`'s buffer (no copy). oneDNN takes a non-const pointer even for read-only inputs.
+inline dnnl::memory Wrap(const Tensor& t, const dnnl::memory::desc& md) {
+  return dnnl::memory(md, Engine(), const_cast<void*>(t.raw()));
+}
+inline dnnl::memory WrapPtr(const void* p, const dnnl::memory::desc& md) {
+  return dnnl::memory(md, Engine(), const_cast<void*>(p));
+}
+
+dnnl::memory::data_type DataType(DType d);
+// Dims of `shape`, with a 0-d tensor seen as [1] (oneDNN has no 0-d tensors).
+dnnl::memory::dims Dims(const Shape& shape);
+// Row-major (plain) descriptor of `shape`.
+dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype);
+
+// Appends dims and strides of `md` to a cache key.
+std::string DescKey(const dnnl::memory::desc& md);
+
+// Converts a dnnl::error raised while running `op` into an INTERNAL or OUT_OF_MEMORY status.
+absl::Status FromDnnlError(const std::string& op, const dnnl::error& e);
+
+// Runs `body` (returning absl::Status) with dnnl::error converted to a status.
+template <typename Body>
+absl::Status Guard(const std::string& op, Body&& body) {
+  try {
+    return body();
+  } catch (const dnnl::error& e) {
+    return FromDnnlError(op, e);
+  }
+}
+
+// Whether every input of the call is f32 (the dtype oneDNN kernels handle here).
+bool AllF32(absl::Span<const DType> dtypes);
+
+// Registration of the oneDNN kernel families (called from RegisterOneDnnKernels).
+void RegisterMatmulKernels(KernelTable& t);
+void RegisterNnKernels(KernelTable& t);
+void RegisterEltwiseKernels(KernelTable& t);
+void RegisterBinaryKernels(KernelTable& t);
+void RegisterReductionKernels(KernelTable& t);
+
+}  // namespace tensord::cpu::onednn

@@ -1,0 +1,84 @@
+// oneDNN matmul for the f32 linear-algebra ops. Operands are wrapped in place: a transposed
+// operand is described by its strides and broadcast batch dims by dims of 1, so no call copies.
+#include <unordered_map>
+
+#include "server/backends/cpu/linalg_kernels.h"
+#include "server/backends/cpu/onednn_common.h"
+
+namespace tensord::cpu::onednn {
+namespace {
+
+using dnnl::memory;
+
+// Descriptor of one operand: batch dims (contiguous, matrices of rows x cols stored row-major,
+// or column-major when transposed) followed by the logical [rows, cols].
+memory::desc OperandDesc(const Shape& batch, int64_t rows, int64_t cols, bool transposed) {
+  memory::dims dims(batch.begin(), batch.end());
+  dims.push_back(rows);
+  dims.push_back(cols);
+  memory::dims strides(dims.size());
+  const size_t r = dims.size();
+  strides[r - 2] = transposed ? 1 : cols;
+  strides[r - 1] = transposed ? rows : 1;
+  int64_t step = rows * cols;
+  for (int d = static_cast<int>(r) - 3; d >= 0; --d) {
+    strides[d] = step;
+    step *= std::max<int64_t>(dims[d], 1);
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+absl::Status RunGemm(const GemmProblem& p) {
+  if (p.batch_count() == 0 || p.n == 0 || p.m == 0 || p.k == 0 ||
+      p.batch.size() + 2 > DNNL_MAX_NDIMS) {
+    // Nothing to multiply (k == 0 leaves zeros plus bias) or beyond oneDNN's rank limit.
+    LoopGemm<float>(p);
+    return absl::OkStatus();
+  }
+  const memory::desc a = OperandDesc(p.a_batch, p.n, p.k, p.ta);
+  const memory::desc b = OperandDesc(p.b_batch, p.k, p.m, p.tb);
+  const memory::desc c = OperandDesc(p.batch, p.n, p.m, false);
+  memory::desc bias;
+  std::string key = absl::StrCat("matmul|", DescKey(a), DescKey(b), DescKey(c));
+  if (p.bias != nullptr) {
+    bias = OperandDesc(Shape(p.batch.size(), 1), 1, p.bias_n, false);
+    absl::StrAppend(&key, "|bias", DescKey(bias));
+  }
+  auto prim = GetPrimitive(key, [&] {
+    dnnl::matmul::desc d =
+        p.bias != nullptr ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+    dnnl::matmul::primitive_desc pd(d, Engine());
+    return CachedPrimitive{dnnl::matmul(pd), pd};
+  });
+  std::unordered_map<int, memory> args = {
+      {DNNL_ARG_SRC, WrapPtr(p.a, a)},
+      {DNNL_ARG_WEIGHTS, WrapPtr(p.b, b)},
+      {DNNL_ARG_DST, WrapPtr(p.c, c)},
+  };
+  if (p.bias != nullptr) args.emplace(DNNL_ARG_BIAS, WrapPtr(p.bias, bias));
+  prim->primitive.execute(Stream(), args);
+  Stream().wait();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterMatmulKernels(KernelTable& t) {
+  for (const char* op : {"matmul", "mm", "bmm", "linear", "batch_matmul"}) {
+    t.Add(op, Kernel{std::string("onednn_") + op,
+                     [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
+                     [](KernelCall& call) -> absl::Status {
+                       return Guard(call.op.name, [&]() -> absl::Status {
+                         ASSIGN_OR_RETURN(GemmProblem p, GemmFor(call));
+                         SimplifyGemm(p);
+                         RETURN_IF_ERROR(RunGemm(p));
+                         if (p.unfused_bias != nullptr) {
+                           AddBroadcastBias(*p.unfused_bias, call.outputs[0]);
+                         }
+                         return absl::OkStatus();
+                       });
+                     }});
+  }
+}
+
+}  // namespace tensord::cpu::onednn

@@ -1,0 +1,333 @@
+// oneDNN kernels of the f32 neural-network ops: convolution forward and backward (data and
+// weights), max/avg pooling forward and backward, layer normalization forward and backward.
+// Tensors are NCHW row-major and wrapped in place.
+#include <unordered_map>
+#include <vector>
+
+#include "server/backends/cpu/nn_kernels.h"
+#include "server/backends/cpu/onednn_common.h"
+#include "server/ops/nn_geometry.h"
+
+namespace tensord::cpu::onednn {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using Args = std::unordered_map<int, memory>;
+
+void Execute(const CachedPrimitive& p, const Args& args) {
+  p.primitive.execute(Stream(), args);
+  Stream().wait();
+}
+
+memory::desc Nchw(const Shape& s) {
+  const nn::Nchw d = nn::AsNchw(s);
+  return PlainDesc({d.n, d.c, d.h, d.w}, DType::kF32);
+}
+
+std::string Ints(const memory::dims& v) { return absl::StrJoin(v, ","); }
+
+// ---- convolution ------------------------------------------------------------------------------
+
+struct ConvSetup {
+  memory::desc x, w, y, b;
+  memory::dims strides, dilates, pad_l, pad_r;
+  std::string key;
+};
+
+absl::StatusOr<ConvSetup> SetupConv(const std::string& op, const Shape& x, const Shape& w,
+                                    const Shape& y, const Attrs& attrs, bool bias) {
+  ASSIGN_OR_RETURN(nn::Conv2dParams p, nn::ReadConv2dParams(op, attrs));
+  ConvSetup s;
+  s.x = Nchw(x);
+  s.y = Nchw(y);
+  // Grouped weights [O, C/g, kH, kW] have the layout of oneDNN's [g, O/g, C/g, kH, kW].
+  s.w = p.groups == 1 ? PlainDesc(w, DType::kF32)
+                      : PlainDesc({p.groups, w[0] / p.groups, w[1], w[2], w[3]}, DType::kF32);
+  if (bias) s.b = PlainDesc({w[0]}, DType::kF32);
+  s.strides = {p.stride[0], p.stride[1]};
+  s.dilates = {p.dilation[0] - 1, p.dilation[1] - 1};  // oneDNN counts the gaps
+  s.pad_l = {p.padding[0], p.padding[1]};
+  s.pad_r = s.pad_l;
+  s.key = absl::StrCat(DescKey(s.x), DescKey(s.w), DescKey(s.y), bias ? "b" : "", "|",
+                       Ints(s.strides), "|", Ints(s.dilates), "|", Ints(s.pad_l));
+  return s;
+}
+
+dnnl::convolution_forward::primitive_desc ConvForwardPd(const ConvSetup& s, bool bias) {
+  using F = dnnl::convolution_forward;
+  F::desc d = bias ? F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.x, s.w,
+                             s.b, s.y, s.strides, s.dilates, s.pad_l, s.pad_r)
+                   : F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.x, s.w,
+                             s.y, s.strides, s.dilates, s.pad_l, s.pad_r);
+  return F::primitive_desc(d, Engine());
+}
+
+absl::Status ConvForward(KernelCall& c) {
+  const bool bias = c.inputs.size() == 3;
+  if (c.outputs[0].numel() == 0) return absl::OkStatus();
+  if (c.inputs[1].numel() == 0) {
+    // No input channels: every output is its bias.
+    const nn::Nchw y = nn::AsNchw(c.outputs[0].shape());
+    float* out = c.outputs[0].data<float>();
+    for (int64_t i = 0; i < c.outputs[0].numel(); ++i) {
+      out[i] = bias ? c.inputs[2].data<float>()[(i / (y.h * y.w)) % y.c] : 0.0f;
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(ConvSetup s, SetupConv("conv2d", c.inputs[0].shape(), c.inputs[1].shape(),
+                                          c.outputs[0].shape(), c.attrs, bias));
+  auto prim = GetPrimitive("conv_fwd|" + s.key, [&] {
+    auto pd = ConvForwardPd(s, bias);
+    return CachedPrimitive{dnnl::convolution_forward(pd), pd};
+  });
+  Args args = {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)},
+               {DNNL_ARG_WEIGHTS, Wrap(c.inputs[1], s.w)},
+               {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, Wrap(c.inputs[2], s.b));
+  Execute(*prim, args);
+  return absl::OkStatus();
+}
+
+// Output channels or an empty batch leave nothing to convolve; the gradient is zero.
+bool ZeroFillIfEmpty(const Shape& other, Tensor& out) {
+  if (NumElements(other) != 0 && out.numel() != 0) return false;
+  std::fill(out.data<float>(), out.data<float>() + out.numel(), 0.0f);
+  return true;
+}
+
+absl::Status ConvBackwardInput(KernelCall& c) {
+  if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
+  ASSIGN_OR_RETURN(ConvSetup s,
+                   SetupConv("conv2d_backward_input", c.outputs[0].shape(), c.inputs[1].shape(),
+                             c.inputs[0].shape(), c.attrs, false));
+  auto prim = GetPrimitive("conv_bwd_data|" + s.key, [&] {
+    using B = dnnl::convolution_backward_data;
+    B::desc d(algorithm::convolution_direct, s.x, s.w, s.y, s.strides, s.dilates, s.pad_l, s.pad_r);
+    B::primitive_desc pd(d, Engine(), ConvForwardPd(s, false));
+    return CachedPrimitive{B(pd), pd};
+  });
+  Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
+                  {DNNL_ARG_WEIGHTS, Wrap(c.inputs[1], s.w)},
+                  {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.x)}});
+  return absl::OkStatus();
+}
+
+absl::Status ConvBackwardWeight(KernelCall& c) {
+  if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
+  ASSIGN_OR_RETURN(ConvSetup s,
+                   SetupConv("conv2d_backward_weight", c.inputs[1].shape(), c.outputs[0].shape(),
+                             c.inputs[0].shape(), c.attrs, false));
+  auto prim = GetPrimitive("conv_bwd_weights|" + s.key, [&] {
+    using B = dnnl::convolution_backward_weights;
+    B::desc d(algorithm::convolution_direct, s.x, s.w, s.y, s.strides, s.dilates, s.pad_l, s.pad_r);
+    B::primitive_desc pd(d, Engine(), ConvForwardPd(s, false));
+    return CachedPrimitive{B(pd), pd};
+  });
+  Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
+                  {DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)},
+                  {DNNL_ARG_DIFF_WEIGHTS, Wrap(c.outputs[0], s.w)}});
+  return absl::OkStatus();
+}
+
+// ---- pooling ----------------------------------------------------------------------------------
+
+struct PoolSetup {
+  memory::desc x, y;
+  memory::dims strides, kernel, dilation, pad_l, pad_r;
+  algorithm alg;
+  bool exact = true;  // false when oneDNN's divisor would differ from PyTorch's
+  std::string key;
+};
+
+absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const Shape& y,
+                                    const Attrs& attrs, bool max_pool) {
+  ASSIGN_OR_RETURN(nn::Pool2dParams p, nn::ReadPool2dParams(op, attrs, max_pool));
+  PoolSetup s;
+  s.x = Nchw(x);
+  s.y = Nchw(y);
+  const nn::Nchw xd = nn::AsNchw(x), yd = nn::AsNchw(y);
+  const int64_t in[2] = {xd.h, xd.w}, out[2] = {yd.h, yd.w};
+  bool extended = false;  // a ceil_mode window reaches past the right padding
+  for (int i = 0; i < 2; ++i) {
+    s.strides.push_back(p.stride[i]);
+    s.kernel.push_back(p.kernel[i]);
+    s.dilation.push_back(p.dilation[i] - 1);
+    s.pad_l.push_back(p.padding[i]);
+    const int64_t floor_out =
+        nn::PoolOutputSize(in[i], p.kernel[i], p.padding[i], p.stride[i], p.dilation[i], false);
+    const int64_t eff = (p.kernel[i] - 1) * p.dilation[i] + 1;
+    // oneDNN derives the output size from both paddings; ceil_mode's extra window is padding
+    // on the right.
+    s.pad_r.push_back(out[i] == floor_out
+                          ? p.padding[i]
+                          : (out[i] - 1) * p.stride[i] + eff - in[i] - p.padding[i]);
+    extended |= out[i] != floor_out;
+  }
+  const bool include_pad = attrs.GetBool("count_include_pad", true);
+  s.alg = max_pool      ? algorithm::pooling_max
+          : include_pad ? algorithm::pooling_avg_include_padding
+                        : algorithm::pooling_avg_exclude_padding;
+  // PyTorch's count_include_pad divisor clips a window at the right padding, oneDNN's does not.
+  if (!max_pool && ((include_pad && extended) || attrs.Has("divisor_override"))) s.exact = false;
+  s.key =
+      absl::StrCat(static_cast<int>(s.alg), DescKey(s.x), DescKey(s.y), "|", Ints(s.strides), "|",
+                   Ints(s.kernel), "|", Ints(s.dilation), "|", Ints(s.pad_l), "|", Ints(s.pad_r));
+  return s;
+}
+
+dnnl::pooling_v2_forward::primitive_desc PoolForwardPd(const PoolSetup& s, prop_kind kind) {
+  using F = dnnl::pooling_v2_forward;
+  F::desc d(kind, s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
+  return F::primitive_desc(d, Engine());
+}
+
+absl::Status PoolForward(KernelCall& c, bool max_pool) {
+  const std::string& op = c.op.name;
+  ASSIGN_OR_RETURN(PoolSetup s,
+                   SetupPool(op, c.inputs[0].shape(), c.outputs[0].shape(), c.attrs, max_pool));
+  if (!s.exact) return LoopAvgPool2d(c);
+  if (c.outputs[0].numel() == 0) return absl::OkStatus();
+  auto prim = GetPrimitive("pool_fwd|" + s.key, [&] {
+    auto pd = PoolForwardPd(s, prop_kind::forward_inference);
+    return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+  });
+  Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)}, {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)}});
+  return absl::OkStatus();
+}
+
+absl::Status PoolBackward(KernelCall& c, bool max_pool) {
+  const std::string& op = c.op.name;
+  ASSIGN_OR_RETURN(PoolSetup s,
+                   SetupPool(op, c.inputs[1].shape(), c.inputs[0].shape(), c.attrs, max_pool));
+  if (!s.exact) return LoopAvgPool2dBackward(c);
+  if (c.outputs[0].numel() == 0) return absl::OkStatus();
+  auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
+    using B = dnnl::pooling_v2_backward;
+    B::desc d(s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
+    B::primitive_desc pd(d, Engine(), PoolForwardPd(s, prop_kind::forward_training));
+    return CachedPrimitive{B(pd), pd};
+  });
+  Args args = {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
+               {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.x)}};
+  if (max_pool) {
+    // Max pooling's backward routes gradients through the forward's argmax workspace; the
+    // forward is re-run here rather than saving the workspace with the op's output.
+    auto fwd = GetPrimitive("pool_fwd_train|" + s.key, [&] {
+      auto pd = PoolForwardPd(s, prop_kind::forward_training);
+      return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+    });
+    memory ws(fwd->pd.workspace_desc(), Engine());
+    memory dst(s.y, Engine());
+    Execute(
+        *fwd,
+        {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, ws}});
+    args.emplace(DNNL_ARG_WORKSPACE, ws);
+  }
+  Execute(*prim, args);
+  return absl::OkStatus();
+}
+
+// ---- layer normalization ----------------------------------------------------------------------
+
+struct LayerNormSetup {
+  memory::desc data, params;
+  float eps;
+  std::string key;
+};
+
+LayerNormSetup SetupLayerNorm(const Tensor& x, const Attrs& attrs, int64_t* rows, int64_t* cols) {
+  *cols = NumElements(attrs.GetInts("normalized_shape"));
+  *rows = *cols ? x.numel() / *cols : 0;
+  LayerNormSetup s;
+  s.data = PlainDesc({*rows, *cols}, DType::kF32);
+  s.params = PlainDesc({*cols}, DType::kF32);
+  s.eps = static_cast<float>(attrs.GetFloat("eps"));
+  s.key = absl::StrCat(DescKey(s.data), "|", s.eps);
+  return s;
+}
+
+absl::Status LayerNormForward(KernelCall& c) {
+  int64_t rows, cols;
+  LayerNormSetup s = SetupLayerNorm(c.inputs[0], c.attrs, &rows, &cols);
+  if (rows == 0 || cols == 0) return LoopLayerNorm(c);
+  const bool scale = c.inputs.size() > 1, shift = c.inputs.size() > 2;
+  const auto flags = static_cast<dnnl::normalization_flags>(
+      (scale ? static_cast<unsigned>(dnnl::normalization_flags::use_scale) : 0u) |
+      (shift ? static_cast<unsigned>(dnnl::normalization_flags::use_shift) : 0u));
+  auto prim = GetPrimitive(absl::StrCat("lnorm_fwd|", s.key, "|", scale, shift), [&] {
+    using F = dnnl::layer_normalization_forward;
+    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, flags), Engine());
+    return CachedPrimitive{F(pd), pd};
+  });
+  Args args = {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.data)},
+               {DNNL_ARG_DST, Wrap(c.outputs[0], s.data)}};
+  if (scale) args.emplace(DNNL_ARG_SCALE, Wrap(c.inputs[1], s.params));
+  if (shift) args.emplace(DNNL_ARG_SHIFT, Wrap(c.inputs[2], s.params));
+  Execute(*prim, args);
+  return absl::OkStatus();
+}
+
+absl::Status LayerNormBackward(KernelCall& c) {
+  int64_t rows, cols;
+  LayerNormSetup s = SetupLayerNorm(c.inputs[1], c.attrs, &rows, &cols);
+  if (rows == 0 || cols == 0) return LoopLayerNormBackward(c);
+  // The statistics are recomputed (not saved by the forward), like the loop kernel does.
+  std::vector<float> mean(rows), var(rows);
+  const float* x = c.inputs[1].data<float>();
+  for (int64_t r = 0; r < rows; ++r) {
+    double m, v;
+    RowMoments(x + r * cols, cols, &m, &v);
+    mean[r] = static_cast<float>(m);
+    var[r] = static_cast<float>(v);
+  }
+  std::vector<float> ones;
+  const float* w = nullptr;
+  if (c.inputs.size() > 2) {
+    w = c.inputs[2].data<float>();
+  } else {
+    ones.assign(cols, 1.0f);
+    w = ones.data();
+  }
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  auto prim = GetPrimitive("lnorm_bwd|" + s.key, [&] {
+    using F = dnnl::layer_normalization_forward;
+    using B = dnnl::layer_normalization_backward;
+    F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, flags), Engine());
+    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, flags), Engine(), fwd);
+    return CachedPrimitive{B(pd), pd};
+  });
+  const memory::desc stat = PlainDesc({rows}, DType::kF32);
+  Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.data)},
+                  {DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.data)},
+                  {DNNL_ARG_MEAN, WrapPtr(mean.data(), stat)},
+                  {DNNL_ARG_VARIANCE, WrapPtr(var.data(), stat)},
+                  {DNNL_ARG_SCALE, WrapPtr(w, s.params)},
+                  {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.data)},
+                  {DNNL_ARG_DIFF_SCALE, Wrap(c.outputs[1], s.params)},
+                  {DNNL_ARG_DIFF_SHIFT, Wrap(c.outputs[2], s.params)}});
+  return absl::OkStatus();
+}
+
+void Add(KernelTable& t, const std::string& op, std::function<absl::Status(KernelCall&)> fn) {
+  t.Add(op,
+        Kernel{"onednn_" + op, [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
+               [fn](KernelCall& c) { return Guard(c.op.name, [&] { return fn(c); }); }});
+}
+
+}  // namespace
+
+void RegisterNnKernels(KernelTable& t) {
+  Add(t, "conv2d", ConvForward);
+  Add(t, "conv2d_backward_input", ConvBackwardInput);
+  Add(t, "conv2d_backward_weight", ConvBackwardWeight);
+  Add(t, "max_pool2d", [](KernelCall& c) { return PoolForward(c, true); });
+  Add(t, "max_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, true); });
+  Add(t, "avg_pool2d", [](KernelCall& c) { return PoolForward(c, false); });
+  Add(t, "avg_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, false); });
+  Add(t, "layer_norm", LayerNormForward);
+  Add(t, "layer_norm_backward", LayerNormBackward);
+}
+
+}  // namespace tensord::cpu::onednn

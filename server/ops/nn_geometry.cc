@@ -1,0 +1,226 @@
+#include "server/ops/nn_geometry.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/core/status.h"
+#include "server/ops/op_helpers.h"
+
+namespace tensord::nn {
+namespace {
+
+std::string Pair(const int64_t v[2]) { return absl::StrCat("(", v[0], ", ", v[1], ")"); }
+
+absl::Status CopyPositive(const std::string& op, const Attrs& attrs, const std::string& name,
+                          int64_t out[2], int64_t min) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> v, ExpandInts(op, name, attrs.GetInts(name), 2));
+  for (int i = 0; i < 2; ++i) {
+    if (v[i] < min) {
+      return ops::AttrError(op, name,
+                            absl::StrCat("must be ", min == 0 ? "non-negative" : "positive",
+                                         ", got [", absl::StrJoin(v, ", "), "]"));
+    }
+    out[i] = v[i];
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<MatmulPlan> PlanBatchMatmul(const std::string& op, const Shape& a, const Shape& b,
+                                           bool transpose_a, bool transpose_b) {
+  if (a.size() < 2 || b.size() < 2) {
+    return ops::ShapeError(op, absl::StrCat("operands must have at least 2 dims, got ",
+                                            ShapeToString(a), " and ", ShapeToString(b)));
+  }
+  const size_t ra = a.size(), rb = b.size();
+  MatmulPlan p;
+  p.n = transpose_a ? a[ra - 1] : a[ra - 2];
+  p.k = transpose_a ? a[ra - 2] : a[ra - 1];
+  const int64_t kb = transpose_b ? b[rb - 1] : b[rb - 2];
+  p.m = transpose_b ? b[rb - 2] : b[rb - 1];
+  if (p.k != kb) {
+    return Error(Reason::kShapeMismatch,
+                 absl::StrCat(op, ": shapes ", ShapeToString(a), " and ", ShapeToString(b),
+                              " cannot be multiplied (inner dims ", p.k, " and ", kb, " differ)"),
+                 {{"op", op}, {"shape", ShapeToString(a)}, {"other_shape", ShapeToString(b)}});
+  }
+  Shape ab(a.begin(), a.end() - 2), bb(b.begin(), b.end() - 2);
+  auto batch = BroadcastShapes(ab, bb);
+  if (!batch.ok()) {
+    return Error(Reason::kShapeMismatch,
+                 absl::StrCat(op, ": batch dims of ", ShapeToString(a), " and ", ShapeToString(b),
+                              " do not broadcast"),
+                 {{"op", op}, {"shape", ShapeToString(a)}, {"other_shape", ShapeToString(b)}});
+  }
+  p.batch = *batch;
+  p.a_batch.assign(p.batch.size() - ab.size(), 1);
+  p.a_batch.insert(p.a_batch.end(), ab.begin(), ab.end());
+  p.b_batch.assign(p.batch.size() - bb.size(), 1);
+  p.b_batch.insert(p.b_batch.end(), bb.begin(), bb.end());
+  p.out = p.batch;
+  p.out.push_back(p.n);
+  p.out.push_back(p.m);
+  return p;
+}
+
+absl::StatusOr<MatmulPlan> PlanMatmul(const std::string& op, const Shape& a, const Shape& b) {
+  if (a.empty() || b.empty()) {
+    return ShapeErrorWithShapes(op, a, b, "both arguments need at least 1 dimension");
+  }
+  Shape pa = a, pb = b;
+  if (a.size() == 1) pa.insert(pa.begin(), 1);
+  if (b.size() == 1) pb.push_back(1);
+  auto plan = PlanBatchMatmul(op, pa, pb, false, false);
+  if (!plan.ok()) {
+    // Report the caller's shapes, not the promoted ones.
+    if (a.size() == 1 || b.size() == 1) {
+      return ShapeErrorWithShapes(op, a, b, "cannot be multiplied (inner dims differ)");
+    }
+    return plan.status();
+  }
+  MatmulPlan p = *std::move(plan);
+  p.out = p.batch;
+  if (a.size() > 1) p.out.push_back(p.n);
+  if (b.size() > 1) p.out.push_back(p.m);
+  return p;
+}
+
+absl::Status ShapeErrorWithShapes(const std::string& op, const Shape& a, const Shape& b,
+                                  const std::string& what) {
+  return Error(
+      Reason::kShapeMismatch,
+      absl::StrCat(op, ": shapes ", ShapeToString(a), " and ", ShapeToString(b), " ", what),
+      {{"op", op}, {"shape", ShapeToString(a)}, {"other_shape", ShapeToString(b)}});
+}
+
+absl::StatusOr<std::vector<int64_t>> ExpandInts(const std::string& op, const std::string& attr,
+                                                const std::vector<int64_t>& value, size_t n) {
+  if (value.size() == 1) return std::vector<int64_t>(n, value[0]);
+  if (value.size() != n) {
+    return ops::AttrError(op, attr,
+                          absl::StrCat("must be one value or ", n, " values, got [",
+                                       absl::StrJoin(value, ", "), "]"));
+  }
+  return value;
+}
+
+absl::StatusOr<Conv2dParams> ReadConv2dParams(const std::string& op, const Attrs& attrs) {
+  Conv2dParams p;
+  RETURN_IF_ERROR(CopyPositive(op, attrs, "stride", p.stride, 1));
+  RETURN_IF_ERROR(CopyPositive(op, attrs, "padding", p.padding, 0));
+  RETURN_IF_ERROR(CopyPositive(op, attrs, "dilation", p.dilation, 1));
+  p.groups = attrs.GetInt("groups", 1);
+  if (p.groups < 1) {
+    return ops::AttrError(op, "groups", absl::StrCat("must be positive, got ", p.groups));
+  }
+  return p;
+}
+
+Nchw AsNchw(const Shape& s) {
+  if (s.size() == 3) return {1, s[0], s[1], s[2]};
+  return {s[0], s[1], s[2], s[3]};
+}
+
+absl::StatusOr<Shape> Conv2dOutputShape(const std::string& op, const Shape& input,
+                                        const Shape& weight, const Conv2dParams& p) {
+  if (weight.size() != 4) {
+    return ops::ShapeError(op, absl::StrCat("weight must be 4-d [out_channels, in_channels/groups, "
+                                            "kH, kW], got ",
+                                            ShapeToString(weight)));
+  }
+  if (input.size() != 3 && input.size() != 4) {
+    return ops::ShapeError(op, absl::StrCat("input must be 3-d (unbatched) or 4-d (batched), got ",
+                                            ShapeToString(input)));
+  }
+  const Nchw x = AsNchw(input);
+  if (weight[0] % p.groups != 0) {
+    return ops::ShapeError(op, absl::StrCat("groups=", p.groups, " does not divide the ", weight[0],
+                                            " output channels of weight ", ShapeToString(weight)));
+  }
+  if (x.c != weight[1] * p.groups) {
+    return ops::ShapeError(
+        op, absl::StrCat("groups=", p.groups, ", weight of shape ", ShapeToString(weight),
+                         " expects input ", ShapeToString(input), " to have ", weight[1] * p.groups,
+                         " channels, but it has ", x.c));
+  }
+  Shape out = input;
+  const int64_t in[2] = {x.h, x.w};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t padded = in[i] + 2 * p.padding[i];
+    const int64_t eff = p.dilation[i] * (weight[2 + i] - 1) + 1;
+    if (padded < eff) {
+      return ops::ShapeError(
+          op, absl::StrCat("padded input size ", padded,
+                           " is smaller than the dilated kernel size ", eff, " (input ",
+                           ShapeToString(input), ", weight ", ShapeToString(weight), ")"));
+    }
+    out[out.size() - 2 + i] = (padded - eff) / p.stride[i] + 1;
+  }
+  out[out.size() - 3] = weight[0];
+  return out;
+}
+
+int64_t PoolOutputSize(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                       bool ceil_mode) {
+  const int64_t num = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);
+  // Division rounding toward negative infinity, as PyTorch's div_rtn.
+  int64_t q = num / stride;
+  if ((num % stride != 0) && ((num < 0) != (stride < 0))) --q;
+  int64_t out = q + 1;
+  // The last window must start inside the input or its left padding.
+  if (ceil_mode && (out - 1) * stride >= in + pad) --out;
+  return out;
+}
+
+absl::StatusOr<Pool2dParams> ReadPool2dParams(const std::string& op, const Attrs& attrs,
+                                              bool max_pool) {
+  Pool2dParams p;
+  RETURN_IF_ERROR(CopyPositive(op, attrs, "kernel_size", p.kernel, 1));
+  if (attrs.GetInts("stride").empty()) {
+    p.stride[0] = p.kernel[0];
+    p.stride[1] = p.kernel[1];
+  } else {
+    RETURN_IF_ERROR(CopyPositive(op, attrs, "stride", p.stride, 1));
+  }
+  RETURN_IF_ERROR(CopyPositive(op, attrs, "padding", p.padding, 0));
+  if (max_pool) RETURN_IF_ERROR(CopyPositive(op, attrs, "dilation", p.dilation, 1));
+  p.ceil_mode = attrs.GetBool("ceil_mode", false);
+  for (int i = 0; i < 2; ++i) {
+    const int64_t eff = max_pool ? ((p.kernel[i] - 1) * p.dilation[i] + 1) : p.kernel[i];
+    if (p.padding[i] > eff / 2) {
+      return ops::AttrError(
+          op, "padding",
+          absl::StrCat("must be at most half of the ", max_pool ? "effective " : "", "kernel size ",
+                       Pair(p.kernel), ", got ", Pair(p.padding)));
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<Shape> Pool2dOutputShape(const std::string& op, const Shape& input,
+                                        const Pool2dParams& p) {
+  if (input.size() != 3 && input.size() != 4) {
+    return ops::ShapeError(op, absl::StrCat("input must be 3-d (unbatched) or 4-d (batched), got ",
+                                            ShapeToString(input)));
+  }
+  const size_t r = input.size();
+  for (size_t d = r - 3; d < r; ++d) {
+    if (input[d] == 0) {
+      return ops::ShapeError(
+          op, absl::StrCat("input ", ShapeToString(input), " has an empty non-batch dimension"));
+    }
+  }
+  Shape out = input;
+  for (int i = 0; i < 2; ++i) {
+    out[r - 2 + i] = PoolOutputSize(input[r - 2 + i], p.kernel[i], p.padding[i], p.stride[i],
+                                    p.dilation[i], p.ceil_mode);
+    if (out[r - 2 + i] < 1) {
+      return ops::ShapeError(
+          op, absl::StrCat("input ", ShapeToString(input), " with kernel ", Pair(p.kernel),
+                           " gives output ", ShapeToString(out), ", which is too small"));
+    }
+  }
+  return out;
+}
+
+}  // namespace tensord::nn

@@ -1,0 +1,77 @@
+// Shape arithmetic shared by the linear-algebra and neural-network op entries and their CPU
+// kernels: matmul broadcasting, convolution and pooling window geometry. The op entries
+// validate with these; kernels re-read already validated attributes through them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/core/shape.h"
+#include "server/ops/attrs.h"
+
+namespace tensord::nn {
+
+// ---- matmul -----------------------------------------------------------------------------------
+// A batched product out[b] = op(A[b]) · op(B[b]) with op = optional transpose of the last two
+// dims and batch dims broadcast. `a_batch` / `b_batch` are left-padded with 1 to `batch`'s rank.
+struct MatmulPlan {
+  Shape batch;
+  Shape a_batch, b_batch;
+  int64_t n = 1, k = 1, m = 1;
+  Shape out;  // the op's output shape (torch.matmul drops the dims it added to 1-d operands)
+};
+
+// torch.matmul's rules: 1-d·1-d is a dot product, a 1-d first operand gets a leading 1, a 1-d
+// second operand a trailing 1 (both dropped again), batch dims broadcast.
+absl::StatusOr<MatmulPlan> PlanMatmul(const std::string& op, const Shape& a, const Shape& b);
+// Operands of rank >= 2 with optional transposes (the internal batch_matmul op).
+absl::StatusOr<MatmulPlan> PlanBatchMatmul(const std::string& op, const Shape& a, const Shape& b,
+                                           bool transpose_a, bool transpose_b);
+
+// SHAPE_MISMATCH naming both operand shapes (metadata shape / other_shape).
+absl::Status ShapeErrorWithShapes(const std::string& op, const Shape& a, const Shape& b,
+                                  const std::string& what);
+
+// ---- convolution and pooling ------------------------------------------------------------------
+// Expands an int-list attribute given as one value or `n` values (PyTorch's _pair).
+absl::StatusOr<std::vector<int64_t>> ExpandInts(const std::string& op, const std::string& attr,
+                                                const std::vector<int64_t>& value, size_t n);
+
+struct Conv2dParams {
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+};
+absl::StatusOr<Conv2dParams> ReadConv2dParams(const std::string& op, const Attrs& attrs);
+
+// Checks input [N, C, H, W] or [C, H, W] against weight [O, C/groups, kH, kW] and returns the
+// output shape (rank of the input).
+absl::StatusOr<Shape> Conv2dOutputShape(const std::string& op, const Shape& input,
+                                        const Shape& weight, const Conv2dParams& p);
+
+struct Pool2dParams {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  bool ceil_mode = false;
+};
+// kernel_size, stride (empty = kernel_size), padding, dilation (max only), ceil_mode.
+absl::StatusOr<Pool2dParams> ReadPool2dParams(const std::string& op, const Attrs& attrs,
+                                              bool max_pool);
+absl::StatusOr<Shape> Pool2dOutputShape(const std::string& op, const Shape& input,
+                                        const Pool2dParams& p);
+// PyTorch's pooling_output_shape for one spatial dim.
+int64_t PoolOutputSize(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
+                       bool ceil_mode);
+
+// [N, C, H, W] view of a 3-d or 4-d activation shape.
+struct Nchw {
+  int64_t n, c, h, w;
+};
+Nchw AsNchw(const Shape& s);
+
+}  // namespace tensord::nn
