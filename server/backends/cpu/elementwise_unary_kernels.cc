@@ -1,0 +1,244 @@
+// Loop kernels for unary math: each op is a small functor applied by UnaryLoop, so the inner
+// loop is a flat, inlinable loop per dtype.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "server/backends/cpu/elementwise_dispatch.h"
+#include "server/backends/cpu/elementwise_kernels.h"
+#include "server/backends/cpu/loops.h"
+
+namespace tensord::cpu {
+namespace {
+
+struct NegOp {
+  template <typename T>
+  T operator()(T x) const {
+    return WrapNeg(x);
+  }
+};
+struct AbsOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::abs(x);
+    } else {
+      return x < 0 ? WrapNeg(x) : x;
+    }
+  }
+};
+struct SquareOp {
+  template <typename T>
+  T operator()(T x) const {
+    return WrapMul(x, x);
+  }
+};
+struct ExpOp {
+  template <typename T>
+  T operator()(T x) const {
+    return std::exp(x);
+  }
+};
+struct LogOp {
+  template <typename T>
+  T operator()(T x) const {
+    return std::log(x);
+  }
+};
+struct SqrtOp {
+  template <typename T>
+  T operator()(T x) const {
+    return std::sqrt(x);
+  }
+};
+struct RsqrtOp {
+  template <typename T>
+  T operator()(T x) const {
+    return T(1) / std::sqrt(x);
+  }
+};
+struct ReciprocalOp {
+  template <typename T>
+  T operator()(T x) const {
+    return T(1) / x;
+  }
+};
+// PyTorch's sign: NaN and -0.0 give 0; bool is the identity.
+struct SignOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_same_v<T, bool>) {
+      return x;
+    } else {
+      return static_cast<T>((T(0) < x) - (x < T(0)));
+    }
+  }
+};
+// Rounding functions are the identity on integers.
+struct FloorOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::floor(x);
+    return x;
+  }
+};
+struct CeilOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::ceil(x);
+    return x;
+  }
+};
+struct TruncOp {
+  template <typename T>
+  T operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return std::trunc(x);
+    return x;
+  }
+};
+struct FracOp {
+  template <typename T>
+  T operator()(T x) const {
+    return x - std::trunc(x);
+  }
+};
+
+struct LogicalNotOp {
+  template <typename T>
+  bool operator()(T x) const {
+    return x == T(0);
+  }
+};
+struct IsNanOp {
+  template <typename T>
+  bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) return x != x;
+    return false;
+  }
+};
+struct IsInfOp {
+  template <typename T>
+  bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::abs(x) == std::numeric_limits<T>::infinity();
+    }
+    return false;
+  }
+};
+struct IsFiniteOp {
+  template <typename T>
+  bool operator()(T x) const {
+    if constexpr (std::is_floating_point_v<T>) {
+      return std::abs(x) < std::numeric_limits<T>::infinity();
+    }
+    return true;
+  }
+};
+
+// Output dtype equals input dtype.
+template <uint32_t kSet, typename Op>
+absl::Status SameDTypeKernel(KernelCall& c) {
+  VisitDType<kSet>(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    UnaryLoop<T, T>(c.inputs[0], c.outputs[0], Op{});
+  });
+  return absl::OkStatus();
+}
+
+// Floating-point functions: integer and bool inputs compute in f32, as PyTorch promotes them.
+template <typename Op>
+absl::Status FloatFunctionKernel(KernelCall& c) {
+  VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      UnaryLoop<T, T>(c.inputs[0], c.outputs[0], Op{});
+    } else {
+      UnaryLoop<T, float>(c.inputs[0], c.outputs[0],
+                          [](T v) { return Op{}(static_cast<float>(v)); });
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename Op>
+absl::Status PredicateKernel(KernelCall& c) {
+  VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    UnaryLoop<T, bool>(c.inputs[0], c.outputs[0], Op{});
+  });
+  return absl::OkStatus();
+}
+
+// torch.round(input, decimals): half to even (nearbyint under the default rounding mode),
+// scaled by 10^decimals; integers are returned unchanged (decimals must be 0 for them).
+absl::Status RoundKernel(KernelCall& c) {
+  const int64_t decimals = c.attrs.GetInt("decimals", 0);
+  VisitDType<kFI>(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (decimals == 0) {
+        UnaryLoop<T, T>(c.inputs[0], c.outputs[0], [](T x) { return std::nearbyint(x); });
+        return;
+      }
+      const T scale = static_cast<T>(std::pow(10.0, static_cast<double>(std::abs(decimals))));
+      if (decimals > 0) {
+        UnaryLoop<T, T>(c.inputs[0], c.outputs[0],
+                        [scale](T x) { return std::nearbyint(x * scale) / scale; });
+      } else {
+        UnaryLoop<T, T>(c.inputs[0], c.outputs[0],
+                        [scale](T x) { return std::nearbyint(x / scale) * scale; });
+      }
+    } else {
+      UnaryLoop<T, T>(c.inputs[0], c.outputs[0], [](T x) { return x; });
+    }
+  });
+  return absl::OkStatus();
+}
+
+// min(max(x, lo), hi): NaN inputs stay NaN and lo > hi gives hi, as in PyTorch. An integer
+// input clamped to a fractional bound has an f32 output (chosen by the shape rule).
+absl::Status ClampKernel(KernelCall& c) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double lo = c.attrs.GetFloat("min", -inf);
+  const double hi = c.attrs.GetFloat("max", inf);
+  const Tensor& x = c.inputs[0];
+  Tensor& out = c.outputs[0];
+  VisitDType<kFI>(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    if (out.dtype() == x.dtype()) {
+      const T l = SaturateCast<T>(lo), h = SaturateCast<T>(hi);
+      UnaryLoop<T, T>(x, out, [l, h](T v) { return std::min(std::max(v, l), h); });
+    } else {
+      const float l = static_cast<float>(lo), h = static_cast<float>(hi);
+      UnaryLoop<T, float>(x, out,
+                          [l, h](T v) { return std::min(std::max(static_cast<float>(v), l), h); });
+    }
+  });
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterUnaryMathKernels(KernelTable& t) {
+  t.Add("neg", "loop_neg", kFloatInt, SameDTypeKernel<kFI, NegOp>);
+  t.Add("abs", "loop_abs", kFloatInt, SameDTypeKernel<kFI, AbsOp>);
+  t.Add("square", "loop_square", kFloatInt, SameDTypeKernel<kFI, SquareOp>);
+  t.Add("exp", "loop_exp", kAll, FloatFunctionKernel<ExpOp>);
+  t.Add("log", "loop_log", kAll, FloatFunctionKernel<LogOp>);
+  t.Add("sqrt", "loop_sqrt", kAll, FloatFunctionKernel<SqrtOp>);
+  t.Add("rsqrt", "loop_rsqrt", kAll, FloatFunctionKernel<RsqrtOp>);
+  t.Add("reciprocal", "loop_reciprocal", kAll, FloatFunctionKernel<ReciprocalOp>);
+  t.Add("sign", "loop_sign", kAll, SameDTypeKernel<kFIB, SignOp>);
+  t.Add("floor", "loop_floor", kFloatInt, SameDTypeKernel<kFI, FloorOp>);
+  t.Add("ceil", "loop_ceil", kFloatInt, SameDTypeKernel<kFI, CeilOp>);
+  t.Add("trunc", "loop_trunc", kFloatInt, SameDTypeKernel<kFI, TruncOp>);
+  t.Add("round", "loop_round", kFloatInt, RoundKernel);
+  t.Add("frac", "loop_frac", kFloat, SameDTypeKernel<kF, FracOp>);
+  t.Add("clamp", "loop_clamp", kFloatInt, ClampKernel);
+  t.Add("logical_not", "loop_logical_not", kAll, PredicateKernel<LogicalNotOp>);
+  t.Add("isnan", "loop_isnan", kAll, PredicateKernel<IsNanOp>);
+  t.Add("isinf", "loop_isinf", kAll, PredicateKernel<IsInfOp>);
+  t.Add("isfinite", "loop_isfinite", kAll, PredicateKernel<IsFiniteOp>);
+}
+
+}  // namespace tensord::cpu
