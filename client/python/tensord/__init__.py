@@ -1,0 +1,23 @@
+"""tensord: Python client for the tensord tensor-compute server.
+
+    import tensord
+    with tensord.connect("127.0.0.1:50051") as client, client.session() as sess:
+        a = sess.tensor(np.ones((2, 3), np.float32))
+        print((a @ a.T).numpy())
+
+Errors raise TensordError subclasses named after tensord.v1.ErrorReason (see errors.py).
+"""
+from . import dtypes
+from .client import Client, connect
+from .dtypes import bool_, float32, float64, int32, int64
+from .errors import *  # noqa: F401,F403  (TensordError and one subclass per ErrorReason)
+from .errors import REASON_CLASSES, BatchPendingError, TensordClientError, TensordError
+from .session import AutodiffContext, Session
+from .tensor import Tensor
+
+__version__ = "0.1.0"
+
+__all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "TensordError",
+           "TensordClientError", "BatchPendingError", "REASON_CLASSES", "dtypes", "float32",
+           "float64", "int32", "int64", "bool_",
+           *(cls.__name__ for cls in REASON_CLASSES.values())]

@@ -1,0 +1,179 @@
+"""Connection to a tensord server."""
+from __future__ import annotations
+
+import os
+import time
+
+import grpc
+
+from . import dtypes
+from ._pb import ops_pb2, service_pb2, service_pb2_grpc
+from .errors import from_rpc_error
+
+DEFAULT_ADDRESS = "127.0.0.1:50051"
+# The server streams large tensors, but fetched values and literals travel inline.
+_CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1),
+                    ("grpc.max_send_message_length", -1)]
+MARKINGS = {
+    ops_pb2.MARKING_UNSPECIFIED: "unmarked",
+    ops_pb2.MARKING_DIFFERENTIABLE: "differentiable",
+    ops_pb2.MARKING_ZERO_GRAD: "zero_grad",
+    ops_pb2.MARKING_NON_DIFFERENTIABLE: "non_differentiable",
+    ops_pb2.MARKING_UNMARKED: "unmarked",
+}
+
+
+def attr_value_to_python(v):
+    kind = v.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "ints":
+        return list(v.ints.values)
+    if kind == "floats":
+        return list(v.floats.values)
+    return getattr(v, kind)
+
+
+def op_info_to_dict(info) -> dict:
+    return {
+        "name": info.name,
+        "category": info.category,
+        "tier": info.tier,
+        "marking": MARKINGS.get(info.marking, "unmarked"),
+        "dtypes": [dtypes.name(dtypes.from_wire(d)) for d in info.dtypes],
+        "backends": list(info.backends),
+        "min_inputs": info.min_inputs,
+        "max_inputs": info.max_inputs,
+        "input_names": list(info.input_names),
+        "attrs": [{"name": a.name, "type": a.type, "required": a.required,
+                   "default": attr_value_to_python(a.default_value)
+                   if a.HasField("default_value") else None,
+                   "choices": list(a.choices)} for a in info.attrs],
+        "origin": info.origin,
+        "doc": info.doc,
+    }
+
+
+class Client:
+    """A channel to one tensord server. Use `tensord.connect(...)`."""
+
+    def __init__(self, address: str | None = None, *, tls: bool = False,
+                 root_certificates: bytes | None = None, private_key: bytes | None = None,
+                 certificate_chain: bytes | None = None, token: str | None = None,
+                 timeout: float | None = None, options=None):
+        self.address = address or os.environ.get("TENSORD_ADDRESS") or DEFAULT_ADDRESS
+        opts = list(_CHANNEL_OPTIONS) + list(options or [])
+        if tls or root_certificates or private_key or certificate_chain:
+            creds = grpc.ssl_channel_credentials(root_certificates, private_key,
+                                                 certificate_chain)
+            self._channel = grpc.secure_channel(self.address, creds, options=opts)
+        else:
+            self._channel = grpc.insecure_channel(self.address, options=opts)
+        self._metadata = (("authorization", f"Bearer {token}"),) if token else None
+        self.timeout = timeout
+        self.stub = service_pb2_grpc.TensordStub(self._channel)
+        self._ops_cache = None
+        self._attr_types = None
+        self._closed = False
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _call(self, method: str, request, timeout=None):
+        """Calls a unary (or client-streaming) RPC, raising TensordError on failure."""
+        try:
+            return getattr(self.stub, method)(request, timeout=timeout or self.timeout,
+                                              metadata=self._metadata)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    def _stream(self, method: str, request, timeout=None):
+        """Iterates a server-streaming RPC, raising TensordError on failure."""
+        try:
+            for msg in getattr(self.stub, method)(request, timeout=timeout or self.timeout,
+                                                  metadata=self._metadata):
+                yield msg
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+
+    # -- API -----------------------------------------------------------------------------------
+    def session(self, device: str | None = None, ttl_s: int | None = None,
+                memory_quota_bytes: int | None = None, autodiff: bool = True):
+        """Opens a session; use it as a context manager to close it."""
+        from .session import Session
+        resp = self._call("CreateSession", service_pb2.CreateSessionRequest(
+            device=device or "", ttl_seconds=int(ttl_s or 0),
+            memory_quota_bytes=int(memory_quota_bytes or 0), disable_autodiff=not autodiff))
+        return Session(self, resp)
+
+    def devices(self) -> list[dict]:
+        resp = self._call("ListDevices", service_pb2.ListDevicesRequest())
+        return [{"name": d.name, "kind": d.kind, "description": d.description,
+                 "memory_bytes": d.memory_bytes} for d in resp.devices]
+
+    def list_ops_raw(self):
+        """The ListOps response (OpInfo messages), cached."""
+        if self._ops_cache is None:
+            self._ops_cache = self._call("ListOps", service_pb2.ListOpsRequest()).ops
+        return self._ops_cache
+
+    def ops(self) -> list[dict]:
+        """Every op the server serves: name, marking, dtypes, backends, attrs, arity, doc."""
+        return [op_info_to_dict(o) for o in self.list_ops_raw()]
+
+    def attr_types(self, op: str) -> dict:
+        """{attribute name: type} of an op as ListOps declares it ({} for unknown ops)."""
+        if self._attr_types is None:
+            self._attr_types = {o.name: {a.name: a.type for a in o.attrs}
+                                for o in self.list_ops_raw()}
+        return self._attr_types.get(op, {})
+
+    def op_names(self) -> frozenset:
+        return frozenset(o.name for o in self.list_ops_raw())
+
+    def health(self, service: str = "", timeout: float = 5.0) -> str:
+        """The gRPC health status name ("SERVING", ...)."""
+        from ._pb import health_modules
+        health_pb2, health_pb2_grpc = health_modules()
+        stub = health_pb2_grpc.HealthStub(self._channel)
+        try:
+            resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout,
+                              metadata=self._metadata)
+        except grpc.RpcError as err:
+            raise from_rpc_error(err) from None
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
+        """Blocks until the server answers its health check with SERVING."""
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                if self.health(timeout=1.0) == "SERVING":
+                    return
+            except Exception as exc:  # not up yet
+                last = exc
+            time.sleep(0.05)
+        raise TimeoutError(f"tensord: server at {self.address} not ready after {timeout}s "
+                           f"({last})")
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"tensord.Client({self.address!r})"
+
+
+def connect(address: str | None = None, **kwargs) -> Client:
+    """Connects to a tensord server (default $TENSORD_ADDRESS or 127.0.0.1:50051).
+
+    Options: tls, root_certificates, private_key, certificate_chain, token (sent as a bearer
+    token), timeout (seconds, per call), options (extra gRPC channel options).
+    """
+    return Client(address, **kwargs)

@@ -1,0 +1,511 @@
+"""Session: tensors, op calls, batches and autodiff contexts of one tensord session."""
+from __future__ import annotations
+
+import collections
+import contextlib
+import math
+import weakref
+
+import numpy as np
+
+from . import dtypes
+from ._pb import ops_pb2, service_pb2, tensor_pb2
+from .errors import BatchPendingError, TensordClientError, TensordError
+from .tensor import Tensor
+
+# Arrays above this size are uploaded with PutTensor instead of travelling as literals.
+LITERAL_LIMIT_BYTES = 1 << 20
+PUT_CHUNK_BYTES = 1 << 20
+# Handles of collected Tensors are released in one Release call once this many are queued
+# (or this many bytes), and before GetSessionInfo.
+RELEASE_BATCH_COUNT = 64
+RELEASE_BATCH_BYTES = 64 << 20
+# Ops whose result is always a tuple.
+_TUPLE_OPS = {"split", "chunk", "unbind", "sort", "topk"}
+_CHECKPOINTING = {"none": service_pb2.CHECKPOINTING_NONE,
+                  "balanced": service_pb2.CHECKPOINTING_BALANCED}
+
+
+def _returns_tuple(name: str, attrs: dict) -> bool:
+    return name in _TUPLE_OPS or (name in ("max", "min") and attrs.get("dim") is not None)
+
+
+def _dim_size(operand, dim):
+    """Size of `dim` of an operand whose shape is known here, else None."""
+    if isinstance(operand, Tensor):
+        if operand.is_lazy:
+            return None
+        shape = operand.shape
+    else:
+        shape = np.shape(operand)
+    if not shape:
+        return None
+    return shape[dim]
+
+
+def _guess_outputs(name: str, operands, attrs: dict):
+    """Output count of a call inside a batch, where the server has not answered yet."""
+    if name in ("max", "min"):
+        return 2 if attrs.get("dim") is not None else 1
+    if name in ("sort", "topk"):
+        return 2
+    if name in ("split", "chunk", "unbind") and operands:
+        dim = int(attrs.get("dim", 0))
+        n = _dim_size(operands[0], dim)
+        if n is not None:
+            if name == "unbind":
+                return n
+            if name == "split":
+                size = attrs.get("split_size", attrs.get("split_size_or_sections"))
+                if isinstance(size, (list, tuple)):
+                    return len(size)
+                if isinstance(size, int) and size > 0:
+                    return max(1, math.ceil(n / size))
+            if name == "chunk":
+                chunks = int(attrs.get("chunks", 0))
+                if chunks > 0:
+                    each = math.ceil(n / chunks)
+                    return max(1, math.ceil(n / each)) if each else 1
+        return None
+    return 1
+
+
+def attr_to_proto(name: str, value, attr_type: str | None = None) -> ops_pb2.AttrValue:
+    """Python value -> AttrValue: bool b, int i, float f, str s, dtype s ("f32"), lists ints or
+    floats. `attr_type` (from ListOps) coerces where Python's type is ambiguous: a bool or int
+    for a "float" attribute (full(value=True) of a bool tensor), a numpy dtype for "dtype"."""
+    if attr_type == "float" and isinstance(value, (bool, int, np.bool_, np.integer)):
+        return ops_pb2.AttrValue(f=float(value))
+    if attr_type == "floats" and isinstance(value, (list, tuple)):
+        return ops_pb2.AttrValue(floats=ops_pb2.FloatList(values=[float(v) for v in value]))
+    if attr_type == "dtype" and not isinstance(value, str):
+        return ops_pb2.AttrValue(s=dtypes.name(value))
+    if isinstance(value, (bool, np.bool_)):
+        return ops_pb2.AttrValue(b=bool(value))
+    if isinstance(value, (int, np.integer)):
+        return ops_pb2.AttrValue(i=int(value))
+    if isinstance(value, (float, np.floating)):
+        return ops_pb2.AttrValue(f=float(value))
+    if isinstance(value, str):
+        return ops_pb2.AttrValue(s=value)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(np.asarray(value).reshape(-1).tolist()) if isinstance(value, np.ndarray) \
+            else list(value)
+        if all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items):
+            return ops_pb2.AttrValue(ints=ops_pb2.IntList(values=[int(v) for v in items]))
+        if all(isinstance(v, (int, float, np.integer, np.floating)) for v in items):
+            return ops_pb2.AttrValue(floats=ops_pb2.FloatList(values=[float(v) for v in items]))
+        raise TypeError(f"tensord: attribute {name!r}: a list must hold numbers, got {value!r}")
+    try:
+        return ops_pb2.AttrValue(s=dtypes.name(value))
+    except TypeError:
+        pass
+    raise TypeError(f"tensord: attribute {name!r} has an unsupported type "
+                    f"{type(value).__name__}")
+
+
+class _Batch:
+    """Calls collected by `with sess.batch():`, sent as one Execute when the block ends."""
+
+    def __init__(self, session):
+        self.session = session
+        self.calls = []
+        self.outputs = []  # per call: the lazy Tensors handed out
+        self.no_grad = None
+        self.context_id = 0
+        self.keepalive = []  # temporaries (uploaded literals) the calls refer to
+        self.state = "open"  # open -> done | failed
+
+    def add(self, call, n_outputs, no_grad: bool, context_id: int):
+        if self.no_grad is None:
+            self.no_grad = no_grad
+        elif self.no_grad != no_grad:
+            raise TensordClientError("tensord: one batch cannot mix no_grad calls with recorded "
+                                     "calls; end the batch before entering/leaving no_grad()")
+        if call.requires_grad and context_id:
+            if self.context_id and self.context_id != context_id:
+                raise TensordClientError("tensord: one batch can create requires-grad tensors "
+                                         "for one autodiff context only")
+            self.context_id = context_id
+        index = len(self.calls)
+        self.calls.append(call)
+        outs = [Tensor(self.session, lazy=(self, index, k)) for k in range(n_outputs)]
+        self.outputs.append(outs)
+        return outs
+
+    def flush(self):
+        if not self.calls:
+            self.state = "done"
+            return
+        try:
+            resp = self.session._execute(self.calls, bool(self.no_grad), self.context_id)
+        except BaseException:
+            self.state = "failed"
+            self.outputs = []
+            raise
+        finally:
+            self.keepalive = []
+        self.state = "done"
+        for outs, result in zip(self.outputs, resp.results):
+            for k, info in enumerate(result.outputs):
+                if k < len(outs):
+                    outs[k]._resolve(info)
+                else:  # more outputs than handed out: nobody can reach them
+                    self.session._queue_release(info.handle, info.nbytes)
+        self.outputs = []
+
+    def discard(self):
+        self.state = "failed"
+        self.outputs = []
+        self.keepalive = []
+
+
+class AutodiffContext:
+    """A server-side autodiff context (tape). Use as a context manager or call close()."""
+
+    def __init__(self, session, context_id: int, checkpointing: str):
+        self.session = session
+        self.id = context_id
+        self.checkpointing = checkpointing
+        self.closed = False
+
+    def backward(self, loss, seed=None, retain_graph: bool = False) -> dict:
+        """Runs reverse-mode autodiff from `loss` (a Tensor or a list of Tensors) and returns
+        {leaf Tensor: gradient Tensor} for every requires-grad leaf reached.
+
+        seed: the output gradient(s) (Tensor or array, one per root); None seeds scalar roots
+        with 1.
+        """
+        return self.session._backward(self, loss, seed, retain_graph)
+
+    def info(self):
+        """This context's ContextInfo (state, tape_nodes, saved_bytes) from GetSessionInfo."""
+        for c in self.session.info().contexts:
+            if c.context_id == self.id:
+                return c
+        return None
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        with contextlib.suppress(ValueError):
+            self.session._contexts.remove(self)
+        self.session._call("CloseAutodiffContext", service_pb2.CloseAutodiffContextRequest(
+            session_id=self.session.id, context_id=self.id))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not self.session.closed:
+            self.close()
+
+    def __repr__(self):
+        state = "closed" if self.closed else "open"
+        return f"tensord.AutodiffContext(id={self.id}, {self.checkpointing}, {state})"
+
+
+class Session:
+    """A tensord session. Use `client.session(...)`; as a context manager it closes itself."""
+
+    def __init__(self, client, resp):
+        self.client = client
+        self.id = resp.session_id
+        self.device = resp.device
+        self.ttl_s = resp.ttl_seconds
+        self.memory_quota_bytes = resp.memory_quota_bytes
+        self.autodiff_enabled = resp.autodiff_enabled
+        self.closed = False
+        self._live = weakref.WeakValueDictionary()  # handle -> Tensor
+        self._pending = collections.deque()  # (handle, nbytes) of collected Tensors
+        self._pending_bytes = 0
+        self._batch = None
+        self._no_grad = 0
+        self._contexts = []  # open AutodiffContexts, most recent last
+
+    # -- plumbing ------------------------------------------------------------------------------
+    def _call(self, method, request):
+        return self.client._call(method, request)
+
+    def _register(self, tensor: Tensor) -> None:
+        self._live[tensor._info.handle] = tensor
+
+    def _queue_release(self, handle: int, nbytes: int = 0) -> None:
+        if self.closed:
+            return
+        self._pending.append((handle, nbytes))
+        self._pending_bytes += nbytes
+
+    def _maybe_flush_releases(self) -> None:
+        if len(self._pending) >= RELEASE_BATCH_COUNT or \
+                self._pending_bytes >= RELEASE_BATCH_BYTES:
+            self.flush_releases()
+
+    def flush_releases(self) -> None:
+        """Sends the queued releases of garbage-collected Tensors now."""
+        handles = []
+        while self._pending:
+            try:
+                handle, nbytes = self._pending.popleft()
+            except IndexError:
+                break
+            self._pending_bytes -= nbytes
+            handles.append(handle)
+        if not handles or self.closed:
+            return
+        try:
+            self._call("Release", service_pb2.ReleaseRequest(session_id=self.id, handles=handles))
+        except TensordError:
+            # Release is atomic: one stale handle fails all, so free the rest one by one.
+            for h in handles:
+                with contextlib.suppress(TensordError):
+                    self._call("Release", service_pb2.ReleaseRequest(session_id=self.id,
+                                                                     handles=[h]))
+
+    def _execute(self, calls, no_grad: bool, context_id: int):
+        self._maybe_flush_releases()
+        return self._call("Execute", service_pb2.ExecuteRequest(
+            session_id=self.id, calls=calls, no_grad=no_grad, context_id=context_id))
+
+    def _default_context_id(self, ctx) -> int:
+        if ctx is None:
+            return self._contexts[-1].id if self._contexts else 0
+        return ctx.id if isinstance(ctx, AutodiffContext) else int(ctx)
+
+    def _operand(self, value, batch, keepalive) -> ops_pb2.Operand:
+        if isinstance(value, Tensor):
+            if value.session is not self:
+                raise TensordClientError("tensord: the tensor belongs to another session")
+            if value.is_lazy:
+                owner = value._lazy[0]
+                if owner is batch and owner.state == "open":
+                    return ops_pb2.Operand(call_output=ops_pb2.CallOutput(
+                        call=value._lazy[1], output=value._lazy[2]))
+                value._require_info()  # raises the matching error
+            return ops_pb2.Operand(handle=value._require_info().handle)
+        if isinstance(value, (bool, np.bool_)):
+            return ops_pb2.Operand(scalar=tensor_pb2.Scalar(b=bool(value)))
+        if isinstance(value, (int, np.integer)):
+            return ops_pb2.Operand(scalar=tensor_pb2.Scalar(i=int(value)))
+        if isinstance(value, (float, np.floating)):
+            return ops_pb2.Operand(scalar=tensor_pb2.Scalar(f=float(value)))
+        array = dtypes.as_wire_array(value)
+        if array.nbytes > LITERAL_LIMIT_BYTES:
+            tmp = self.tensor(array)
+            keepalive.append(tmp)
+            return ops_pb2.Operand(handle=tmp.handle)
+        return ops_pb2.Operand(literal=dtypes.array_to_tensor_data(array))
+
+    def _download(self, handle: int) -> np.ndarray:
+        info, parts = None, []
+        for msg in self.client._stream("GetTensor", service_pb2.GetTensorRequest(
+                session_id=self.id, handle=handle)):
+            if msg.HasField("info"):
+                info = msg.info
+            if msg.chunk:
+                parts.append(msg.chunk)
+        if info is None:
+            raise TensordClientError(f"tensord: GetTensor({handle}) returned no TensorInfo")
+        return dtypes.bytes_to_array(bytearray(b"".join(parts)), info.dtype, info.shape)
+
+    def _backward(self, ctx, loss, seed, retain_graph):
+        if self._batch is not None:
+            raise TensordClientError("tensord: backward() cannot run inside sess.batch(); end "
+                                     "the batch first")
+        roots = list(loss) if isinstance(loss, (list, tuple)) else [loss]
+        keepalive = []
+        seeds = []
+        if seed is not None:
+            seed_list = list(seed) if isinstance(seed, (list, tuple)) else [seed]
+            for s in seed_list:
+                if not isinstance(s, Tensor):
+                    s = self.tensor(s)
+                    keepalive.append(s)
+                seeds.append(s.handle)
+        resp = self._call("Backward", service_pb2.BackwardRequest(
+            session_id=self.id, context_id=ctx.id, roots=[r.handle for r in roots],
+            seeds=seeds, retain_graph=retain_graph))
+        grads = {}
+        for g in resp.gradients:
+            grad = Tensor(self, g.grad)
+            self._register(grad)
+            leaf = self._live.get(g.leaf)
+            if leaf is not None:
+                grads[leaf] = grad
+        return grads
+
+    # -- API -----------------------------------------------------------------------------------
+    def tensor(self, value, requires_grad: bool = False, ctx=None, device: str | None = None,
+               dtype=None) -> Tensor:
+        """Uploads a numpy array (or anything np.asarray takes), streamed in chunks.
+
+        requires_grad makes it a leaf of `ctx` (default: the most recently opened autodiff
+        context of this session that is still open).
+        """
+        if isinstance(value, Tensor) and dtype is None and not requires_grad and device is None:
+            return value
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        if dtype is not None:
+            value = np.asarray(value, dtype=dtypes.to_numpy_dtype(dtype))
+        array = dtypes.as_wire_array(value)
+        header = service_pb2.PutHeader(
+            session_id=self.id, dtype=dtypes.to_wire(array.dtype), shape=list(array.shape),
+            device=device or "", requires_grad=bool(requires_grad),
+            context_id=self._default_context_id(ctx) if requires_grad else 0)
+        flat = array.reshape(-1).view(np.uint8)
+
+        def requests():
+            yield service_pb2.PutTensorRequest(header=header)
+            for off in range(0, flat.size, PUT_CHUNK_BYTES):
+                yield service_pb2.PutTensorRequest(chunk=flat[off:off + PUT_CHUNK_BYTES].tobytes())
+
+        resp = self._call("PutTensor", requests())
+        t = Tensor(self, resp.tensor)
+        self._register(t)
+        return t
+
+    def op(self, name: str, *operands, requires_grad: bool = False, ctx=None,
+           num_outputs: int | None = None, **attrs):
+        """Calls op `name` on operands (Tensor, numpy array, Python scalar).
+
+        Attributes are keyword arguments (None = absent). requires_grad makes the float
+        outputs requires-grad leaves of `ctx` (creation ops such as randn). Multi-output ops
+        return a tuple. Inside `with sess.batch():` the result is lazy; num_outputs tells the
+        batch how many outputs a call has where the client cannot infer it (split, chunk).
+        """
+        attrs = {k: v for k, v in attrs.items() if v is not None}
+        call = ops_pb2.OpCall(op=name, requires_grad=bool(requires_grad))
+        types = self.client.attr_types(name) if attrs else {}
+        for key, value in attrs.items():
+            call.attrs[key].CopyFrom(attr_to_proto(key, value, types.get(key)))
+        context_id = self._default_context_id(ctx) if requires_grad else 0
+        no_grad = self._no_grad > 0
+        batch = self._batch
+        if batch is not None:
+            call.inputs.extend(self._operand(v, batch, batch.keepalive) for v in operands)
+            n = num_outputs if num_outputs is not None else _guess_outputs(name, operands, attrs)
+            if n is None:
+                raise TensordClientError(
+                    f"tensord: inside a batch, {name} needs num_outputs= (its output count "
+                    "depends on a shape the client does not know yet)")
+            outs = batch.add(call, n, no_grad, context_id)
+            return tuple(outs) if n != 1 or _returns_tuple(name, attrs) else outs[0]
+        keepalive = []
+        call.inputs.extend(self._operand(v, None, keepalive) for v in operands)
+        resp = self._execute([call], no_grad, context_id)
+        del keepalive
+        outs = []
+        for info in resp.results[0].outputs:
+            t = Tensor(self, info)
+            self._register(t)
+            outs.append(t)
+        if len(outs) == 1 and not _returns_tuple(name, attrs):
+            return outs[0]
+        return tuple(outs)
+
+    def __getattr__(self, name):
+        # sess.relu(x), sess.zeros(shape=[2, 3]), ... for every op of the server's catalog.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        client = self.__dict__.get("client")
+        if client is not None and name in client.op_names():
+            def bound(*operands, **attrs):
+                return self.op(name, *operands, **attrs)
+            bound.__name__ = name
+            return bound
+        raise AttributeError(f"'Session' object has no attribute {name!r} (and the server has "
+                             f"no op of that name)")
+
+    @contextlib.contextmanager
+    def batch(self):
+        """Collects the ops of the block and sends them as one atomic Execute at its end.
+
+        Ops inside return lazy Tensors (no value, shape or dtype until the block ends). If the
+        block raises, nothing is sent. Nested blocks join the outer batch.
+        """
+        if self._batch is not None:
+            yield self._batch
+            return
+        batch = _Batch(self)
+        self._batch = batch
+        try:
+            yield batch
+        except BaseException:
+            self._batch = None
+            batch.discard()
+            raise
+        self._batch = None
+        batch.flush()
+
+    def autodiff(self, checkpointing: str = "none") -> AutodiffContext:
+        """Opens an autodiff context ("none" keeps every activation, "balanced" recomputes
+        memory-bound ones in backward). A context manager; closing frees its tape."""
+        if checkpointing not in _CHECKPOINTING:
+            raise ValueError(f"tensord: checkpointing must be one of {sorted(_CHECKPOINTING)}, "
+                             f"got {checkpointing!r}")
+        resp = self._call("OpenAutodiffContext", service_pb2.OpenAutodiffContextRequest(
+            session_id=self.id, checkpointing=_CHECKPOINTING[checkpointing]))
+        ctx = AutodiffContext(self, resp.context_id, checkpointing)
+        self._contexts.append(ctx)
+        return ctx
+
+    @contextlib.contextmanager
+    def no_grad(self):
+        """Ops inside record nothing (optimizer updates; assign into autodiff tensors)."""
+        self._no_grad += 1
+        try:
+            yield
+        finally:
+            self._no_grad -= 1
+
+    def release(self, *tensors) -> int:
+        """Frees the given tensors now (one Release call)."""
+        handles = []
+        for t in tensors:
+            if isinstance(t, Tensor):
+                if t.is_lazy:
+                    raise BatchPendingError("tensord: cannot release a tensor of a pending batch")
+                if not t._released:
+                    t._released = True
+                    handles.append(t._info.handle)
+            else:
+                handles.append(int(t))
+        if not handles:
+            return 0
+        return self._call("Release", service_pb2.ReleaseRequest(session_id=self.id,
+                                                                handles=handles)).released
+
+    def info(self):
+        """GetSessionInfo (memory used, tensors, contexts), after sending queued releases."""
+        self.flush_releases()
+        return self._call("GetSessionInfo", service_pb2.GetSessionInfoRequest(session_id=self.id))
+
+    def keep_alive(self) -> int:
+        return self._call("KeepAlive", service_pb2.KeepAliveRequest(session_id=self.id)).ttl_seconds
+
+    def ops(self) -> list[dict]:
+        return self.client.ops()
+
+    def devices(self) -> list[dict]:
+        return self.client.devices()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self._pending.clear()
+        self._call("CloseSession", service_pb2.CloseSessionRequest(session_id=self.id))
+        self.closed = True
+        for ctx in list(self._contexts):
+            ctx.closed = True
+        self._contexts.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        return f"tensord.Session(id={self.id!r}, device={self.device!r})"

@@ -1,0 +1,318 @@
+"""Tensor: a handle to a tensor stored in a tensord session, with numpy-style sugar."""
+from __future__ import annotations
+
+import numpy as np
+
+from . import dtypes
+from .errors import BatchPendingError, TensordClientError
+
+
+class Tensor:
+    """A tensor living in a session on the server.
+
+    Created by `Session.tensor` (upload) and by ops. Inside `with sess.batch():` ops return
+    *lazy* tensors that name an output of a call in the pending batch; they become ordinary
+    tensors when the batch is sent. The server-side handle is released when the object is
+    garbage-collected (queued and sent in batches) or by `release()`.
+
+    Comparison operators <, <=, >, >= map to the lt/le/gt/ge ops; == and != keep Python's
+    identity semantics so tensors can be dictionary keys (e.g. gradients); use the "eq"/"ne" ops.
+    """
+
+    # numpy defers binary operators with a Tensor to the Tensor's reflected methods.
+    __array_ufunc__ = None
+
+    def __init__(self, session, info=None, lazy=None):
+        self._session = session
+        self._info = info  # tensor_pb2.TensorInfo once the tensor exists on the server
+        self._lazy = lazy  # (batch, call index, output index) while pending
+        self._released = False
+
+    # -- state ---------------------------------------------------------------------------------
+    def _resolve(self, info) -> None:
+        self._info = info
+        self._lazy = None
+        self._session._register(self)
+
+    def _require_info(self):
+        if self._info is None:
+            if self._lazy is not None:
+                batch = self._lazy[0]
+                if batch.state == "failed":
+                    raise TensordClientError(
+                        "tensord: this tensor is an output of a batch that failed or was "
+                        "abandoned; it does not exist on the server")
+                if batch.state == "done":
+                    raise TensordClientError(
+                        f"tensord: the batch produced no output {self._lazy[2]} for call "
+                        f"{self._lazy[1]}")
+                raise BatchPendingError(
+                    "tensord: this tensor is an output of a `with sess.batch():` block that has "
+                    "not been sent yet; its value, shape and dtype exist once the block ends")
+            raise TensordClientError("tensord: tensor has no server-side handle")
+        if self._released:
+            raise TensordClientError(f"tensord: tensor {self._info.handle} was released")
+        return self._info
+
+    @property
+    def is_lazy(self) -> bool:
+        """True while this is an output of a batch that has not been sent."""
+        return self._info is None
+
+    @property
+    def session(self):
+        return self._session
+
+    @property
+    def info(self):
+        """The server's TensorInfo message."""
+        return self._require_info()
+
+    @property
+    def handle(self) -> int:
+        return self._require_info().handle
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(int(s) for s in self._require_info().shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return dtypes.from_wire(self._require_info().dtype)
+
+    @property
+    def device(self) -> str:
+        return self._require_info().device
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._require_info().requires_grad
+
+    @property
+    def context_id(self) -> int:
+        return self._require_info().context_id
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._require_info().is_leaf
+
+    @property
+    def nbytes(self) -> int:
+        return self._require_info().nbytes
+
+    @property
+    def ndim(self) -> int:
+        return len(self._require_info().shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements (as numpy's ndarray.size)."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def numel(self) -> int:
+        return self.size
+
+    # -- data ----------------------------------------------------------------------------------
+    def numpy(self) -> np.ndarray:
+        """Downloads the value (a new, writable numpy array)."""
+        return self._session._download(self._require_info().handle)
+
+    def __array__(self, dtype=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self):
+        arr = self.numpy()
+        if arr.size != 1:
+            raise ValueError(f"tensord: item() needs a one-element tensor, shape is {arr.shape}")
+        return arr.reshape(()).item()
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __bool__(self):
+        return bool(self.item())
+
+    def release(self) -> None:
+        """Frees the server-side tensor now (idempotent)."""
+        if self._info is not None and not self._released:
+            self._session.release(self)
+
+    def __del__(self):
+        # Never raise from a finalizer (it may run during interpreter shutdown).
+        try:
+            if self._info is not None and not self._released:
+                self._released = True
+                self._session._queue_release(self._info.handle, self._info.nbytes)
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        if self._info is None:
+            if self._lazy is not None:
+                return f"tensord.Tensor(<pending call {self._lazy[1]} output {self._lazy[2]}>)"
+            return "tensord.Tensor(<invalid>)"
+        i = self._info
+        extra = f", requires_grad=True, context_id={i.context_id}" if i.requires_grad else ""
+        rel = ", released" if self._released else ""
+        return (f"tensord.Tensor(handle={i.handle}, shape={tuple(i.shape)}, "
+                f"dtype={dtypes.name(dtypes.from_wire(i.dtype))}, device={i.device!r}{extra}{rel})")
+
+    # -- ops -----------------------------------------------------------------------------------
+    def _op(self, name, *operands, **attrs):
+        return self._session.op(name, *operands, **attrs)
+
+    def __getattr__(self, name):
+        # t.relu(), t.sum(dim=1), ... for every op of the server's catalog.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        session = self.__dict__.get("_session")
+        if session is not None and name in session.client.op_names():
+            def bound(*operands, **attrs):
+                return session.op(name, self, *operands, **attrs)
+            bound.__name__ = name
+            return bound
+        raise AttributeError(f"'Tensor' object has no attribute {name!r} (and the server has "
+                             f"no op of that name)")
+
+    def __add__(self, other):
+        return self._op("add", self, other)
+
+    def __radd__(self, other):
+        return self._op("add", other, self)
+
+    def __sub__(self, other):
+        return self._op("sub", self, other)
+
+    def __rsub__(self, other):
+        return self._op("sub", other, self)
+
+    def __mul__(self, other):
+        return self._op("mul", self, other)
+
+    def __rmul__(self, other):
+        return self._op("mul", other, self)
+
+    def __truediv__(self, other):
+        return self._op("div", self, other)
+
+    def __rtruediv__(self, other):
+        return self._op("div", other, self)
+
+    def __floordiv__(self, other):
+        return self._op("div", self, other, rounding_mode="floor")
+
+    def __rfloordiv__(self, other):
+        return self._op("div", other, self, rounding_mode="floor")
+
+    def __mod__(self, other):
+        return self._op("remainder", self, other)
+
+    def __rmod__(self, other):
+        return self._op("remainder", other, self)
+
+    def __pow__(self, other):
+        return self._op("pow", self, other)
+
+    def __rpow__(self, other):
+        return self._op("pow", other, self)
+
+    def __matmul__(self, other):
+        return self._op("matmul", self, other)
+
+    def __rmatmul__(self, other):
+        return self._op("matmul", other, self)
+
+    def __neg__(self):
+        return self._op("neg", self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return self._op("abs", self)
+
+    def __lt__(self, other):
+        return self._op("lt", self, other)
+
+    def __le__(self, other):
+        return self._op("le", self, other)
+
+    def __gt__(self, other):
+        return self._op("gt", self, other)
+
+    def __ge__(self, other):
+        return self._op("ge", self, other)
+
+    def _is_bool(self) -> bool:
+        return self._info is not None and self._info.dtype == dtypes.to_wire(np.bool_)
+
+    def __and__(self, other):
+        return self._op("logical_and" if self._is_bool() else "bitwise_and", self, other)
+
+    def __rand__(self, other):
+        return self._op("logical_and" if self._is_bool() else "bitwise_and", other, self)
+
+    def __or__(self, other):
+        return self._op("logical_or" if self._is_bool() else "bitwise_or", self, other)
+
+    def __ror__(self, other):
+        return self._op("logical_or" if self._is_bool() else "bitwise_or", other, self)
+
+    def __xor__(self, other):
+        return self._op("logical_xor" if self._is_bool() else "bitwise_xor", self, other)
+
+    def __rxor__(self, other):
+        return self._op("logical_xor" if self._is_bool() else "bitwise_xor", other, self)
+
+    def __invert__(self):
+        return self._op("logical_not" if self._is_bool() else "bitwise_not", self)
+
+    # Identity semantics (see class doc).
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    @property
+    def T(self):
+        if self.ndim != 2:
+            raise ValueError(f"tensord: .T needs a 2-d tensor, shape is {self.shape}")
+        return self._op("transpose", self, dim0=0, dim1=1)
+
+    def detach(self):
+        return self._op("detach", self)
+
+    def to(self, dtype):
+        return self._op("to_dtype", self, dtype=dtypes.name(dtype))
+
+    def astype(self, dtype):
+        return self.to(dtype)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return self._op("reshape", self, shape=[int(s) for s in shape])
+
+    def __len__(self):
+        shape = self.shape
+        if not shape:
+            raise TypeError("tensord: len() of a 0-d tensor")
+        return shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    def __setitem__(self, key, value):
+        raise TypeError("tensord: tensors are immutable; write with sess.op('assign', target, "
+                        "value) (inside sess.no_grad() for autodiff tensors)")
+
+    def __getitem__(self, key):
+        from .indexing import index
+        return index(self, key)

@@ -1,0 +1,126 @@
+"""Fixtures: a real tensord server process on a free loopback port, a client and sessions.
+
+The server binary is $TENSORD_BIN or <repo>/build/tensord.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "client" / "python"))
+
+import tensord  # noqa: E402  (generates the protobuf modules on first import)
+
+
+def server_binary() -> Path:
+    return Path(os.environ.get("TENSORD_BIN") or REPO / "build" / "tensord")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    def __init__(self, binary: Path, log_path: Path, extra_args=()):
+        self.binary = binary
+        self.log_path = log_path
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.address = None
+
+    def start(self, attempts: int = 5, timeout: float = 60.0) -> str:
+        last = ""
+        for _ in range(attempts):
+            port = _free_port()
+            address = f"127.0.0.1:{port}"
+            log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(
+                [str(self.binary), f"--address={address}", *self.extra_args],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            log.close()
+            client = tensord.connect(address)
+            deadline = time.monotonic() + timeout
+            try:
+                while time.monotonic() < deadline:
+                    if self.proc.poll() is not None:
+                        break  # exited (e.g. the port was taken meanwhile): try another port
+                    try:
+                        if client.health(timeout=1.0) == "SERVING":
+                            self.address = address
+                            return address
+                    except tensord.TensordError as exc:
+                        last = str(exc)
+                    time.sleep(0.05)
+            finally:
+                client.close()
+            self.stop()
+        raise RuntimeError(f"tensord server {self.binary} did not become healthy ({last}); "
+                           f"log:\n{self.log_tail()}")
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    binary = server_binary()
+    if not binary.is_file():
+        pytest.fail(f"tensord server binary not found at {binary}: build it "
+                    "(scripts/build.sh) or set TENSORD_BIN")
+    proc = ServerProcess(binary, tmp_path_factory.mktemp("server") / "tensord.log")
+    proc.start()
+    yield proc
+    alive = proc.proc is not None and proc.proc.poll() is None
+    proc.stop()
+    assert alive, f"the tensord server died during the tests; log:\n{proc.log_tail()}"
+
+
+@pytest.fixture(scope="session")
+def address(server):
+    return server.address
+
+
+@pytest.fixture(scope="session")
+def client(address):
+    c = tensord.connect(address)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def sess(client):
+    s = client.session()
+    yield s
+    if not s.closed:
+        try:
+            s.close()
+        except tensord.TensordError:
+            pass
+
+
+@pytest.fixture(scope="session")
+def catalog(client):
+    """{op name: op dict} as the server lists it."""
+    return {o["name"]: o for o in client.ops()}

@@ -1,0 +1,255 @@
+"""Machinery of the op conformance suite: input generation, the Case/Spec table entries, and
+running one case against the server and against PyTorch (forward values and gradients).
+
+Tolerances (stated here, overridable per op in the table):
+  f64: rtol 1e-7, atol 1e-10 (forward and gradients)
+  f32: rtol 1e-5, atol 1e-6 by default; ops that accumulate (matmul, conv, reductions, norms,
+       losses) state looser f32 tolerances in their table entry.
+Integer and bool results must match exactly; NaNs must be NaN in both.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+import torch
+
+import tensord
+
+F = ("f32", "f64")
+I = ("i32", "i64")
+B = ("bool",)
+FI = F + I
+FB = F + B
+ALL = F + I + B
+NP = {"f32": np.float32, "f64": np.float64, "i32": np.int32, "i64": np.int64, "bool": np.bool_}
+TORCH = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32, "i64": torch.int64,
+         "bool": torch.bool}
+TORCH_TO_NP = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
+               torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64),
+               torch.bool: np.dtype(np.bool_)}
+DEFAULT_TOL = {"f64": (1e-7, 1e-10), "f32": (1e-5, 1e-6)}
+
+
+def is_float(dt: str) -> bool:
+    return dt in F
+
+
+@dataclasses.dataclass
+class Case:
+    """One call: server inputs (numpy arrays / Python scalars), attributes, and the PyTorch
+    reference applied to the same inputs as torch tensors / scalars."""
+    inputs: list
+    ref: Optional[Callable] = None
+    attrs: dict = dataclasses.field(default_factory=dict)
+    # Indices of float inputs that become requires-grad leaves (default: every float array).
+    grad_inputs: Optional[Sequence[int]] = None
+    # Replaces the torch comparison: check(server output arrays, case) (random ops).
+    check: Optional[Callable] = None
+    tol: Optional[tuple] = None  # (rtol, atol) override for this case
+    label: str = ""
+    # Compare gradients (False where torch's gradient is undefined at the sampled point).
+    grads: bool = True
+    # The call must fail with this TensordError subclass (where PyTorch raises too).
+    error: Optional[type] = None
+
+
+@dataclasses.dataclass
+class Spec:
+    """A table entry: how to generate cases for a dtype, the expected autodiff marking
+    ("d", "z", "n") and the tolerances."""
+    gen: Callable[[np.random.Generator, str], list]
+    dtypes: tuple
+    grad: str
+    tol32: tuple = DEFAULT_TOL["f32"]
+    tol64: tuple = DEFAULT_TOL["f64"]
+    # Custom runner (assign): run(sess, name, spec, dtype, rng) replaces the generic one.
+    run: Optional[Callable] = None
+
+    def tol(self, result_dtype) -> tuple:
+        """Tolerance for a result of this numpy dtype (int/bool results compare exactly)."""
+        return self.tol32 if np.dtype(result_dtype) == np.float32 else self.tol64
+
+
+# ---- input generation ------------------------------------------------------------------------
+def rshape(rng, rank: int, lo: int = 1, hi: int = 4) -> tuple:
+    return tuple(int(s) for s in rng.integers(lo, hi + 1, size=rank))
+
+
+def arr(rng, shape, dt: str, kind: str = "normal") -> np.ndarray:
+    """Random array of tensord dtype `dt`. kinds: normal, pos (0.5..2), unit (-0.9..0.9),
+    gt1 (1.1..3), nonzero (|x| >= 0.25), prob (0.05..0.95), intlike (integers as floats, for
+    ties), small (-0.5..0.5), wide (-3..3 for clamp/hardtanh), any int kinds for int dtypes."""
+    shape = tuple(shape)
+    if dt == "bool":
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if dt in I:
+        if kind in ("pos", "nonzero", "gt1"):
+            return rng.integers(1, 6, size=shape).astype(NP[dt])
+        return rng.integers(-5, 6, size=shape).astype(NP[dt])
+    if kind == "normal":
+        x = rng.standard_normal(shape)
+    elif kind == "pos":
+        x = rng.uniform(0.5, 2.0, shape)
+    elif kind == "unit":
+        x = rng.uniform(-0.9, 0.9, shape)
+    elif kind == "gt1":
+        x = rng.uniform(1.1, 3.0, shape)
+    elif kind == "nonzero":
+        x = rng.uniform(0.25, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    elif kind == "prob":
+        x = rng.uniform(0.05, 0.95, shape)
+    elif kind == "intlike":
+        x = rng.integers(-3, 4, size=shape).astype(np.float64)
+    elif kind == "small":
+        x = rng.uniform(-0.5, 0.5, shape)
+    elif kind == "wide":
+        x = rng.uniform(-3.0, 3.0, shape)
+    else:
+        raise ValueError(kind)
+    return np.asarray(x, dtype=NP[dt])
+
+
+def scalar(rng, dt: str, kind: str = "normal"):
+    """A Python scalar of the dtype's kind."""
+    if dt == "bool":
+        return bool(rng.integers(0, 2))
+    if dt in I:
+        return int(rng.integers(1, 4))
+    return float(np.round(arr(rng, (), "f64", kind), 3))
+
+
+UNARY_FIXED = [(), (1,), (0,), (2, 0, 3)]
+
+
+def unary_shapes(rng) -> list:
+    return UNARY_FIXED + [rshape(rng, 1), rshape(rng, 2), rshape(rng, 3), (1, rshape(rng, 1)[0], 1)]
+
+
+def binary_shapes(rng) -> list:
+    s2 = rshape(rng, 2)
+    a, b, c = (int(v) for v in rng.integers(2, 5, size=3))
+    return [(s2, s2), ((a, b), (b,)), ((c, 1, b), (a, 1)), ((), (a, b)), ((a, b), ()),
+            ((0, b), (1, b)), ((1,), (0,)), ((), ())]
+
+
+# ---- torch side ------------------------------------------------------------------------------
+def to_torch(x, requires_grad: bool = False):
+    if isinstance(x, np.ndarray):
+        t = torch.from_numpy(np.array(x, copy=True))
+        if requires_grad:
+            t.requires_grad_(True)
+        return t
+    return x
+
+
+def as_tuple(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def compare(got: np.ndarray, want: torch.Tensor, tol, what: str) -> None:
+    want_np = want.detach().numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
+    assert got.shape == want_np.shape, f"{what}: shape {got.shape} != torch {want_np.shape}"
+    assert got.dtype == want_np.dtype, f"{what}: dtype {got.dtype} != torch {want_np.dtype}"
+    if got.dtype.kind in "biu":
+        np.testing.assert_array_equal(got, want_np, err_msg=what)
+    else:
+        rtol, atol = tol
+        np.testing.assert_allclose(got, want_np, rtol=rtol, atol=atol, equal_nan=True,
+                                   err_msg=what)
+
+
+# ---- running a case --------------------------------------------------------------------------
+def describe(case: Case) -> str:
+    def d(x):
+        if isinstance(x, np.ndarray):
+            return f"{x.dtype}{list(x.shape)}"
+        return repr(x)
+    return f"{case.label or ''} inputs=({', '.join(d(x) for x in case.inputs)}) attrs={case.attrs}"
+
+
+def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng) -> None:
+    what = f"{name}[{dt}] {describe(case)}"
+    float_inputs = [i for i, x in enumerate(case.inputs)
+                    if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
+    grad_idx = list(case.grad_inputs) if case.grad_inputs is not None else float_inputs
+    grad_idx = [i for i in grad_idx if i in float_inputs]
+    ctx = sess.autodiff() if grad_idx else None
+    try:
+        server_in, leaves = [], {}
+        for i, x in enumerate(case.inputs):
+            if isinstance(x, np.ndarray):
+                t = sess.tensor(x, requires_grad=i in grad_idx, ctx=ctx)
+                if i in grad_idx:
+                    leaves[i] = t
+                server_in.append(t)
+            else:
+                server_in.append(x)
+        if case.error is not None:
+            try:
+                sess.op(name, *server_in, **case.attrs)
+            except case.error:
+                return
+            raise AssertionError(f"{what}: expected {case.error.__name__}")
+        try:
+            out = sess.op(name, *server_in, **case.attrs)
+        except tensord.TensordError as exc:
+            raise AssertionError(f"{what}: server error {exc}") from None
+        outs = as_tuple(out)
+        got = [o.numpy() for o in outs]
+        if case.check is not None:
+            case.check(got, case)
+            if spec.grad == "n":
+                for o in outs:
+                    assert not o.requires_grad, f"{what}: output of a non-differentiable op " \
+                                                "is an autodiff tensor"
+            return
+        t_in = [to_torch(x, requires_grad=i in grad_idx) for i, x in enumerate(case.inputs)]
+        t_outs = as_tuple(case.ref(*t_in))
+        assert len(outs) == len(t_outs), f"{what}: {len(outs)} outputs, torch has {len(t_outs)}"
+        # A computation that ran in f32 anywhere (mixed f32/f64 operands) is held to the f32
+        # tolerance, gradients of its f64 inputs included.
+        mixed = any(isinstance(x, np.ndarray) and x.dtype == np.float32 for x in case.inputs) or \
+            any(g.dtype == np.float32 for g in got)
+
+        def tol_for(a):
+            return case.tol or spec.tol(np.float32 if mixed else a.dtype)
+        for k, (g, w) in enumerate(zip(got, t_outs)):
+            compare(g, w, tol_for(g), f"{what} output {k}")
+        if not leaves:
+            return
+        if spec.grad == "n":
+            for k, o in enumerate(outs):
+                assert not o.requires_grad, f"{what}: output {k} of a non-differentiable op " \
+                                            "is an autodiff tensor"
+            return
+        roots = [(o, w) for o, w in zip(outs, t_outs)
+                 if w.dtype.is_floating_point and w.requires_grad]
+        for k, (o, w) in enumerate(zip(outs, t_outs)):
+            if w.dtype.is_floating_point and w.requires_grad:
+                assert o.requires_grad, f"{what}: float output {k} is not an autodiff tensor"
+        if not roots or not case.grads:
+            return
+        seeds = [arr(rng, w.shape, "f32" if w.dtype == torch.float32 else "f64")
+                 for _, w in roots]
+        try:
+            grads = ctx.backward([o for o, _ in roots], seed=seeds)
+        except tensord.TensordError as exc:
+            raise AssertionError(f"{what}: backward failed: {exc}") from None
+        t_leaves = [t_in[i] for i in leaves]
+        t_grads = torch.autograd.grad([w for _, w in roots], t_leaves,
+                                      grad_outputs=[torch.from_numpy(s) for s in seeds],
+                                      allow_unused=True)
+        for (i, leaf), tg in zip(leaves.items(), t_grads):
+            if tg is None:
+                if leaf in grads:
+                    g = grads[leaf].numpy()
+                    assert not np.any(g), f"{what}: nonzero gradient for unused input {i}"
+                continue
+            assert leaf in grads, f"{what}: no gradient for input {i}"
+            g = grads[leaf].numpy()
+            compare(g, tg, tol_for(g), f"{what} grad of input {i}")
+    finally:
+        if ctx is not None:
+            ctx.close()

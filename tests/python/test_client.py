@@ -1,0 +1,287 @@
+"""The Python client against a real server: transfers, operands, operator sugar, batches,
+typed errors, session isolation and handle release."""
+import gc
+
+import grpc
+import numpy as np
+import pytest
+
+import tensord
+from tensord._pb import ops_pb2, service_pb2
+
+DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
+
+
+def sample(rng, shape, dtype):
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(-1000, 1000, size=shape).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def session_state(sess):
+    info = sess.info()
+    return ([(t.handle, tuple(t.shape), t.dtype) for t in info.tensors], info.memory_used_bytes,
+            [(c.context_id, c.state, c.tape_nodes) for c in info.contexts])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (0,), (1,), (3, 4), (2, 0, 5), (2, 3, 1, 2)])
+def test_put_get_roundtrip(sess, dtype, shape):
+    x = sample(np.random.default_rng(1), shape, dtype)
+    t = sess.tensor(x)
+    assert t.shape == shape and t.dtype == np.dtype(dtype) and t.device == "cpu"
+    assert t.nbytes == x.nbytes and not t.requires_grad
+    y = t.numpy()
+    assert y.dtype == np.dtype(dtype) and y.shape == shape
+    np.testing.assert_array_equal(y, x)
+    y[...] = 0  # downloads are writable copies
+
+
+def test_large_tensor_streams_both_ways(sess):
+    x = np.random.default_rng(2).standard_normal((3, 1024, 1024)).astype(np.float32)  # 12 MiB
+    t = sess.tensor(x)
+    np.testing.assert_array_equal(t.numpy(), x)
+    # A large array operand is uploaded rather than sent as a literal.
+    np.testing.assert_allclose((t + x).numpy(), 2 * x)
+
+
+def test_non_contiguous_and_big_endian_inputs(sess):
+    x = np.arange(12, dtype=np.float64).reshape(3, 4)
+    np.testing.assert_array_equal(sess.tensor(x.T).numpy(), x.T)
+    np.testing.assert_array_equal(sess.tensor(x.astype(">f8")).numpy(), x)
+
+
+def test_unsupported_dtype_is_refused_client_side(sess):
+    with pytest.raises(TypeError):
+        sess.tensor(np.zeros(3, np.float16))
+
+
+def test_scalar_operands_promote_like_torch(sess):
+    a = sess.tensor(np.array([1.0, 2.0], np.float32))
+    assert (a * 2.0).dtype == np.float32
+    i = sess.tensor(np.array([1, 2], np.int32))
+    half = i * 0.5
+    assert half.dtype == np.float32
+    np.testing.assert_allclose(half.numpy(), [0.5, 1.0])
+    assert (i + 1).dtype == np.int32
+    np.testing.assert_allclose((2.0 - a).numpy(), [1.0, 0.0])
+    np.testing.assert_allclose((1.0 / a).numpy(), [1.0, 0.5])
+    d = sess.tensor(np.array([1.0], np.float64))
+    assert (d * 0.1).dtype == np.float64
+    np.testing.assert_array_equal((a > 1.5).numpy(), [False, True])
+
+
+def test_numpy_array_operands_are_literals(sess):
+    a = sess.tensor(np.ones((2, 2), np.float64))
+    y = sess.op("add", a, np.full((2,), 3.0))
+    np.testing.assert_array_equal(y.numpy(), np.full((2, 2), 4.0))
+    # numpy on the left defers to the Tensor
+    y = np.full((2, 2), 2.0) * a
+    assert isinstance(y, tensord.Tensor)
+    np.testing.assert_array_equal(y.numpy(), np.full((2, 2), 2.0))
+
+
+def test_operator_sugar(sess):
+    rng = np.random.default_rng(3)
+    an, bn = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    a, b = sess.tensor(an), sess.tensor(bn)
+    np.testing.assert_allclose((a @ b).numpy(), an @ bn, rtol=1e-12)
+    np.testing.assert_allclose((-a).numpy(), -an)
+    np.testing.assert_allclose((a + a * 2.0 - 1.0).numpy(), an * 3 - 1, rtol=1e-12)
+    np.testing.assert_allclose((a / 4).numpy(), an / 4)
+    np.testing.assert_allclose(abs(a).numpy(), np.abs(an))
+    np.testing.assert_allclose((a ** 2).numpy(), an ** 2, rtol=1e-12)
+    np.testing.assert_allclose(a.T.numpy(), an.T)
+    np.testing.assert_allclose(a.relu().numpy(), np.maximum(an, 0))
+    np.testing.assert_allclose(a.sum(dim=1).numpy(), an.sum(1), rtol=1e-12)
+    assert a.reshape(2, 6).shape == (2, 6)
+    assert a.to("f32").dtype == np.float32
+    np.testing.assert_allclose(np.asarray(a), an)
+    assert float(a.sum()) == pytest.approx(an.sum())
+
+
+@pytest.mark.parametrize("key", [
+    np.s_[1:3], np.s_[0], np.s_[-1], np.s_[:, 1], np.s_[:, -2:], np.s_[::2], np.s_[1, 2],
+    np.s_[..., 0], np.s_[None, 1:], np.s_[:, None, ::3], np.s_[5:], np.s_[2:1],
+])
+def test_indexing(sess, key):
+    x = np.arange(20, dtype=np.float64).reshape(4, 5)
+    got = sess.tensor(x)[key]
+    want = x[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_index_arrays_and_iteration(sess):
+    x = np.arange(12, dtype=np.int64).reshape(4, 3)
+    t = sess.tensor(x)
+    np.testing.assert_array_equal(t[np.array([3, 0, 3])].numpy(), x[[3, 0, 3]])
+    np.testing.assert_array_equal(t[:, [2, 0]].numpy(), x[:, [2, 0]])
+    assert [r.numpy().tolist() for r in t] == x.tolist()
+    assert len(t) == 4
+    with pytest.raises(IndexError):
+        t[4]
+    with pytest.raises(TypeError):
+        t[0] = 1
+
+
+def test_multi_output_ops_return_tuples(sess):
+    x = sess.tensor(np.arange(10, dtype=np.float32).reshape(5, 2))
+    parts = sess.op("split", x, split_size=2)
+    assert isinstance(parts, tuple) and [p.shape for p in parts] == [(2, 2), (2, 2), (1, 2)]
+    values, indices = sess.op("max", x, dim=1)
+    np.testing.assert_array_equal(values.numpy(), np.arange(1, 10, 2))
+    np.testing.assert_array_equal(indices.numpy(), np.ones(5))
+    assert isinstance(sess.op("max", x), tensord.Tensor)
+    with sess.batch():
+        chunks = sess.op("chunk", x, chunks=2)
+        v, i = sess.op("min", x, dim=0)
+    assert [c.shape for c in chunks] == [(3, 2), (2, 2)]
+    np.testing.assert_array_equal(i.numpy(), [0, 0])
+
+
+def test_batch_is_lazy_then_resolves(sess):
+    a = sess.tensor(np.ones((2, 3), np.float32))
+    before = len(sess.info().tensors)
+    with sess.batch():
+        b = a * 3.0
+        c = sess.op("sum", b, dim=1)
+        d = c + np.array([1.0, 2.0], np.float32)
+        assert b.is_lazy and d.is_lazy
+        with pytest.raises(tensord.BatchPendingError):
+            d.numpy()
+        with pytest.raises(tensord.BatchPendingError):
+            d.shape
+        assert len(sess.info().tensors) == before  # nothing sent yet
+    np.testing.assert_array_equal(d.numpy(), [10.0, 11.0])
+    assert c.shape == (2,) and c.dtype == np.float32
+
+
+def test_failed_batch_leaves_nothing_behind(sess):
+    a = sess.tensor(np.ones((2, 3), np.float32))
+    state = session_state(sess)
+    with pytest.raises(tensord.ShapeMismatch) as err:
+        with sess.batch():
+            b = a * 2.0
+            c = b + 1.0
+            sess.op("matmul", c, np.ones((4, 4), np.float32))  # call 2 fails
+            sess.op("neg", b)
+    assert err.value.metadata.get("call_index") == "2"
+    assert err.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert session_state(sess) == state
+    with pytest.raises(tensord.TensordClientError):
+        c.numpy()
+
+
+def test_exception_inside_batch_sends_nothing(sess):
+    a = sess.tensor(np.ones(3, np.float32))
+    state = session_state(sess)
+    with pytest.raises(RuntimeError):
+        with sess.batch():
+            a + 1.0
+            raise RuntimeError("user error")
+    assert session_state(sess) == state
+
+
+def test_typed_errors_carry_reason_code_metadata(sess):
+    a = sess.tensor(np.ones((2, 3), np.float32))
+    with pytest.raises(tensord.UnknownOp) as err:
+        sess.op("no_such_op", a)
+    e = err.value
+    assert isinstance(e, tensord.TensordError)
+    assert e.reason == "UNKNOWN_OP" and e.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert e.metadata.get("op") == "no_such_op" and "no_such_op" in e.message
+    with pytest.raises(tensord.ShapeMismatch):
+        a @ a
+    with pytest.raises(tensord.BadAttribute) as err:
+        sess.op("sum", a, no_such_attribute=1)
+    assert err.value.metadata.get("attribute") == "no_such_attribute"
+    with pytest.raises(tensord.WrongArity):
+        sess.op("add", a)
+
+
+def test_every_reason_has_a_class():
+    from tensord._pb import errors_pb2
+    for name, value in errors_pb2.ErrorReason.items():
+        if value == 0:
+            continue
+        cls = tensord.REASON_CLASSES[name]
+        assert issubclass(cls, tensord.TensordError) and cls.reason_name == name
+        assert getattr(tensord, cls.__name__) is cls
+    assert tensord.OperationNotMarkedForAutodiff.reason_name == "OPERATION_NOT_MARKED_FOR_AUTODIFF"
+    assert tensord.AutodiffContextNotEnabled.reason_name == "AUTODIFF_CONTEXT_NOT_ENABLED"
+
+
+def _raw_execute(sess, handle):
+    req = service_pb2.ExecuteRequest(session_id=sess.id, calls=[
+        ops_pb2.OpCall(op="neg", inputs=[ops_pb2.Operand(handle=handle)])])
+    return sess.client._call("Execute", req)
+
+
+def test_released_and_unknown_handles_are_not_found(sess):
+    t = sess.tensor(np.ones(3, np.float32))
+    handle = t.handle
+    t.release()
+    with pytest.raises(tensord.TensorNotFound) as err:
+        _raw_execute(sess, handle)
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    with pytest.raises(tensord.TensordClientError):
+        t.numpy()
+    with pytest.raises(tensord.TensorNotFound):
+        sess.release(987654321)
+
+
+def test_sessions_are_isolated(client):
+    with client.session() as s1, client.session() as s2:
+        assert s1.id != s2.id and len(s1.id) == 32
+        t = s1.tensor(np.arange(4, dtype=np.float32))
+        with pytest.raises(tensord.TensorNotFound):
+            _raw_execute(s2, t.handle)
+        with pytest.raises(tensord.TensorNotFound):
+            s2.client._call("Release", service_pb2.ReleaseRequest(session_id=s2.id,
+                                                                  handles=[t.handle]))
+        assert [x.handle for x in s2.info().tensors] == []
+        np.testing.assert_array_equal(t.numpy(), np.arange(4))  # untouched
+
+
+def test_closed_session_is_not_found(client):
+    s = client.session()
+    t = s.tensor(np.ones(2, np.float32))
+    s.close()
+    with pytest.raises(tensord.SessionNotFound) as err:
+        t.numpy()
+    assert err.value.code == grpc.StatusCode.NOT_FOUND
+    del t  # the finalizer of a tensor of a closed session must stay quiet
+    gc.collect()
+
+
+def test_garbage_collected_tensors_are_released(sess):
+    before = {x.handle for x in sess.info().tensors}
+    ts = [sess.tensor(np.ones(10, np.float32)) for _ in range(5)]
+    assert {x.handle for x in sess.info().tensors} == before | {t.handle for t in ts}
+    y = ts[0] + ts[1]
+    del ts
+    gc.collect()
+    assert {x.handle for x in sess.info().tensors} == before | {y.handle}
+
+
+def test_session_options_and_discovery(client):
+    with client.session(device="cpu", ttl_s=30) as s:
+        assert s.device == "cpu" and s.ttl_s == 30 and s.autodiff_enabled
+        assert s.keep_alive() == 30
+    devices = client.devices()
+    assert any(d["name"] == "cpu" for d in devices)
+    ops = client.ops()
+    assert ops == sorted(ops, key=lambda o: o["name"])
+    for o in ops:
+        assert o["marking"] in ("differentiable", "zero_grad", "non_differentiable", "unmarked")
+        assert set(o["dtypes"]) <= {"f32", "f64", "i32", "i64", "bool"} and o["backends"]
+    with pytest.raises(tensord.DeviceNotFound):
+        client.session(device="tpu:7")
+
+
+def test_context_manager_client(address):
+    with tensord.connect(address) as c, c.session() as s:
+        assert s.op("add", 1.0, s.tensor(np.float64(2.0))).item() == 3.0

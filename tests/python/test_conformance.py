@@ -1,0 +1,48 @@
+"""Every op the server lists, compared with PyTorch: forward values, output dtypes and
+gradients (torch.autograd) over shapes with broadcasting, size-1 and empty dims and 0-d
+tensors, for every dtype the op lists. See opcheck.py for the tolerances."""
+import zlib
+
+import numpy as np
+import pytest
+
+from opcheck import run_case
+from optable import TABLE
+
+DTYPES = ("f64", "f32", "i64", "i32", "bool")
+MARKINGS = {"d": "differentiable", "z": "zero_grad", "n": "non_differentiable"}
+
+
+def test_every_listed_op_is_in_the_table(catalog):
+    missing = sorted(set(catalog) - set(TABLE))
+    assert not missing, f"ops listed by the server with no conformance table entry: {missing}"
+
+
+def test_table_covers_every_listed_dtype(catalog):
+    gaps = {name: sorted(set(op["dtypes"]) - set(TABLE[name].dtypes))
+            for name, op in catalog.items() if name in TABLE}
+    gaps = {k: v for k, v in gaps.items() if v}
+    assert not gaps, f"dtypes listed by the server that the table does not exercise: {gaps}"
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_marking(name, catalog):
+    if name not in catalog:
+        pytest.skip(f"the server does not list {name}")
+    assert catalog[name]["marking"] == MARKINGS[TABLE[name].grad]
+
+
+@pytest.mark.parametrize("dt", DTYPES)
+@pytest.mark.parametrize("name", sorted(TABLE))
+def test_op(name, dt, catalog, sess):
+    spec = TABLE[name]
+    if name not in catalog:
+        pytest.skip(f"the server does not list {name}")
+    if dt not in spec.dtypes or dt not in catalog[name]["dtypes"]:
+        pytest.skip(f"{name} is not listed for {dt}")
+    rng = np.random.default_rng(zlib.crc32(f"{name}/{dt}".encode()))
+    if spec.run is not None:
+        spec.run(sess, name, spec, dt, rng)
+        return
+    for case in spec.gen(rng, dt):
+        run_case(sess, name, spec, case, dt, rng)
