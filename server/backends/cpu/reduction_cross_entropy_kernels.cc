@@ -18,19 +18,21 @@ absl::Status LogSoftmax(KernelCall& c) {
   ASSIGN_OR_RETURN(int64_t dim, NormalizeDimFor(c.op.name, c.attrs.GetInt("dim"), x.rank()));
   const DimSplit s = SplitAt(x.shape(), dim);
   TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
-    std::vector<double> m(s.inner), sum(s.inner);
+    // Max and exp in the input's precision (expf for f32); the sums accumulate in double.
+    std::vector<T> m(s.inner);
+    std::vector<double> sum(s.inner);
     for (int64_t o = 0; o < s.outer; ++o) {
       const T* xp = x.data<T>() + o * s.size * s.inner;
       T* out = c.outputs[0].data<T>() + o * s.size * s.inner;
-      std::fill(m.begin(), m.end(), -std::numeric_limits<double>::infinity());
+      std::fill(m.begin(), m.end(), -std::numeric_limits<T>::infinity());
       std::fill(sum.begin(), sum.end(), 0.0);
       for (int64_t k = 0; k < s.size; ++k) {
-        for (int64_t j = 0; j < s.inner; ++j) m[j] = std::max<double>(m[j], xp[k * s.inner + j]);
+        for (int64_t j = 0; j < s.inner; ++j) m[j] = std::max(m[j], xp[k * s.inner + j]);
       }
       for (int64_t k = 0; k < s.size; ++k) {
         for (int64_t j = 0; j < s.inner; ++j) sum[j] += std::exp(xp[k * s.inner + j] - m[j]);
       }
-      for (int64_t j = 0; j < s.inner; ++j) sum[j] = m[j] + std::log(sum[j]);
+      for (int64_t j = 0; j < s.inner; ++j) sum[j] = static_cast<double>(m[j]) + std::log(sum[j]);
       for (int64_t k = 0; k < s.size; ++k) {
         for (int64_t j = 0; j < s.inner; ++j) {
           out[k * s.inner + j] = static_cast<T>(xp[k * s.inner + j] - sum[j]);
@@ -61,7 +63,7 @@ absl::Status LogSoftmaxBackward(KernelCall& c) {
       for (int64_t k = 0; k < s.size; ++k) {
         for (int64_t j = 0; j < s.inner; ++j) {
           const int64_t i = k * s.inner + j;
-          out[i] = static_cast<T>(gp[i] - std::exp(static_cast<double>(yp[i])) * total[j]);
+          out[i] = static_cast<T>(gp[i] - std::exp(yp[i]) * total[j]);
         }
       }
     }
@@ -169,13 +171,15 @@ absl::Status NllBackward(KernelCall& c) {
     const T* gp = g.data<T>();
     T* out = c.outputs[0].data<T>();
     std::fill(out, out + c.outputs[0].numel(), T(0));
+    const bool none = n.reduction == "none";
+    const double reduced = none ? 0.0 : static_cast<double>(gp[0]);
+    const double reduced_scale = n.reduction == "mean" ? reduced / total_weight : reduced;
     for (int64_t o = 0; o < n.s.outer; ++o) {
       for (int64_t j = 0; j < inner; ++j) {
         const int64_t slot = o * inner + j;
         const int64_t t = target[slot];
         if (t == n.ignore) continue;
-        double scale = n.reduction == "none" ? gp[slot] : gp[0];
-        if (n.reduction == "mean") scale /= total_weight;
+        const double scale = none ? gp[slot] : reduced_scale;
         T* row = out + o * C * inner + j;
         if (n.ls > 0) {
           for (int64_t k = 0; k < C; ++k)

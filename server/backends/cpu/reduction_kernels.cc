@@ -1,8 +1,6 @@
 // Loop kernels for sum, mean, all, any, and the block-form helpers of every reduction kernel.
 #include "server/backends/cpu/reduction_kernels.h"
 
-#include <cstring>
-
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
 #include "server/ops/reduction.h"
@@ -68,20 +66,24 @@ absl::StatusOr<BlockInput> ToBlockForm(const Tensor& x, const std::vector<int64_
   }
   ASSIGN_OR_RETURN(Tensor copy,
                    Tensor::Empty(x.dtype(), {kept_count, reduced_count}, x.device(), account));
-  const size_t esize = DTypeSize(x.dtype());
-  const char* src = static_cast<const char*>(x.raw());
-  char* dst = static_cast<char*>(copy.raw());
-  std::vector<int64_t> index(rank, 0);
-  int64_t off = 0;
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    std::memcpy(dst + off * esize, src + i * esize, esize);
-    for (int d = rank - 1; d >= 0; --d) {
-      off += stride[d];
-      if (++index[d] < shape[d]) break;
-      off -= stride[d] * shape[d];
-      index[d] = 0;
+  // Rows along the last dim are contiguous in the source and strided in the copy.
+  const int64_t last = shape[rank - 1], last_stride = stride[rank - 1];
+  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+    const T* src = x.data<T>();
+    T* dst = copy.data<T>();
+    std::vector<int64_t> index(rank - 1, 0);
+    int64_t off = 0;
+    for (int64_t row = 0; row * last < x.numel(); ++row) {
+      const T* in_row = src + row * last;
+      for (int64_t k = 0; k < last; ++k) dst[off + k * last_stride] = in_row[k];
+      for (int d = rank - 2; d >= 0; --d) {
+        off += stride[d];
+        if (++index[d] < shape[d]) break;
+        off -= stride[d] * shape[d];
+        index[d] = 0;
+      }
     }
-  }
+  });
   return BlockInput{copy, ReduceBlock{kept_count, reduced_count, 1}};
 }
 

@@ -62,6 +62,34 @@ void ReduceBlocks(const T* x, const ReduceBlock& b, const Acc& init, Step step, 
   }
 }
 
+// out[slot] = sum over the slot's group of f(value, slot), accumulated in double. Contiguous
+// groups use independent partial sums (a reassociation the compiler will not do by itself) so
+// the adds pipeline; strided groups advance a row of slots together.
+template <typename T, typename F>
+void SumBlocks(const T* x, const ReduceBlock& b, F f, double* out) {
+  if (b.inner == 1) {
+    for (int64_t o = 0; o < b.outer; ++o) {
+      const T* row = x + o * b.size;
+      double s[8] = {};
+      int64_t r = 0;
+      for (; r + 8 <= b.size; r += 8) {
+        for (int k = 0; k < 8; ++k) s[k] += f(row[r + k], o);
+      }
+      for (; r < b.size; ++r) s[0] += f(row[r], o);
+      out[o] = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    }
+    return;
+  }
+  std::fill(out, out + b.outer * b.inner, 0.0);
+  for (int64_t o = 0; o < b.outer; ++o) {
+    double* acc = out + o * b.inner;
+    for (int64_t r = 0; r < b.size; ++r) {
+      const T* row = x + (o * b.size + r) * b.inner;
+      for (int64_t j = 0; j < b.inner; ++j) acc[j] += f(row[j], o * b.inner + j);
+    }
+  }
+}
+
 // Calls f(i, slot) for every input element i (in order) with the output element it reduces
 // into; for the backward kernels, which map per-slot values back onto the input.
 template <typename F>

@@ -1,4 +1,6 @@
 // Loop kernels for max, min, amax, amin, argmax, argmin and their gradients.
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
@@ -43,10 +45,75 @@ absl::Status SelectKernel(KernelCall& c, Tensor* values, Tensor* indices) {
   return absl::OkStatus();
 }
 
+// Extrema without indices: compare-and-select the compiler can vectorize (no branch on NaN),
+// with NaNs tracked on the side and written at the end, since NaN wins as in PyTorch.
+template <bool kMax, typename T>
+inline T Pick(T v, T m) {
+  return (kMax ? v > m : v < m) ? v : m;
+}
+
+template <bool kMax, typename T>
+T ExtremumRun(const T* p, int64_t n) {
+  T lane[8];
+  std::fill(lane, lane + 8, p[0]);
+  bool nan = false;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      lane[k] = Pick<kMax>(p[i + k], lane[k]);
+      nan |= IsNan(p[i + k]);
+    }
+  }
+  for (; i < n; ++i) {
+    lane[0] = Pick<kMax>(p[i], lane[0]);
+    nan |= IsNan(p[i]);
+  }
+  T m = lane[0];
+  for (int k = 1; k < 8; ++k) m = Pick<kMax>(lane[k], m);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (nan) return std::numeric_limits<T>::quiet_NaN();
+  }
+  return m;
+}
+
+// out[slot] = extremum of the slot's group; every group is non-empty (checked by the op).
+template <bool kMax, typename T>
+void ExtremumBlocks(const T* x, const ReduceBlock& b, T* out) {
+  if (b.inner == 1) {
+    for (int64_t o = 0; o < b.outer; ++o) out[o] = ExtremumRun<kMax>(x + o * b.size, b.size);
+    return;
+  }
+  std::vector<uint8_t> nan(b.inner);
+  for (int64_t o = 0; o < b.outer; ++o) {
+    T* acc = out + o * b.inner;
+    const T* first = x + o * b.size * b.inner;
+    for (int64_t j = 0; j < b.inner; ++j) {
+      acc[j] = first[j];
+      nan[j] = IsNan(first[j]);
+    }
+    for (int64_t r = 1; r < b.size; ++r) {
+      const T* row = first + r * b.inner;
+      for (int64_t j = 0; j < b.inner; ++j) {
+        acc[j] = Pick<kMax>(row[j], acc[j]);
+        nan[j] |= IsNan(row[j]);
+      }
+    }
+    if constexpr (std::is_floating_point_v<T>) {
+      for (int64_t j = 0; j < b.inner; ++j) {
+        if (nan[j]) acc[j] = std::numeric_limits<T>::quiet_NaN();
+      }
+    }
+  }
+}
+
 template <bool kMax>
 absl::Status MaxMinKernel(KernelCall& c) {
-  Tensor* indices = c.outputs.size() > 1 ? &c.outputs[1] : nullptr;
-  return SelectKernel<kMax>(c, &c.outputs[0], indices);
+  if (c.outputs.size() > 1) return SelectKernel<kMax>(c, &c.outputs[0], &c.outputs[1]);
+  const Tensor& x = c.inputs[0];
+  TENSORD_DISPATCH_NUMERIC(x.dtype(), [&] {
+    ExtremumBlocks<kMax>(x.data<T>(), ReduceBlock{1, x.numel(), 1}, c.outputs[0].data<T>());
+  });
+  return absl::OkStatus();
 }
 
 template <bool kMax>
@@ -60,13 +127,7 @@ absl::Status AMaxKernel(KernelCall& c) {
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
   ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
   TENSORD_DISPATCH_NUMERIC(x.dtype(), [&] {
-    T* q = c.outputs[0].data<T>();
-    ReduceBlocks(
-        in.data.data<T>(), in.block, T{},
-        [](T& a, T e, int64_t r) {
-          if (r == 0 || Beats<kMax>(e, a)) a = e;
-        },
-        [&](int64_t slot, T a) { q[slot] = a; });
+    ExtremumBlocks<kMax>(in.data.data<T>(), in.block, c.outputs[0].data<T>());
   });
   return absl::OkStatus();
 }

@@ -8,15 +8,6 @@
 namespace tensord::cpu {
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// Welford's running mean and sum of squared deviations: stable when the mean is large
-// compared with the spread, where sum(x^2) - n*mean^2 loses every digit.
-struct Moments {
-  double n = 0, mean = 0, m2 = 0;
-};
-
 // torch divides by max(0, N - correction): N <= correction gives inf (or NaN for 0/0).
 double Divisor(double n, double correction) { return std::max(0.0, n - correction); }
 
@@ -25,62 +16,67 @@ double CorrectionOf(const Attrs& a) {
   return a.GetFloat("correction", 1.0);
 }
 
+// The two-pass algorithm in double: the mean, then the sum of squared deviations from it
+// (stable where sum(x^2) - n mean^2 would cancel), each pass vectorizable.
 template <bool kStd>
 absl::Status VarKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
   ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
-  const double correction = CorrectionOf(c.attrs);
+  const ReduceBlock& b = in.block;
+  const double n = static_cast<double>(b.size);
+  const double divisor = Divisor(n, CorrectionOf(c.attrs));
   TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
-    T* q = c.outputs[0].data<T>();
-    ReduceBlocks(
-        in.data.data<T>(), in.block, Moments{},
-        [](Moments& m, T v, int64_t) {
-          m.n += 1;
-          const double d = v - m.mean;
-          m.mean += d / m.n;
-          m.m2 += d * (v - m.mean);
+    const T* p = in.data.data<T>();
+    std::vector<double> mean(b.outer * b.inner), m2(b.outer * b.inner);
+    SumBlocks(
+        p, b, [](T v, int64_t) { return static_cast<double>(v); }, mean.data());
+    for (double& m : mean) m /= n;
+    const double* mp = mean.data();
+    SumBlocks(
+        p, b,
+        [mp](T v, int64_t slot) {
+          const double d = v - mp[slot];
+          return d * d;
         },
-        [&](int64_t slot, const Moments& m) {
-          const double var = m.m2 / Divisor(m.n, correction);
-          q[slot] = static_cast<T>(kStd ? std::sqrt(var) : var);
-        });
+        m2.data());
+    T* q = c.outputs[0].data<T>();
+    for (size_t slot = 0; slot < m2.size(); ++slot) {
+      const double var = m2[slot] / divisor;
+      q[slot] = static_cast<T>(kStd ? std::sqrt(var) : var);
+    }
   });
   return absl::OkStatus();
 }
 
-// Online log-sum-exp: the running maximum m and s = sum(exp(x - m)), rescaled when m grows,
-// so nothing overflows and one pass suffices.
-struct LogSumExp {
-  double m = -kInf, s = 0;
-  bool nan = false;
-};
-
+// Stable log-sum-exp: m = max, then m + log(sum(exp(x - m))). An infinite or NaN maximum is
+// the result itself (all -inf gives -inf, any +inf gives +inf, any NaN gives NaN).
 absl::Status LogSumExpKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
   ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
+  const ReduceBlock& b = in.block;
   TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
-    T* q = c.outputs[0].data<T>();
+    const T* p = in.data.data<T>();
+    const int64_t slots = b.outer * b.inner;
+    std::vector<T> m(slots, -std::numeric_limits<T>::infinity());
     ReduceBlocks(
-        in.data.data<T>(), in.block, LogSumExp{},
-        [](LogSumExp& a, T e, int64_t) {
-          const double v = e;
-          if (v > a.m) {
-            a.s = (a.m == -kInf ? 0.0 : a.s * std::exp(a.m - v)) + 1.0;
-            a.m = v;
-          } else if (v == a.m) {
-            a.s += 1.0;  // also +inf after +inf, where exp(v - m) would be NaN
-          } else if (v < a.m) {
-            a.s += std::exp(v - a.m);
-          } else {
-            a.nan = true;
-          }
+        p, b, -std::numeric_limits<T>::infinity(),
+        [](T& a, T v, int64_t) {
+          if (Beats<true>(v, a)) a = v;
         },
-        [&](int64_t slot, const LogSumExp& a) {
-          // All -inf, or nothing to reduce: the sum of exps is 0 and its log -inf.
-          q[slot] = static_cast<T>(a.nan ? kNaN : a.m == -kInf ? -kInf : a.m + std::log(a.s));
-        });
+        [&](int64_t slot, T a) { m[slot] = a; });
+    std::vector<double> s(slots);
+    const T* mp = m.data();
+    // exp in the input's precision (expf for f32): the sum is still accumulated in double.
+    SumBlocks(
+        p, b, [mp](T v, int64_t slot) { return static_cast<double>(std::exp(v - mp[slot])); },
+        s.data());
+    T* q = c.outputs[0].data<T>();
+    for (int64_t slot = 0; slot < slots; ++slot) {
+      const double mx = m[slot];
+      q[slot] = static_cast<T>(std::isfinite(mx) ? mx + std::log(s[slot]) : mx);
+    }
   });
   return absl::OkStatus();
 }
