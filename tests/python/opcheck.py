@@ -169,13 +169,16 @@ def describe(case: Case) -> str:
     return f"{case.label or ''} inputs=({', '.join(d(x) for x in case.inputs)}) attrs={case.attrs}"
 
 
-def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng) -> None:
+def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
+             checkpointing: str = "none") -> None:
     what = f"{name}[{dt}] {describe(case)}"
+    if checkpointing != "none":
+        what += f" checkpointing={checkpointing}"
     float_inputs = [i for i, x in enumerate(case.inputs)
                     if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
     grad_idx = list(case.grad_inputs) if case.grad_inputs is not None else float_inputs
     grad_idx = [i for i in grad_idx if i in float_inputs]
-    ctx = sess.autodiff() if grad_idx else None
+    ctx = sess.autodiff(checkpointing=checkpointing) if grad_idx else None
     try:
         server_in, leaves = [], {}
         for i, x in enumerate(case.inputs):

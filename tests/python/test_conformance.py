@@ -46,3 +46,19 @@ def test_op(name, dt, catalog, sess):
         return
     for case in spec.gen(rng, dt):
         run_case(sess, name, spec, case, dt, rng)
+
+
+@pytest.mark.parametrize("name", sorted(n for n, s in TABLE.items()
+                                        if s.grad in ("d", "z") and s.run is None))
+def test_gradients_with_balanced_checkpointing(name, catalog, sess):
+    """BALANCED recomputes memory-bound forwards during backward: same gradients."""
+    spec = TABLE[name]
+    if name not in catalog:
+        pytest.skip(f"the server does not list {name}")
+    dt = next((d for d in ("f64", "i64", "i32") if d in spec.dtypes and
+               d in catalog[name]["dtypes"]), None)
+    if dt is None:
+        pytest.skip(f"{name}: no dtype to test")
+    rng = np.random.default_rng(zlib.crc32(f"{name}/{dt}/balanced".encode()))
+    for case in spec.gen(rng, dt):
+        run_case(sess, name, spec, case, dt, rng, checkpointing="balanced")
