@@ -1,6 +1,7 @@
 // Kernels for indexing by tensors: index_select, gather, their scatter-add gradients,
 // masked_fill and one_hot. Every index is validated before anything is read or written, so a
 // bad index is an INDEX_OUT_OF_RANGE error and never an out-of-bounds access.
+#include <algorithm>
 #include <cstring>
 
 #include "server/backends/cpu/loops.h"
