@@ -277,9 +277,17 @@ def test_session_options_and_discovery(client):
     assert ops == sorted(ops, key=lambda o: o["name"])
     for o in ops:
         assert o["marking"] in ("differentiable", "zero_grad", "non_differentiable", "unmarked")
-        assert set(o["dtypes"]) <= {"f32", "f64", "i32", "i64", "bool"} and o["backends"]
+        assert set(o["dtypes"]) <= {"f32", "f64", "i32", "i64", "bool"}
+        assert o["min_inputs"] >= 0 and (o["max_inputs"] == -1 or
+                                         o["max_inputs"] >= o["min_inputs"])
     with pytest.raises(tensord.DeviceNotFound):
         client.session(device="tpu:7")
+
+
+def test_every_op_lists_a_backend(client):
+    """ListOps must say where each op runs (a client decides before sending a batch)."""
+    missing = [o["name"] for o in client.ops() if "cpu" not in o["backends"]]
+    assert not missing, f"ops listing no cpu backend: {missing}"
 
 
 def test_context_manager_client(address):
