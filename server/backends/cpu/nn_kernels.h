@@ -12,9 +12,12 @@ void RegisterConvKernels(KernelTable& t);  // nn_conv_kernels.cc
 void RegisterPoolKernels(KernelTable& t);  // nn_pool_kernels.cc
 
 // Loop kernels the oneDNN ones hand the calls to that they cannot reproduce exactly (empty
-// tensors, PyTorch's ceil_mode divisor of avg_pool2d, divisor_override).
+// tensors, NaN inputs of max pooling, PyTorch's ceil_mode divisor of avg_pool2d,
+// divisor_override).
 absl::Status LoopLayerNorm(KernelCall& c);
 absl::Status LoopLayerNormBackward(KernelCall& c);
+absl::Status LoopMaxPool2d(KernelCall& c);
+absl::Status LoopMaxPool2dBackward(KernelCall& c);
 absl::Status LoopAvgPool2d(KernelCall& c);
 absl::Status LoopAvgPool2dBackward(KernelCall& c);
 

@@ -152,6 +152,12 @@ absl::Status AvgBackward(KernelCall& c) {
 
 }  // namespace
 
+absl::Status LoopMaxPool2d(KernelCall& c) {
+  return c.inputs[0].dtype() == DType::kF32 ? MaxForward<float>(c) : MaxForward<double>(c);
+}
+absl::Status LoopMaxPool2dBackward(KernelCall& c) {
+  return c.inputs[0].dtype() == DType::kF32 ? MaxBackward<float>(c) : MaxBackward<double>(c);
+}
 absl::Status LoopAvgPool2d(KernelCall& c) {
   return c.inputs[0].dtype() == DType::kF32 ? AvgForward<float>(c) : AvgForward<double>(c);
 }
@@ -160,12 +166,8 @@ absl::Status LoopAvgPool2dBackward(KernelCall& c) {
 }
 
 void RegisterPoolKernels(KernelTable& t) {
-  t.Add("max_pool2d", "loop_max_pool2d", kFloat, [](KernelCall& c) {
-    return c.inputs[0].dtype() == DType::kF32 ? MaxForward<float>(c) : MaxForward<double>(c);
-  });
-  t.Add("max_pool2d_backward", "loop_max_pool2d_backward", kFloat, [](KernelCall& c) {
-    return c.inputs[0].dtype() == DType::kF32 ? MaxBackward<float>(c) : MaxBackward<double>(c);
-  });
+  t.Add("max_pool2d", "loop_max_pool2d", kFloat, LoopMaxPool2d);
+  t.Add("max_pool2d_backward", "loop_max_pool2d_backward", kFloat, LoopMaxPool2dBackward);
   t.Add("avg_pool2d", "loop_avg_pool2d", kFloat, LoopAvgPool2d);
   t.Add("avg_pool2d_backward", "loop_avg_pool2d_backward", kFloat, LoopAvgPool2dBackward);
 }

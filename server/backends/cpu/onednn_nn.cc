@@ -177,6 +177,13 @@ absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const
   return s;
 }
 
+bool HasNan(const Tensor& t) {
+  const float* x = t.data<float>();
+  bool nan = false;
+  for (int64_t i = 0; i < t.numel(); ++i) nan |= x[i] != x[i];
+  return nan;
+}
+
 dnnl::pooling_v2_forward::primitive_desc PoolForwardPd(const PoolSetup& s, prop_kind kind) {
   using F = dnnl::pooling_v2_forward;
   F::desc d(kind, s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
@@ -188,6 +195,8 @@ absl::Status PoolForward(KernelCall& c, bool max_pool) {
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[0].shape(), c.outputs[0].shape(), c.attrs, max_pool));
   if (!s.exact) return LoopAvgPool2d(c);
+  // oneDNN's max drops NaNs; PyTorch's max pooling propagates them.
+  if (max_pool && HasNan(c.inputs[0])) return LoopMaxPool2d(c);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_fwd|" + s.key, [&] {
     auto pd = PoolForwardPd(s, prop_kind::forward_inference);
@@ -202,6 +211,7 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[1].shape(), c.inputs[0].shape(), c.attrs, max_pool));
   if (!s.exact) return LoopAvgPool2dBackward(c);
+  if (max_pool && HasNan(c.inputs[1])) return LoopMaxPool2dBackward(c);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
     using B = dnnl::pooling_v2_backward;
