@@ -55,11 +55,16 @@ std::vector<TensorMeta> Metas(absl::Span<const Tensor> in) {
 }
 
 // The optional class weight in the input's dtype (weights are constants for autodiff).
-absl::StatusOr<std::vector<Tensor>> WithWeight(OpRunner& run, absl::Span<const Tensor> in,
+absl::StatusOr<std::vector<Tensor>> WithWeight(const std::string& op, OpRunner& run,
+                                               absl::Span<const Tensor> in,
                                                std::vector<Tensor> args) {
   if (in.size() < 3) return args;
   Tensor w = in[2];
-  if (IsFloat(w.dtype()) && w.dtype() != in[0].dtype()) {
+  if (!IsFloat(w.dtype())) {
+    return DtypeError(
+        op, absl::StrCat("class weights must be floating point, got ", DTypeName(w.dtype())));
+  }
+  if (w.dtype() != in[0].dtype()) {
     ASSIGN_OR_RETURN(w, run.Run1("to_dtype", {w.Detached()},
                                  {{"dtype", std::string(DTypeName(in[0].dtype()))}}));
   }
@@ -69,7 +74,7 @@ absl::StatusOr<std::vector<Tensor>> WithWeight(OpRunner& run, absl::Span<const T
 
 absl::StatusOr<std::vector<Tensor>> NllLoss(OpRunner& run, absl::Span<const Tensor> in,
                                             const Attrs& a) {
-  ASSIGN_OR_RETURN(std::vector<Tensor> args, WithWeight(run, in, {in[0], in[1]}));
+  ASSIGN_OR_RETURN(std::vector<Tensor> args, WithWeight("nll_loss", run, in, {in[0], in[1]}));
   return run.Run("cross_entropy_nll", std::move(args),
                  {{"ignore_index", a.GetInt("ignore_index")},
                   {"reduction", a.GetString("reduction")},
@@ -78,7 +83,7 @@ absl::StatusOr<std::vector<Tensor>> NllLoss(OpRunner& run, absl::Span<const Tens
 
 // -sum_c(log_softmax(x) * target [* weight]) over the class dim, PyTorch's soft-label form.
 absl::StatusOr<Tensor> ProbabilityTargetLoss(OpRunner& run, absl::Span<const Tensor> in,
-                                             const Tensor& logp, const Attrs& a) {
+                                             const Attrs& a) {
   const std::string op = "cross_entropy";
   const Shape& shape = in[0].shape();
   const int64_t cdim = ClassDim(shape);
@@ -92,6 +97,11 @@ absl::StatusOr<Tensor> ProbabilityTargetLoss(OpRunner& run, absl::Span<const Ten
   if (a.GetInt("ignore_index") >= 0) {
     return AttrError(op, "ignore_index", "is not supported with class-probability targets");
   }
+  if (in.size() > 2 && in[2].shape() != Shape{classes}) {
+    return ShapeError(op, absl::StrCat("weight must have shape [", classes, "], got ",
+                                       ShapeToString(in[2].shape())));
+  }
+  ASSIGN_OR_RETURN(Tensor logp, run.Run1("cross_entropy_log_softmax", {in[0]}, {{"dim", cdim}}));
   Tensor target = in[1];
   const double ls = a.GetFloat("label_smoothing");
   if (ls > 0) {
@@ -102,11 +112,7 @@ absl::StatusOr<Tensor> ProbabilityTargetLoss(OpRunner& run, absl::Span<const Ten
   if (in.size() > 2) {
     Shape w_shape(shape.size(), 1);
     w_shape[cdim] = classes;
-    if (in[2].shape() != Shape{classes}) {
-      return ShapeError(op, absl::StrCat("weight must have shape [", classes, "], got ",
-                                         ShapeToString(in[2].shape())));
-    }
-    ASSIGN_OR_RETURN(std::vector<Tensor> w, WithWeight(run, in, {}));
+    ASSIGN_OR_RETURN(std::vector<Tensor> w, WithWeight(op, run, in, {}));
     ASSIGN_OR_RETURN(Tensor wv, run.Run1("reshape", {w[0].Detached()}, {{"shape", w_shape}}));
     ASSIGN_OR_RETURN(prod, run.Run1("mul", {prod, wv}));
   }
@@ -126,14 +132,14 @@ absl::StatusOr<std::vector<Tensor>> CrossEntropy(OpRunner& run, absl::Span<const
   if (!(ls >= 0.0 && ls <= 1.0)) {
     return AttrError(op, "label_smoothing", absl::StrCat("must be in [0, 1], got ", ls));
   }
-  const int64_t cdim = ClassDim(in[0].shape());
-  ASSIGN_OR_RETURN(Tensor logp, run.Run1("cross_entropy_log_softmax", {in[0]}, {{"dim", cdim}}));
   if (in[1].shape() == in[0].shape()) {
-    ASSIGN_OR_RETURN(Tensor out, ProbabilityTargetLoss(run, in, logp, a));
+    ASSIGN_OR_RETURN(Tensor out, ProbabilityTargetLoss(run, in, a));
     return std::vector<Tensor>{out};
   }
   RETURN_IF_ERROR(CheckClassTarget(op, Metas(in.subspan(0, 2))));
-  ASSIGN_OR_RETURN(std::vector<Tensor> args, WithWeight(run, in, {logp, in[1]}));
+  const int64_t cdim = ClassDim(in[0].shape());
+  ASSIGN_OR_RETURN(Tensor logp, run.Run1("cross_entropy_log_softmax", {in[0]}, {{"dim", cdim}}));
+  ASSIGN_OR_RETURN(std::vector<Tensor> args, WithWeight(op, run, in, {logp, in[1]}));
   return run.Run("cross_entropy_nll", std::move(args),
                  {{"ignore_index", a.GetInt("ignore_index")},
                   {"reduction", a.GetString("reduction")},

@@ -275,6 +275,8 @@ TEST(Loss, ErrorsNameTheProblem) {
             Reason::kShapeMismatch);
   EXPECT_EQ(GetReason(RunOp("nll_loss", {x, Values(DType::kF32, {3}, {0, 1, 2})}).status()),
             Reason::kDtypeMismatch);
+  EXPECT_EQ(GetReason(RunOp("nll_loss", {x, t, Values(DType::kI64, {4}, {1, 1, 1, 1})}).status()),
+            Reason::kDtypeMismatch);
   EXPECT_EQ(
       GetReason(RunOp("cross_entropy", {x, Values(DType::kI64, {3, 4}, std::vector<double>(12, 0))})
                     .status()),
