@@ -298,6 +298,16 @@ TEST(Reduction, NaNPropagatesThroughMaxAndIsSelectedByArgMax) {
   EXPECT_TRUE(AllClose(Run1("argmax", {x}, {{"dim", int64_t{1}}}), {1, 2}, 0, 0));
   EXPECT_TRUE(AllClose(Run1("argmin", {x}), {1}, 0, 0));
   EXPECT_TRUE(AllClose(Run1("max", {x}), {kNaN}));
+  // Long rows take the lane-parallel path; a NaN in any lane still wins.
+  std::vector<double> row(21);
+  for (int i = 0; i < 21; ++i) row[i] = i;
+  row[11] = kNaN;
+  Tensor long_row = Values(DType::kF32, {21}, row);
+  EXPECT_TRUE(AllClose(Run1("amax", {long_row}), {kNaN}));
+  EXPECT_TRUE(AllClose(Run1("min", {long_row}), {kNaN}));
+  row[11] = 11;
+  EXPECT_TRUE(AllClose(Run1("amax", {Values(DType::kF32, {21}, row)}), {20}));
+  EXPECT_TRUE(AllClose(Run1("amin", {Values(DType::kF32, {21}, row)}), {0}));
 }
 
 TEST(Reduction, VarStdMatchReference) {
