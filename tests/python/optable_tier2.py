@@ -1,5 +1,6 @@
 """Conformance table, part 4: tier-2 ops of OPS.md (skipped until the server lists them).
 Names, inputs and attributes follow PyTorch, as every tensord op does."""
+import numpy as np
 import torch
 import torch.nn.functional as TF
 
@@ -158,6 +159,70 @@ def _eye_gen(rng, dt):
             for n, m in ((3, None), (2, 4), (0, 2))]
 
 
+def _index_add(rng, dt):
+    x = arr(rng, (4, 3), dt)
+    out = []
+    for d, idx, alpha in ((0, [3, 0, 3], None), (1, [2, 2], 2.0), (-1, [], None), (0, [1], -0.5)):
+        index = np.array(idx, np.int64)
+        src_shape = (len(idx), 3) if d == 0 else (4, len(idx))
+        a = alpha if dt in F or alpha is None else int(alpha)
+        attrs = {"dim": d, **({} if a is None else {"alpha": a})}
+        out.append(([x, index, arr(rng, src_shape, dt)], attrs,
+                    lambda t, i, s, d=d, a=a: torch.index_add(t, d, i, s, **(
+                        {} if a is None else {"alpha": a})), f"dim={d} {idx} alpha={a}"))
+    return out
+
+
+def _scatter(accumulate):
+    def build(rng, dt):
+        x = arr(rng, (4, 5), dt)
+        out = []
+        for d, shape in ((0, (3, 5)), (1, (4, 2)), (-1, (2, 3)), (0, (0, 5))):
+            n = x.shape[d]
+            if accumulate:
+                index = rng.integers(0, n, size=shape)
+            else:  # distinct targets per line, so the result is deterministic
+                index = np.stack([rng.permutation(n)[:shape[d]] for _ in
+                                  range(shape[1 - d % 2])], axis=1 - d % 2) if shape[d] else \
+                    np.zeros(shape, np.int64)
+            index = index.astype(np.int64)
+            fn = torch.scatter_add if accumulate else torch.scatter
+            out.append(([x, index, arr(rng, shape, dt)], {"dim": d},
+                        lambda t, i, s, d=d, fn=fn: fn(t, d, i, s), f"dim={d} {shape}"))
+        return out
+    return build
+
+
+def _masked_select(rng, dt):
+    s = rshape(rng, 2)
+    return [([arr(rng, s, dt), arr(rng, ms, "bool")], {}, torch.masked_select, f"mask {ms}")
+            for ms in (s, s[1:], (), (1, s[1]))] + \
+        [([arr(rng, (0, 3), dt), arr(rng, (3,), "bool")], {}, torch.masked_select, "empty")]
+
+
+def _nonzero(rng, dt):
+    return [([arr(rng, s, dt, "intlike")], {}, torch.nonzero, str(s))
+            for s in (rshape(rng, 2), (5,), (), (0, 3), rshape(rng, 3))]
+
+
+def _pad(rng, dt):
+    out = []
+    x3 = arr(rng, (2, 3, 5), dt)
+    x4 = arr(rng, (1, 2, 4, 5), dt)
+    for mode in ("reflect", "replicate", "circular"):
+        out.append(([x3], {"pad": [1, 2], "mode": mode},
+                    lambda t, m=mode: TF.pad(t, [1, 2], mode=m), f"{mode} 1 dim"))
+        out.append(([x4], {"pad": [1, 1, 2, 0], "mode": mode},
+                    lambda t, m=mode: TF.pad(t, [1, 1, 2, 0], mode=m), f"{mode} 2 dims"))
+    for pad, value in (([1, 2], None), ([0, 1, 2, 0, 1, 1], 1.5), ([-1, 2], None),
+                       ([2, -3, 0, 0], -0.5)):
+        attrs = {"pad": pad, **({} if value is None else {"value": value})}
+        out.append(([x3], attrs, lambda t, p=pad, v=value: TF.pad(t, p, value=v or 0.0),
+                    f"constant {pad} {value}"))
+    out.append(([arr(rng, (), dt)], {"pad": []}, lambda t: TF.pad(t, []), "0-d, no pad"))
+    return out
+
+
 TORCH_DT = {"f32": torch.float32, "f64": torch.float64, "i32": torch.int32, "i64": torch.int64,
             "bool": torch.bool}
 
@@ -243,6 +308,12 @@ TABLE = {
     "argsort": cases_spec(_argsort, FI, "n"),
     "topk": cases_spec(_topk, FI),
     "eye": Spec(_eye_gen, ALL, "n"),
+    "index_add": cases_spec(_index_add, FI),
+    "scatter": cases_spec(_scatter(False), FI),
+    "scatter_add": cases_spec(_scatter(True), FI),
+    "masked_select": cases_spec(_masked_select),
+    "nonzero": cases_spec(_nonzero, grad="n"),
+    "pad": cases_spec(_pad, F),
     # linear algebra
     **{name: _linalg(name) for name in ("dot", "outer", "addmm", "baddbmm", "trace", "diag",
                                         "diagonal", "einsum")},
