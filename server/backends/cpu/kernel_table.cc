@@ -41,4 +41,16 @@ const Kernel* KernelTable::Find(const std::string& op, absl::Span<const DType> d
   return nullptr;
 }
 
+const Kernel* KernelTable::FindAfter(const std::string& op, const std::string& after,
+                                     absl::Span<const DType> dtypes, const Attrs* attrs) const {
+  auto it = kernels_.find(op);
+  if (it == kernels_.end()) return nullptr;
+  bool seen = false;
+  for (const Kernel& k : it->second) {
+    if (seen && k.supports(dtypes, attrs)) return &k;
+    seen |= k.name == after;
+  }
+  return nullptr;
+}
+
 }  // namespace tensord::cpu

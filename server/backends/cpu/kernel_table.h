@@ -34,6 +34,10 @@ class KernelTable {
   const Kernel* Find(const std::string& op, absl::Span<const DType> dtypes,
                      const Attrs* attrs) const;
   bool Has(const std::string& op) const { return kernels_.count(op) > 0; }
+  // The first kernel after the one named `after` that supports the call: a kernel that
+  // declines a call at run time (a shape or value it cannot reproduce exactly) hands it on.
+  const Kernel* FindAfter(const std::string& op, const std::string& after,
+                          absl::Span<const DType> dtypes, const Attrs* attrs) const;
 
  private:
   std::map<std::string, std::vector<Kernel>> kernels_;
