@@ -24,70 +24,6 @@ absl::Status SameShapes(const std::string& op, absl::Span<const TensorMeta> in) 
   return absl::OkStatus();
 }
 
-// Internal elementwise loss over inputs of one shape and dtype. Its gradient is the internal op
-// `<name>_backward`(grad, inputs...), which returns one gradient per input.
-OpDef Elementwise(const std::string& name, int min_inputs, int max_inputs,
-                  std::vector<std::string> input_names) {
-  OpDef d;
-  d.name = name;
-  d.category = "loss";
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.input_names = std::move(input_names);
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
-  d.internal = true;
-  d.infer = [name](absl::Span<const TensorMeta> in,
-                   const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
-    RETURN_IF_ERROR(SameShapes(name, in));
-    return std::vector<TensorMeta>{in[0]};
-  };
-  const std::string backward = name + "_backward";
-  d.backward = [backward](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
-    std::vector<Tensor> args = {g.grad_outputs[0]};
-    args.insert(args.end(), g.inputs.begin(), g.inputs.end());
-    return g.run.Run(backward, std::move(args), g.attrs.map());
-  };
-  return d;
-}
-
-OpDef ElementwiseBackward(const std::string& forward, int min_inputs, int max_inputs) {
-  OpDef d;
-  d.name = forward + "_backward";
-  d.category = "loss";
-  d.min_inputs = min_inputs + 1;
-  d.max_inputs = max_inputs + 1;
-  d.dtypes = kFloat;
-  d.internal = true;
-  d.infer = [name = d.name](absl::Span<const TensorMeta> in,
-                            const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
-    RETURN_IF_ERROR(SameShapes(name, in));
-    return std::vector<TensorMeta>(in.size() - 1, in[0]);
-  };
-  return d;
-}
-
-OpDef Loss(const std::string& name, int min_inputs, int max_inputs,
-           std::vector<std::string> input_names) {
-  OpDef d;
-  d.name = name;
-  d.category = "loss";
-  d.min_inputs = min_inputs;
-  d.max_inputs = max_inputs;
-  d.input_names = std::move(input_names);
-  d.attrs = {LossReductionAttr()};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
-  d.promote_from = 0;  // every tensor operand is a float of the input's dtype
-  return d;
-}
-
-// `t` expanded to `shape` (a no-op when it has it already).
-absl::StatusOr<Tensor> ExpandTo(OpRunner& run, const Tensor& t, const Shape& shape) {
-  if (t.shape() == shape) return t;
-  return run.Run1("expand", {t}, {{"size", shape}});
-}
-
 // SHAPE_MISMATCH unless `t` broadcasts to `shape` without growing it (weights, pos_weight).
 absl::Status CheckBroadcastsTo(const std::string& op, const std::string& what, const Tensor& t,
                                const Shape& shape) {
@@ -120,8 +56,8 @@ absl::StatusOr<std::vector<Tensor>> L1Loss(OpRunner& run, absl::Span<const Tenso
                                            const Attrs& a) {
   auto shape = BroadcastShapes(in[0].shape(), in[1].shape());
   if (!shape.ok()) return WithMetadata(shape.status(), {{"op", "l1_loss"}});
-  ASSIGN_OR_RETURN(Tensor x, ExpandTo(run, in[0], *shape));
-  ASSIGN_OR_RETURN(Tensor t, ExpandTo(run, in[1], *shape));
+  ASSIGN_OR_RETURN(Tensor x, ExpandToShape(run, in[0], *shape));
+  ASSIGN_OR_RETURN(Tensor t, ExpandToShape(run, in[1], *shape));
   ASSIGN_OR_RETURN(Tensor l, run.Run1("l1_loss_elementwise", {x, t}));
   ASSIGN_OR_RETURN(Tensor out, ApplyLossReduction(run, l, a));
   return One(out);
@@ -150,7 +86,7 @@ absl::StatusOr<std::vector<Tensor>> BceWithLogitsLoss(OpRunner& run, absl::Span<
   std::vector<Tensor> args = {in[0], in[1]};
   if (in.size() > 3) {
     RETURN_IF_ERROR(CheckBroadcastsTo(op, "pos_weight", in[3], in[0].shape()));
-    ASSIGN_OR_RETURN(Tensor pw, ExpandTo(run, in[3], in[0].shape()));
+    ASSIGN_OR_RETURN(Tensor pw, ExpandToShape(run, in[3], in[0].shape()));
     args.push_back(pw);
   }
   ASSIGN_OR_RETURN(Tensor l, run.Run1(op + "_elementwise", args));
@@ -161,6 +97,70 @@ absl::StatusOr<std::vector<Tensor>> BceWithLogitsLoss(OpRunner& run, absl::Span<
 
 }  // namespace
 
+OpDef ElementwiseLoss(const std::string& name, int min_inputs, int max_inputs,
+                      std::vector<std::string> input_names, std::vector<AttrSpec> attrs) {
+  OpDef d;
+  d.name = name;
+  d.category = "loss";
+  d.min_inputs = min_inputs;
+  d.max_inputs = max_inputs;
+  d.input_names = std::move(input_names);
+  d.attrs = std::move(attrs);
+  d.dtypes = kFloat;
+  d.marking = Marking::kDifferentiable;
+  d.internal = true;
+  d.infer = [name](absl::Span<const TensorMeta> in,
+                   const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
+    RETURN_IF_ERROR(SameShapes(name, in));
+    return std::vector<TensorMeta>{in[0]};
+  };
+  const std::string backward = name + "_backward";
+  d.backward = [backward](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
+    std::vector<Tensor> args = {g.grad_outputs[0]};
+    args.insert(args.end(), g.inputs.begin(), g.inputs.end());
+    return g.run.Run(backward, std::move(args), g.attrs.map());
+  };
+  return d;
+}
+
+OpDef ElementwiseLossBackward(const std::string& forward, int min_inputs, int max_inputs,
+                              std::vector<AttrSpec> attrs) {
+  OpDef d;
+  d.name = forward + "_backward";
+  d.category = "loss";
+  d.min_inputs = min_inputs + 1;
+  d.max_inputs = max_inputs + 1;
+  d.attrs = std::move(attrs);
+  d.dtypes = kFloat;
+  d.internal = true;
+  d.infer = [name = d.name](absl::Span<const TensorMeta> in,
+                            const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
+    RETURN_IF_ERROR(SameShapes(name, in));
+    return std::vector<TensorMeta>(in.size() - 1, in[0]);
+  };
+  return d;
+}
+
+OpDef LossOp(const std::string& name, int min_inputs, int max_inputs,
+             std::vector<std::string> input_names) {
+  OpDef d;
+  d.name = name;
+  d.category = "loss";
+  d.min_inputs = min_inputs;
+  d.max_inputs = max_inputs;
+  d.input_names = std::move(input_names);
+  d.attrs = {LossReductionAttr()};
+  d.dtypes = kFloat;
+  d.marking = Marking::kDifferentiable;
+  d.promote_from = 0;  // every tensor operand is a float of the input's dtype
+  return d;
+}
+
+absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  return run.Run1("expand", {t}, {{"size", shape}});
+}
+
 AttrSpec LossReductionAttr() { return StringAttr("reduction", "mean", {"none", "mean", "sum"}); }
 
 absl::StatusOr<Tensor> ApplyLossReduction(OpRunner& run, const Tensor& loss, const Attrs& attrs) {
@@ -170,38 +170,39 @@ absl::StatusOr<Tensor> ApplyLossReduction(OpRunner& run, const Tensor& loss, con
 }
 
 void RegisterLossOps(OpRegistry& r) {
-  OpDef mse = Loss("mse_loss", 2, 2, {"input", "target"});
+  OpDef mse = LossOp("mse_loss", 2, 2, {"input", "target"});
   mse.doc = "(input - target)^2, broadcast, then reduced";
   mse.composite = MseLoss;
   MustAdd(r, std::move(mse));
 
-  OpDef l1 = Loss("l1_loss", 2, 2, {"input", "target"});
+  OpDef l1 = LossOp("l1_loss", 2, 2, {"input", "target"});
   l1.doc = "|input - target|, broadcast, then reduced";
   l1.composite = L1Loss;
   MustAdd(r, std::move(l1));
 
-  OpDef bce = Loss("binary_cross_entropy", 2, 3, {"input", "target", "weight"});
+  OpDef bce = LossOp("binary_cross_entropy", 2, 3, {"input", "target", "weight"});
   bce.doc = "input: probabilities in [0, 1]; log terms clamped at -100 like PyTorch";
   bce.composite = BceLoss;
   MustAdd(r, std::move(bce));
 
   OpDef bcel =
-      Loss("binary_cross_entropy_with_logits", 2, 4, {"input", "target", "weight", "pos_weight"});
+      LossOp("binary_cross_entropy_with_logits", 2, 4, {"input", "target", "weight", "pos_weight"});
   bcel.doc =
       "input: logits (stable log-sigmoid form). Optional inputs are positional: to give "
       "pos_weight without a weight, pass 1.0 as the weight";
   bcel.composite = BceWithLogitsLoss;
   MustAdd(r, std::move(bcel));
 
-  MustAdd(r, Elementwise("l1_loss_elementwise", 2, 2, {"input", "target"}));
-  MustAdd(r, ElementwiseBackward("l1_loss_elementwise", 2, 2));
-  MustAdd(r, Elementwise("binary_cross_entropy_elementwise", 2, 2, {"input", "target"}));
-  MustAdd(r, ElementwiseBackward("binary_cross_entropy_elementwise", 2, 2));
-  MustAdd(r, Elementwise("binary_cross_entropy_with_logits_elementwise", 2, 3,
-                         {"input", "target", "pos_weight"}));
-  MustAdd(r, ElementwiseBackward("binary_cross_entropy_with_logits_elementwise", 2, 3));
+  MustAdd(r, ElementwiseLoss("l1_loss_elementwise", 2, 2, {"input", "target"}));
+  MustAdd(r, ElementwiseLossBackward("l1_loss_elementwise", 2, 2));
+  MustAdd(r, ElementwiseLoss("binary_cross_entropy_elementwise", 2, 2, {"input", "target"}));
+  MustAdd(r, ElementwiseLossBackward("binary_cross_entropy_elementwise", 2, 2));
+  MustAdd(r, ElementwiseLoss("binary_cross_entropy_with_logits_elementwise", 2, 3,
+                             {"input", "target", "pos_weight"}));
+  MustAdd(r, ElementwiseLossBackward("binary_cross_entropy_with_logits_elementwise", 2, 3));
 
   RegisterCrossEntropyOps(r);
+  RegisterTier2LossOps(r);
 }
 
 }  // namespace tensord

@@ -72,6 +72,18 @@ absl::StatusOr<std::vector<int64_t>> ReductionDims(const std::string& op, const 
   return dims;
 }
 
+absl::StatusOr<std::vector<int64_t>> SingleDimOrAll(const std::string& op, const Attrs& attrs,
+                                                    int64_t rank) {
+  std::vector<int64_t> dims;
+  if (attrs.Has("dim")) {
+    ASSIGN_OR_RETURN(int64_t d, NormalizeDimFor(op, attrs.GetInt("dim"), rank));
+    if (rank > 0) dims.push_back(d);
+  } else {
+    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
+  }
+  return dims;
+}
+
 Shape ReducedShape(const Shape& in, const std::vector<int64_t>& dims, bool keepdim) {
   Shape out;
   for (int64_t d = 0; d < static_cast<int64_t>(in.size()); ++d) {
@@ -164,6 +176,8 @@ void RegisterReductionOps(OpRegistry& r) {
 
   RegisterMinMaxOps(r);
   RegisterStatisticOps(r);
+  RegisterProductScanOps(r);
+  RegisterNormOps(r);
 }
 
 }  // namespace tensord

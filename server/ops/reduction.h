@@ -24,14 +24,32 @@ absl::StatusOr<int64_t> NormalizeDimFor(const std::string& op, int64_t dim, int6
 // cannot reduce over it, as in PyTorch.
 absl::Status CheckNonEmptyReduction(const std::string& op, const Shape& in,
                                     const std::vector<int64_t>& dims);
+// Dims reduced by an op whose optional "dim" is a single int (max, prod, ...): that dim, or
+// every dim when absent; empty for a 0-d input.
+absl::StatusOr<std::vector<int64_t>> SingleDimOrAll(const std::string& op, const Attrs& attrs,
+                                                    int64_t rank);
 
 // Losses: the "reduction" attribute (none | mean | sum, default mean) and its application to
 // an unreduced loss through the mean and sum ops (so that autodiff sees them).
 AttrSpec LossReductionAttr();
 absl::StatusOr<Tensor> ApplyLossReduction(OpRunner& run, const Tensor& loss, const Attrs& attrs);
+// A public loss entry: inputs promoted to the input's float dtype, the reduction attribute.
+OpDef LossOp(const std::string& name, int min_inputs, int max_inputs,
+             std::vector<std::string> input_names);
+// An internal elementwise loss over operands of one shape and dtype, differentiated by the
+// internal op `<name>_backward`(grad, inputs...) (one gradient per input); both take `attrs`.
+OpDef ElementwiseLoss(const std::string& name, int min_inputs, int max_inputs,
+                      std::vector<std::string> input_names, std::vector<AttrSpec> attrs = {});
+OpDef ElementwiseLossBackward(const std::string& forward, int min_inputs, int max_inputs,
+                              std::vector<AttrSpec> attrs = {});
+// `t` expanded to `shape` (a no-op when it has it already).
+absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape& shape);
 
 // Family parts registered from RegisterReductionOps / RegisterLossOps.
 void RegisterMinMaxOps(OpRegistry& r);
 void RegisterStatisticOps(OpRegistry& r);
 void RegisterCrossEntropyOps(OpRegistry& r);
+void RegisterProductScanOps(OpRegistry& r);  // prod, cumsum, cumprod (tier 2)
+void RegisterNormOps(OpRegistry& r);         // norm (tier 2)
+void RegisterTier2LossOps(OpRegistry& r);    // smooth_l1, huber, kl_div, cosine_similarity
 }  // namespace tensord

@@ -11,14 +11,7 @@ using namespace ops;
 absl::StatusOr<std::pair<std::vector<int64_t>, Shape>> SingleDimReduction(const std::string& op,
                                                                           const TensorMeta& in,
                                                                           const Attrs& a) {
-  const int64_t rank = in.shape.size();
-  std::vector<int64_t> dims;
-  if (a.Has("dim")) {
-    ASSIGN_OR_RETURN(int64_t d, NormalizeDimFor(op, a.GetInt("dim"), rank));
-    if (rank > 0) dims.push_back(d);
-  } else {
-    for (int64_t d = 0; d < rank; ++d) dims.push_back(d);
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, SingleDimOrAll(op, a, in.shape.size()));
   RETURN_IF_ERROR(CheckNonEmptyReduction(op, in.shape, dims));
   return std::make_pair(dims, ReducedShape(in.shape, dims, a.GetBool("keepdim")));
 }

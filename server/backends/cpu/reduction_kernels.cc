@@ -167,6 +167,8 @@ void RegisterReductionKernels(KernelTable& t) {
   RegisterStatisticKernels(t);
   RegisterLossKernels(t);
   RegisterCrossEntropyKernels(t);
+  RegisterScanKernels(t);
+  RegisterNormKernels(t);
 }
 
 }  // namespace tensord::cpu

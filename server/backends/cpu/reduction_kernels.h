@@ -131,5 +131,7 @@ void RegisterMinMaxKernels(KernelTable& t);
 void RegisterStatisticKernels(KernelTable& t);
 void RegisterLossKernels(KernelTable& t);
 void RegisterCrossEntropyKernels(KernelTable& t);
+void RegisterScanKernels(KernelTable& t);  // prod, cumsum, cumprod
+void RegisterNormKernels(KernelTable& t);
 
 }  // namespace tensord::cpu

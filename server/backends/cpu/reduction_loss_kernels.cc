@@ -1,6 +1,7 @@
-// Loop kernels for the elementwise parts of l1_loss, binary_cross_entropy and
-// binary_cross_entropy_with_logits, and their gradients. Operands share one shape (the ops
-// expand them first), so every loop is flat; arithmetic is in double.
+// Loop kernels for the elementwise parts of l1_loss, binary_cross_entropy,
+// binary_cross_entropy_with_logits, smooth_l1_loss, huber_loss and kl_div, and their gradients.
+// Operands share one shape (the ops expand them first), so every loop is flat; arithmetic is in
+// double.
 #include <algorithm>
 #include <cmath>
 
@@ -118,6 +119,77 @@ absl::Status BceLogitsBackward(KernelCall& c) {
   return absl::OkStatus();
 }
 
+// smooth_l1 (beta > 0; the op routes beta = 0 to l1): quadratic inside |d| < beta.
+absl::Status SmoothL1(KernelCall& c) {
+  const double beta = c.attrs.GetFloat("beta", 1.0);
+  Flat(c, [beta](const double* v, double* r) {
+    const double z = std::fabs(v[0] - v[1]);
+    r[0] = z < beta ? 0.5 * z * z / beta : z - 0.5 * beta;
+  });
+  return absl::OkStatus();
+}
+
+absl::Status SmoothL1Backward(KernelCall& c) {
+  const double beta = c.attrs.GetFloat("beta", 1.0);
+  Flat(c, [beta](const double* v, double* r) {
+    const double d = v[1] - v[2];
+    r[0] = v[0] * (d < -beta ? -1.0 : d > beta ? 1.0 : d / beta);
+    r[1] = -r[0];
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Huber(KernelCall& c) {
+  const double delta = c.attrs.GetFloat("delta", 1.0);
+  Flat(c, [delta](const double* v, double* r) {
+    const double z = std::fabs(v[0] - v[1]);
+    r[0] = z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status HuberBackward(KernelCall& c) {
+  const double delta = c.attrs.GetFloat("delta", 1.0);
+  Flat(c, [delta](const double* v, double* r) {
+    const double d = v[1] - v[2];
+    r[0] = v[0] * (d < -delta ? -delta : d > delta ? delta : d);
+    r[1] = -r[0];
+  });
+  return absl::OkStatus();
+}
+
+// xlogy(t, t) = t log t, 0 at t = 0 (NaN stays NaN).
+double XLogX(double t) { return t == 0 ? 0.0 : t * std::log(t); }
+
+// kl_div pointwise, PyTorch's formulas: exp(t) (t - x) with log targets, else
+// xlogy(t, t) - t x.
+absl::Status KlDiv(KernelCall& c) {
+  const bool log_target = c.attrs.GetBool("log_target");
+  Flat(c, [log_target](const double* v, double* r) {
+    const double x = v[0], t = v[1];
+    r[0] = log_target ? std::exp(t) * (t - x) : XLogX(t) - t * x;
+  });
+  return absl::OkStatus();
+}
+
+// The target gradient without log targets is autograd's through xlogy(t, t): g xlogy(t != 0, t)
+// + g t / t - g x, which is NaN at t = 0, as in PyTorch.
+absl::Status KlDivBackward(KernelCall& c) {
+  const bool log_target = c.attrs.GetBool("log_target");
+  Flat(c, [log_target](const double* v, double* r) {
+    const double g = v[0], x = v[1], t = v[2];
+    if (log_target) {
+      const double e = std::exp(t);
+      r[0] = -g * e;
+      r[1] = g * e * (t - x) + g * e;
+    } else {
+      r[0] = -g * t;
+      r[1] = (t != 0 ? g * std::log(t) : 0.0) + g * t / t - g * x;
+    }
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterLossKernels(KernelTable& t) {
@@ -128,6 +200,12 @@ void RegisterLossKernels(KernelTable& t) {
   t.Add("binary_cross_entropy_with_logits_elementwise", "loop_bce_logits", kFloat, BceLogits);
   t.Add("binary_cross_entropy_with_logits_elementwise_backward", "loop_bce_logits_backward", kFloat,
         BceLogitsBackward);
+  t.Add("smooth_l1_loss_elementwise", "loop_smooth_l1", kFloat, SmoothL1);
+  t.Add("smooth_l1_loss_elementwise_backward", "loop_smooth_l1_backward", kFloat, SmoothL1Backward);
+  t.Add("huber_loss_elementwise", "loop_huber", kFloat, Huber);
+  t.Add("huber_loss_elementwise_backward", "loop_huber_backward", kFloat, HuberBackward);
+  t.Add("kl_div_elementwise", "loop_kl_div", kFloat, KlDiv);
+  t.Add("kl_div_elementwise_backward", "loop_kl_div_backward", kFloat, KlDivBackward);
 }
 
 }  // namespace tensord::cpu
