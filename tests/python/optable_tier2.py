@@ -4,7 +4,7 @@ import numpy as np
 import torch
 import torch.nn.functional as TF
 
-from opcheck import ALL, FI, I, Case, F, Spec, arr, rshape, unary_shapes
+from opcheck import ALL, FI, I, NP, Case, F, Spec, arr, rshape, unary_shapes
 from optable_elementwise import binary, ts, unary
 from optable_nn import spec_of
 from optable_tensor import cases_spec, distinct, reduction
@@ -28,10 +28,12 @@ def _cumulative(fn, kind="normal"):
     def build(rng, dt):
         x = arr(rng, rshape(rng, 3), dt, kind)
         out = [([x], {"dim": d}, lambda t, d=d: fn(t, dim=d), f"dim={d}") for d in (0, 1, -1)]
+        out.append(([x], {"dim": 1, "dtype": "f64"}, lambda t: fn(t, dim=1, dtype=torch.float64),
+                    "dtype f64"))
         out.append(([arr(rng, (), dt, kind)], {"dim": 0}, lambda t: fn(t, dim=0), "0-d"))
         out.append(([arr(rng, (0, 3), dt, kind)], {"dim": 1}, lambda t: fn(t, dim=1), "empty"))
         return out
-    return cases_spec(build, FI, "d", tol32=(1e-5, 1e-5))
+    return cases_spec(build, ALL, "d", tol32=(1e-5, 1e-5))
 
 
 def _norm(rng, dt):
@@ -136,19 +138,27 @@ def _linalg(name):
                       tol32=(1e-4, 1e-5))
 
 
-def _losses(fn, kx="normal", kt="normal"):
+def _losses(fn, kx="normal", kt="normal", reductions=("mean", "sum", "none"), variants=()):
+    """variants: extra attribute dicts (torch keyword names), each run with reduction sum."""
     def build(rng, dt):
         out = []
-        for red in ("mean", "sum", "none"):
+        for red in reductions:
             s = rshape(rng, 2)
             out.append(([arr(rng, s, dt, kx), arr(rng, s, dt, kt)], {"reduction": red},
                         lambda x, t, r=red: fn(x, t, reduction=r), red))
+        for extra in variants:
+            s = rshape(rng, 2)
+            attrs = {"reduction": "sum", **extra}
+            out.append(([arr(rng, s, dt, kx), arr(rng, s, dt, kt)], attrs,
+                        lambda x, t, a=attrs: fn(x, t, **a), str(extra)))
         return out
     return spec_of(build, tol32=(2e-5, 1e-6))
 
 
 def _cosine_similarity(rng, dt):
     return [([arr(rng, (3, 4), dt), arr(rng, (3, 4), dt)], {}, TF.cosine_similarity, "dim 1"),
+            ([arr(rng, (2, 3), dt), np.zeros((2, 3), NP[dt])], {"eps": 1e-6},
+             lambda a, b: TF.cosine_similarity(a, b, eps=1e-6), "zero vector, eps"),
             ([arr(rng, (3, 4), dt), arr(rng, (4,), dt)], {"dim": -1},
              lambda a, b: TF.cosine_similarity(a, b, dim=-1), "broadcast")]
 
@@ -292,7 +302,7 @@ TABLE = {
     "softmin": _dim_act(TF.softmin),
     # reductions and scans
     "prod": reduction(lambda x, **kw: torch.prod(x) if "dim" not in kw else
-                      torch.prod(x, kw["dim"], keepdim=kw.get("keepdim", False)), FI,
+                      torch.prod(x, kw["dim"], keepdim=kw.get("keepdim", False)), ALL,
                       lists=False, kind="nonzero", tol32=(1e-5, 1e-5)),
     "norm": cases_spec(_norm, F, "d", tol32=(1e-5, 1e-5)),
     "cumsum": _cumulative(torch.cumsum),
@@ -318,8 +328,9 @@ TABLE = {
     **{name: _linalg(name) for name in ("dot", "outer", "addmm", "baddbmm", "trace", "diag",
                                         "diagonal", "einsum")},
     # losses
-    "smooth_l1_loss": _losses(TF.smooth_l1_loss),
-    "huber_loss": _losses(TF.huber_loss),
-    "kl_div": _losses(TF.kl_div, "normal", "prob"),
+    "smooth_l1_loss": _losses(TF.smooth_l1_loss, variants=({"beta": 0.5}, {"beta": 2.0})),
+    "huber_loss": _losses(TF.huber_loss, variants=({"delta": 0.5}, {"delta": 2.0})),
+    "kl_div": _losses(TF.kl_div, "normal", "prob", ("sum", "none", "batchmean"),
+                      variants=({"log_target": True},)),
     "cosine_similarity": spec_of(_cosine_similarity, tol32=(1e-5, 1e-6)),
 }
