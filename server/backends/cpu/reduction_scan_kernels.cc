@@ -138,7 +138,9 @@ absl::Status CumsumBackwardKernel(KernelCall& c) {
 //   prod:    gx_i = g * P_i * Q_i, with P_i = prod_{m<i} x_m and Q_i = prod_{m>i} x_m;
 //   cumprod: gx_i = P_i * S_i, with S_i = sum_{j>=i} g_j prod_{i<m<=j} x_m, computed from the
 //            end as S_i = g_i + x_{i+1} S_{i+1}.
-// Both are exact with any number of zeros in a line, where result / x would be 0 / 0.
+// Both are exact with any number of zeros in a line, where result / x would be 0 / 0. The
+// prefix products are parked in the output (no temporary of the input's size), then scaled
+// on the way back.
 template <bool kCumulative>
 absl::Status ProductBackwardKernel(KernelCall& c) {
   const Tensor& g = c.inputs[0];
@@ -154,14 +156,15 @@ absl::Status ProductBackwardKernel(KernelCall& c) {
     const T* xp = x.data<T>();
     const T* gp = g.data<T>();
     T* q = c.outputs[0].data<T>();
-    std::vector<double> prefix(s.size * s.inner), acc(s.inner);
+    std::vector<double> acc(s.inner);
     for (int64_t o = 0; o < s.outer; ++o) {
       const int64_t line = o * s.size * s.inner;
       std::fill(acc.begin(), acc.end(), 1.0);
       for (int64_t r = 0; r < s.size; ++r) {
         for (int64_t j = 0; j < s.inner; ++j) {
-          prefix[r * s.inner + j] = acc[j];
-          acc[j] *= xp[line + r * s.inner + j];
+          const int64_t i = line + r * s.inner + j;
+          q[i] = static_cast<T>(acc[j]);
+          acc[j] *= xp[i];
         }
       }
       // acc: Q_i (prod) or S_i (cumprod), advanced from the end of the line.
@@ -169,12 +172,13 @@ absl::Status ProductBackwardKernel(KernelCall& c) {
       for (int64_t r = s.size - 1; r >= 0; --r) {
         for (int64_t j = 0; j < s.inner; ++j) {
           const int64_t i = line + r * s.inner + j;
+          const double prefix = q[i];
           if constexpr (kCumulative) {
             const double next = r + 1 < s.size ? xp[i + s.inner] : 0.0;
             acc[j] = gp[i] + next * acc[j];
-            q[i] = static_cast<T>(prefix[r * s.inner + j] * acc[j]);
+            q[i] = static_cast<T>(prefix * acc[j]);
           } else {
-            q[i] = static_cast<T>(gp[o * s.inner + j] * prefix[r * s.inner + j] * acc[j]);
+            q[i] = static_cast<T>(gp[o * s.inner + j] * prefix * acc[j]);
             acc[j] *= xp[i];
           }
         }
