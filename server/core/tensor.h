@@ -47,6 +47,9 @@ class Storage {
   // Bumped by in-place writes (assign); backward refuses saved tensors whose version moved.
   uint64_t version() const { return version_.load(); }
   void BumpVersion() { version_.fetch_add(1); }
+  // Undoes in-place writes whose bytes were restored (rollback of an atomic Execute batch), so
+  // values saved for backward before the batch stay usable.
+  void RestoreVersion(uint64_t version) { version_.store(version); }
 
  private:
   Storage(void* data, size_t bytes, std::shared_ptr<MemoryAccount> account)

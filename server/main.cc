@@ -1,0 +1,98 @@
+// tensord: the tensor-compute server. Flags may also come from TENSORD_* environment variables
+// (handy in containers); a flag on the command line wins over its variable.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_join.h"
+#include "server/service/server.h"
+
+ABSL_FLAG(std::string, address, "0.0.0.0:50051",
+          "host:port to listen on; port 0 picks a free port (env TENSORD_ADDRESS)");
+ABSL_FLAG(int64_t, ttl_seconds, 600,
+          "default idle time before a session is collected (env TENSORD_TTL_SECONDS)");
+ABSL_FLAG(int64_t, quota_bytes, int64_t{4} << 30,
+          "default memory quota of a session (env TENSORD_QUOTA_BYTES)");
+ABSL_FLAG(int64_t, max_quota_bytes, int64_t{64} << 30,
+          "largest quota a session may ask for (env TENSORD_MAX_QUOTA_BYTES)");
+ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
+          "gRPC message size limit; larger tensors stream in chunks "
+          "(env TENSORD_MAX_MESSAGE_BYTES)");
+ABSL_FLAG(int64_t, shutdown_grace_ms, 5000,
+          "on SIGTERM/SIGINT, how long in-flight calls may finish before they are cancelled "
+          "(env TENSORD_SHUTDOWN_GRACE_MS)");
+
+namespace {
+
+// Sets each flag from its environment variable before the command line is parsed, so the
+// command line overrides the environment and both go through the flag's own parser.
+bool ApplyEnvironment() {
+  static const char* const kFlags[][2] = {
+      {"address", "TENSORD_ADDRESS"},
+      {"ttl_seconds", "TENSORD_TTL_SECONDS"},
+      {"quota_bytes", "TENSORD_QUOTA_BYTES"},
+      {"max_quota_bytes", "TENSORD_MAX_QUOTA_BYTES"},
+      {"max_message_bytes", "TENSORD_MAX_MESSAGE_BYTES"},
+      {"shutdown_grace_ms", "TENSORD_SHUTDOWN_GRACE_MS"},
+  };
+  for (const auto& [flag, env] : kFlags) {
+    const char* value = std::getenv(env);
+    if (value == nullptr) continue;
+    std::string error;
+    absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
+    if (f == nullptr || !f->ParseFrom(value, &error)) {
+      std::fprintf(stderr, "tensord: bad %s='%s': %s\n", env, value, error.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!ApplyEnvironment()) return 2;
+  absl::ParseCommandLine(argc, argv);
+
+  // Signals are blocked in every thread (gRPC's inherit the mask) and taken synchronously
+  // below, so shutdown runs as ordinary code rather than inside a signal handler.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  tensord::ServerOptions options;
+  options.address = absl::GetFlag(FLAGS_address);
+  options.default_ttl_seconds = absl::GetFlag(FLAGS_ttl_seconds);
+  options.default_quota_bytes = absl::GetFlag(FLAGS_quota_bytes);
+  options.max_quota_bytes = absl::GetFlag(FLAGS_max_quota_bytes);
+  options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  options.shutdown_grace_ms = absl::GetFlag(FLAGS_shutdown_grace_ms);
+  auto server = tensord::TensordServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "tensord: %s\n", std::string(server.status().message()).c_str());
+    return 1;
+  }
+  std::string address = options.address;
+  const size_t colon = address.rfind(':');
+  if (colon != std::string::npos) {
+    address = address.substr(0, colon + 1) + std::to_string((*server)->port());
+  }
+  std::fprintf(stderr, "tensord listening on %s (insecure, %s backend, %d ops)\n", address.c_str(),
+               absl::StrJoin((*server)->backend_kinds(), "+").c_str(), (*server)->op_count());
+  std::fflush(stderr);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  std::fprintf(stderr, "tensord: %s, shutting down\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+  (*server)->Shutdown();
+  (*server)->Wait();
+  return 0;
+}

@@ -1,0 +1,228 @@
+#include "server/service/convert.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+
+namespace tensord {
+
+absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field) {
+  // tensord.v1.DType numbers are the core enum plus one (0 is "unspecified").
+  if (value < 1 || value > kNumDTypes) {
+    return Error(Reason::kInvalidRequest,
+                 absl::StrCat("request: ", field, " has dtype value ", value,
+                              value == 0 ? " (DTYPE_UNSPECIFIED)" : " (unknown)",
+                              "; use one of DTYPE_F32, DTYPE_F64, DTYPE_I32, DTYPE_I64, "
+                              "DTYPE_BOOL"),
+                 {{"field", field}, {"value", absl::StrCat(value)}});
+  }
+  return static_cast<DType>(value - 1);
+}
+
+v1::DType DTypeToProto(DType dtype) { return static_cast<v1::DType>(static_cast<int>(dtype) + 1); }
+
+void FillTensorInfo(uint64_t handle, const Tensor& t, v1::TensorInfo* info) {
+  info->set_handle(handle);
+  info->set_dtype(DTypeToProto(t.dtype()));
+  for (int64_t d : t.shape()) info->add_shape(d);
+  info->set_device(t.device());
+  const auto& meta = t.autograd();
+  info->set_requires_grad(meta != nullptr);
+  info->set_context_id(meta ? meta->context_id : 0);
+  info->set_is_leaf(meta != nullptr && meta->grad_fn == nullptr);
+  info->set_nbytes(t.nbytes());
+}
+
+void FillTensorData(const Tensor& t, std::string bytes, v1::TensorData* data) {
+  data->set_dtype(DTypeToProto(t.dtype()));
+  for (int64_t d : t.shape()) data->add_shape(d);
+  data->set_data(std::move(bytes));
+}
+
+absl::StatusOr<AttrValue> AttrFromProto(const std::string& op, const std::string& name,
+                                        const v1::AttrValue& value) {
+  switch (value.value_case()) {
+    case v1::AttrValue::kB:
+      return AttrValue(value.b());
+    case v1::AttrValue::kI:
+      return AttrValue(static_cast<int64_t>(value.i()));
+    case v1::AttrValue::kF:
+      return AttrValue(value.f());
+    case v1::AttrValue::kS:
+      return AttrValue(value.s());
+    case v1::AttrValue::kInts:
+      return AttrValue(
+          std::vector<int64_t>(value.ints().values().begin(), value.ints().values().end()));
+    case v1::AttrValue::kFloats:
+      return AttrValue(
+          std::vector<double>(value.floats().values().begin(), value.floats().values().end()));
+    case v1::AttrValue::VALUE_NOT_SET:
+      break;
+  }
+  return Error(Reason::kBadAttribute,
+               absl::StrCat(op, ": attribute '", name,
+                            "' has no value; omit it to take its "
+                            "default"),
+               {{"op", op}, {"attribute", name}});
+}
+
+void AttrToProto(const AttrValue& value, v1::AttrValue* out) {
+  if (const auto* b = std::get_if<bool>(&value)) {
+    out->set_b(*b);
+  } else if (const auto* i = std::get_if<int64_t>(&value)) {
+    out->set_i(*i);
+  } else if (const auto* f = std::get_if<double>(&value)) {
+    out->set_f(*f);
+  } else if (const auto* s = std::get_if<std::string>(&value)) {
+    out->set_s(*s);
+  } else if (const auto* ints = std::get_if<std::vector<int64_t>>(&value)) {
+    for (int64_t v : *ints) out->mutable_ints()->add_values(v);
+    out->mutable_ints();  // an empty list is a value, not "unset"
+  } else if (const auto* floats = std::get_if<std::vector<double>>(&value)) {
+    for (double v : *floats) out->mutable_floats()->add_values(v);
+    out->mutable_floats();
+  }
+}
+
+namespace {
+
+v1::Marking MarkingToProto(Marking m) {
+  switch (m) {
+    case Marking::kDifferentiable:
+      return v1::MARKING_DIFFERENTIABLE;
+    case Marking::kZeroGrad:
+      return v1::MARKING_ZERO_GRAD;
+    case Marking::kNonDifferentiable:
+      return v1::MARKING_NON_DIFFERENTIABLE;
+    case Marking::kUnmarked:
+      return v1::MARKING_UNMARKED;
+  }
+  return v1::MARKING_UNSPECIFIED;
+}
+
+absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, int k, int i) {
+  OperandSpec out;
+  switch (in.source_case()) {
+    case v1::Operand::kHandle:
+      out.source = OperandSpec::Handle{in.handle()};
+      break;
+    case v1::Operand::kCallOutput:
+      out.source = OperandSpec::CallOutput{in.call_output().call(), in.call_output().output()};
+      break;
+    case v1::Operand::kLiteral: {
+      OperandSpec::Literal lit;
+      ASSIGN_OR_RETURN(
+          lit.dtype, DTypeFromProto(in.literal().dtype(),
+                                    absl::StrCat("calls[", k, "].inputs[", i, "].literal.dtype")));
+      lit.shape.assign(in.literal().shape().begin(), in.literal().shape().end());
+      lit.data = in.literal().data();
+      out.source = std::move(lit);
+      break;
+    }
+    case v1::Operand::kScalar:
+      switch (in.scalar().value_case()) {
+        case v1::Scalar::kF:
+          out.source = OperandSpec::Scalar(in.scalar().f());
+          break;
+        case v1::Scalar::kI:
+          out.source = OperandSpec::Scalar(static_cast<int64_t>(in.scalar().i()));
+          break;
+        case v1::Scalar::kB:
+          out.source = OperandSpec::Scalar(in.scalar().b());
+          break;
+        case v1::Scalar::VALUE_NOT_SET:
+          break;  // stays monostate: BAD_OPERAND when the call runs
+      }
+      break;
+    case v1::Operand::SOURCE_NOT_SET:
+      break;
+  }
+  return out;
+}
+
+}  // namespace
+
+void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::OpInfo* info) {
+  info->set_name(def.name);
+  info->set_category(def.category);
+  info->set_tier(def.tier);
+  info->set_min_inputs(def.min_inputs);
+  info->set_max_inputs(def.max_inputs);
+  for (const std::string& n : def.input_names) info->add_input_names(n);
+  for (const AttrSpec& spec : def.attrs) {
+    v1::AttrInfo* a = info->add_attrs();
+    a->set_name(spec.name);
+    a->set_type(AttrTypeName(spec.type));
+    a->set_required(spec.required);
+    if (!std::holds_alternative<std::monostate>(spec.default_value)) {
+      AttrToProto(spec.default_value, a->mutable_default_value());
+    }
+    for (const std::string& c : spec.choices) a->add_choices(c);
+  }
+  for (DType d : def.dtypes.ToVector()) info->add_dtypes(DTypeToProto(d));
+  for (const std::string& b : backends) info->add_backends(b);
+  info->set_marking(MarkingToProto(def.marking));
+  info->set_origin(def.origin);
+  info->set_doc(def.doc);
+}
+
+absl::StatusOr<BatchSpec> BatchFromProto(const v1::ExecuteRequest& request) {
+  BatchSpec batch;
+  batch.no_grad = request.no_grad();
+  batch.context_id = request.context_id();
+  batch.calls.reserve(request.calls_size());
+  for (int k = 0; k < request.calls_size(); ++k) {
+    const v1::OpCall& in = request.calls(k);
+    CallSpec call;
+    call.op = in.op();
+    call.requires_grad = in.requires_grad();
+    call.fetch = in.fetch();
+    for (int i = 0; i < in.inputs_size(); ++i) {
+      auto operand = OperandFromProto(in.inputs(i), k, i);
+      if (!operand.ok()) {
+        return WithMetadata(operand.status(),
+                            {{"call_index", absl::StrCat(k)}, {"input_index", absl::StrCat(i)}});
+      }
+      call.inputs.push_back(*std::move(operand));
+    }
+    for (const auto& [name, value] : in.attrs()) {
+      auto attr = AttrFromProto(in.op(), name, value);
+      if (!attr.ok()) return WithMetadata(attr.status(), {{"call_index", absl::StrCat(k)}});
+      call.attrs.emplace(name, *std::move(attr));
+    }
+    batch.calls.push_back(std::move(call));
+  }
+  return batch;
+}
+
+absl::StatusOr<PutSpec> PutSpecFromProto(const v1::PutHeader& header) {
+  PutSpec spec;
+  ASSIGN_OR_RETURN(spec.dtype, DTypeFromProto(header.dtype(), "header.dtype"));
+  spec.shape.assign(header.shape().begin(), header.shape().end());
+  spec.device = header.device();
+  spec.requires_grad = header.requires_grad();
+  spec.context_id = header.context_id();
+  return spec;
+}
+
+absl::StatusOr<Checkpointing> CheckpointingFromProto(int value) {
+  switch (value) {
+    case v1::CHECKPOINTING_UNSPECIFIED:
+    case v1::CHECKPOINTING_NONE:
+      return Checkpointing::kNone;
+    case v1::CHECKPOINTING_BALANCED:
+      return Checkpointing::kBalanced;
+    default:
+      return Error(Reason::kInvalidRequest,
+                   absl::StrCat("autodiff: unknown checkpointing value ", value,
+                                "; use CHECKPOINTING_NONE or CHECKPOINTING_BALANCED"),
+                   {{"field", "checkpointing"}, {"value", absl::StrCat(value)}});
+  }
+}
+
+const char* CheckpointingName(Checkpointing c) {
+  return c == Checkpointing::kBalanced ? "balanced" : "none";
+}
+
+}  // namespace tensord

@@ -1,0 +1,39 @@
+// Protobuf messages of tensord.v1 ↔ core types. Parsing errors are INVALID_REQUEST (or the
+// more specific reason) and name the offending field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/ops/op_def.h"
+#include "server/service/execute.h"
+#include "server/service/transfer.h"
+#include "tensord/v1/service.pb.h"
+
+namespace tensord {
+
+// INVALID_REQUEST for DTYPE_UNSPECIFIED or an unknown enum value; `field` names it.
+absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field);
+v1::DType DTypeToProto(DType dtype);
+
+void FillTensorInfo(uint64_t handle, const Tensor& t, v1::TensorInfo* info);
+void FillTensorData(const Tensor& t, std::string bytes, v1::TensorData* data);
+
+// An unset AttrValue is BAD_ATTRIBUTE naming `name`.
+absl::StatusOr<AttrValue> AttrFromProto(const std::string& op, const std::string& name,
+                                        const v1::AttrValue& value);
+// std::monostate leaves `out` unset.
+void AttrToProto(const AttrValue& value, v1::AttrValue* out);
+
+void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::OpInfo* info);
+
+// The request as plain structs; literal bytes point into `request`, which must outlive it.
+absl::StatusOr<BatchSpec> BatchFromProto(const v1::ExecuteRequest& request);
+absl::StatusOr<PutSpec> PutSpecFromProto(const v1::PutHeader& header);
+
+absl::StatusOr<Checkpointing> CheckpointingFromProto(int value);
+const char* CheckpointingName(Checkpointing c);  // "none", "balanced"
+
+}  // namespace tensord

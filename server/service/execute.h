@@ -1,0 +1,82 @@
+// Execute batches: resolve operands, run the calls through the dispatcher, and either commit
+// every output as a new handle or leave the session exactly as it was. No gRPC or protobuf
+// types: the RPC layer converts its request into a BatchSpec first.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "server/dispatch/dispatcher.h"
+#include "server/service/session.h"
+
+namespace tensord {
+
+struct OperandSpec {
+  struct Handle {
+    uint64_t handle = 0;
+  };
+  struct CallOutput {
+    uint32_t call = 0;
+    uint32_t output = 0;
+  };
+  struct Literal {
+    DType dtype = DType::kF32;
+    Shape shape;
+    absl::string_view data;  // points into the request, which outlives the batch
+  };
+  // A number operand: a 0-d f64, i64 or bool tensor marked as a wrapped number.
+  using Scalar = std::variant<double, int64_t, bool>;
+  // monostate: the operand named no source (BAD_OPERAND).
+  std::variant<std::monostate, Handle, CallOutput, Literal, Scalar> source;
+};
+
+struct CallSpec {
+  std::string op;
+  std::vector<OperandSpec> inputs;
+  AttrMap attrs;
+  bool requires_grad = false;
+  bool fetch = false;
+};
+
+struct BatchSpec {
+  std::vector<CallSpec> calls;
+  bool no_grad = false;
+  uint64_t context_id = 0;
+};
+
+struct StoredTensor {
+  uint64_t handle = 0;
+  Tensor tensor;
+};
+
+struct CallOutcome {
+  std::vector<StoredTensor> outputs;
+  std::vector<std::string> fetched;  // host bytes of each output when the call asked for fetch
+};
+
+struct ExecuteLimits {
+  // Fetched bytes must fit the response message; above this the batch fails with
+  // LIMIT_EXCEEDED (and rolls back) instead of failing later in the transport.
+  int64_t max_fetch_bytes = int64_t{48} << 20;
+};
+
+// Runs `batch` in `session` (whose lock the caller holds). Atomic: on error no handle was
+// added, every touched autodiff tape is truncated back, in-place writes are undone, and the
+// error carries metadata call_index=k of the failing call.
+absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
+                                                      const Dispatcher& dispatcher,
+                                                      const BatchSpec& batch,
+                                                      const std::function<bool()>& cancelled,
+                                                      const ExecuteLimits& limits = {});
+
+// The tensor of an inline literal, charged to the session (BAD_TENSOR_DATA when the bytes do
+// not match shape × dtype).
+absl::StatusOr<Tensor> LiteralTensor(const Dispatcher& dispatcher, const Session& session,
+                                     const OperandSpec::Literal& literal);
+
+}  // namespace tensord

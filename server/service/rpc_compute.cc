@@ -1,0 +1,125 @@
+// Execute, autodiff contexts and Backward.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+#include "server/service/convert.h"
+#include "server/service/execute.h"
+#include "server/service/service_core.h"
+
+namespace tensord {
+namespace {
+
+CallEnv SessionEnv(Session& session, const ServiceCore::Cancelled& cancelled) {
+  CallEnv env;
+  env.account = session.account();
+  env.device = session.device();
+  env.autodiff_enabled = session.autodiff_enabled();
+  env.contexts = [&session](uint64_t id) { return session.LookupContext(id); };
+  env.cancelled = cancelled;
+  return env;
+}
+
+}  // namespace
+
+absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled& cancelled,
+                                  v1::ExecuteResponse* resp) {
+  BatchSpec batch;
+  ASSIGN_OR_RETURN(batch, BatchFromProto(req));
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  ExecuteLimits limits;
+  // Output infos and framing share the message with the fetched bytes.
+  limits.max_fetch_bytes = config_.max_message_bytes / 8 * 7;
+  std::vector<CallOutcome> outcomes;
+  ASSIGN_OR_RETURN(outcomes, ExecuteBatch(*session, dispatcher_, batch, cancelled, limits));
+  for (CallOutcome& outcome : outcomes) {
+    v1::CallResult* result = resp->add_results();
+    for (size_t i = 0; i < outcome.outputs.size(); ++i) {
+      const StoredTensor& out = outcome.outputs[i];
+      FillTensorInfo(out.handle, out.tensor, result->add_outputs());
+      if (i < outcome.fetched.size()) {
+        FillTensorData(out.tensor, std::move(outcome.fetched[i]), result->add_values());
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::OpenAutodiffContext(const v1::OpenAutodiffContextRequest& req,
+                                              v1::OpenAutodiffContextResponse* resp) {
+  Checkpointing checkpointing;
+  ASSIGN_OR_RETURN(checkpointing, CheckpointingFromProto(req.checkpointing()));
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  uint64_t id;
+  ASSIGN_OR_RETURN(id, session->OpenContext(checkpointing));
+  resp->set_context_id(id);
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::CloseAutodiffContext(const v1::CloseAutodiffContextRequest& req,
+                                               v1::CloseAutodiffContextResponse*) {
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  return session->CloseContext(req.context_id());
+}
+
+absl::Status ServiceCore::Backward(const v1::BackwardRequest& req, const Cancelled& cancelled,
+                                   v1::BackwardResponse* resp) {
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  const std::string ctx_id = absl::StrCat(req.context_id());
+  if (!session->autodiff_enabled()) {
+    return Error(Reason::kAutodiffContextNotEnabled,
+                 absl::StrCat("autodiff: backward in session ", session->id(),
+                              ", which was created with autodiff disabled"),
+                 {{"context_id", ctx_id}, {"context_state", "disabled"}});
+  }
+  AutodiffContext* ctx;
+  ASSIGN_OR_RETURN(ctx, session->FindContext(req.context_id()));
+  if (req.seeds_size() != 0 && req.seeds_size() != req.roots_size()) {
+    return Error(Reason::kInvalidRequest,
+                 absl::StrCat("autodiff: ", req.seeds_size(), " seeds for ", req.roots_size(),
+                              " roots; give one seed per root or none"),
+                 {{"field", "seeds"}, {"context_id", ctx_id}});
+  }
+  if (req.roots_size() == 0) {
+    return Error(Reason::kInvalidRequest, "autodiff: backward needs at least one root",
+                 {{"field", "roots"}, {"context_id", ctx_id}});
+  }
+  std::vector<Tensor> roots, seeds;
+  for (int r = 0; r < req.roots_size(); ++r) {
+    auto t = session->Get(req.roots(r));
+    if (!t.ok()) return WithMetadata(t.status(), {{"root_index", absl::StrCat(r)}});
+    roots.push_back(*std::move(t));
+  }
+  for (int r = 0; r < req.seeds_size(); ++r) {
+    auto t = session->Get(req.seeds(r));
+    if (!t.ok()) return WithMetadata(t.status(), {{"seed_index", absl::StrCat(r)}});
+    // A seed is a value: using an autodiff tensor as one must not tie it to a tape.
+    seeds.push_back(t->Detached());
+  }
+  std::vector<LeafGradient> grads;
+  ASSIGN_OR_RETURN(grads, dispatcher_.Backward(*ctx, roots, seeds, req.retain_graph(),
+                                               SessionEnv(*session, cancelled)));
+  std::sort(grads.begin(), grads.end(), [](const LeafGradient& a, const LeafGradient& b) {
+    return a.leaf->tensor_id < b.leaf->tensor_id;
+  });
+  for (LeafGradient& g : grads) {
+    Tensor grad = g.grad.Detached();
+    const uint64_t handle = session->Store(grad);
+    session->AddGradientHandle(ctx->id(), handle);
+    v1::Gradient* out = resp->add_gradients();
+    out->set_leaf(g.leaf->tensor_id);
+    FillTensorInfo(handle, grad, out->mutable_grad());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord

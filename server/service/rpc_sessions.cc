@@ -1,0 +1,124 @@
+// Session lifecycle and discovery RPCs.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/cpu/cpu_backend.h"
+#include "server/core/status.h"
+#include "server/service/convert.h"
+#include "server/service/service_core.h"
+
+namespace tensord {
+
+std::vector<std::unique_ptr<Backend>> MakeBackends() {
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(MakeCpuBackend());
+#ifdef TENSORD_CUDA
+  // The CUDA backend registers here once it exists; it reports no devices without a GPU.
+#endif
+  return backends;
+}
+
+ServiceCore::ServiceCore(ServiceConfig config)
+    : config_(std::move(config)),
+      dispatcher_(OpRegistry::Builtin(), MakeBackends()),
+      sessions_(config_.reap_interval) {
+  for (const OpDef* def : dispatcher_.registry().All()) {
+    if (def->internal) continue;
+    FillOpInfo(*def, dispatcher_.BackendsFor(*def), ops_.add_ops());
+  }
+}
+
+absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
+                                        v1::CreateSessionResponse* resp) {
+  SessionConfig config;
+  config.device = req.device().empty() ? "cpu" : req.device();
+  RETURN_IF_ERROR(dispatcher_.BackendFor(config.device).status());
+  const uint64_t ttl = req.ttl_seconds() ? req.ttl_seconds() : config_.default_ttl_seconds;
+  // A TTL beyond ten years is a mistake, and it would overflow absl::Duration arithmetic.
+  constexpr uint64_t kMaxTtlSeconds = uint64_t{10} * 365 * 24 * 3600;
+  if (ttl > kMaxTtlSeconds) {
+    return Error(
+        Reason::kLimitExceeded,
+        absl::StrCat("session: ttl_seconds ", ttl, " is above the limit of ", kMaxTtlSeconds),
+        {{"limit", "ttl_seconds"}, {"max", absl::StrCat(kMaxTtlSeconds)}});
+  }
+  config.ttl = absl::Seconds(static_cast<int64_t>(ttl));
+  const uint64_t quota =
+      req.memory_quota_bytes() ? req.memory_quota_bytes() : config_.default_quota_bytes;
+  // Refused rather than clamped: a client that asked for more would otherwise find out only
+  // when an allocation fails much later.
+  if (quota > static_cast<uint64_t>(config_.max_quota_bytes)) {
+    return Error(
+        Reason::kLimitExceeded,
+        absl::StrCat("session: memory_quota_bytes ", quota, " is above this server's maximum of ",
+                     config_.max_quota_bytes, " bytes"),
+        {{"limit", "memory_quota_bytes"},
+         {"requested", absl::StrCat(quota)},
+         {"max", absl::StrCat(config_.max_quota_bytes)}});
+  }
+  config.quota_bytes = static_cast<int64_t>(quota);
+  config.autodiff_enabled = !req.disable_autodiff();
+  std::shared_ptr<Session> session = sessions_.Create(config);
+  resp->set_session_id(session->id());
+  resp->set_ttl_seconds(ttl);
+  resp->set_memory_quota_bytes(quota);
+  resp->set_device(config.device);
+  resp->set_autodiff_enabled(config.autodiff_enabled);
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::KeepAlive(const v1::KeepAliveRequest& req, v1::KeepAliveResponse* resp) {
+  absl::Duration ttl;
+  ASSIGN_OR_RETURN(ttl, sessions_.KeepAlive(req.session_id()));
+  resp->set_ttl_seconds(absl::ToInt64Seconds(ttl));
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::CloseSession(const v1::CloseSessionRequest& req,
+                                       v1::CloseSessionResponse*) {
+  return sessions_.Close(req.session_id());
+}
+
+absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
+                                         v1::GetSessionInfoResponse* resp) {
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  resp->set_session_id(session->id());
+  resp->set_device(session->device());
+  resp->set_memory_used_bytes(session->account()->used());
+  resp->set_memory_quota_bytes(session->account()->quota());
+  resp->set_ttl_seconds(absl::ToInt64Seconds(session->ttl()));
+  resp->set_autodiff_enabled(session->autodiff_enabled());
+  for (const auto& [handle, t] : session->tensors()) {
+    FillTensorInfo(handle, t, resp->add_tensors());
+  }
+  for (const AutodiffContext* ctx : session->contexts()) {
+    v1::ContextInfo* info = resp->add_contexts();
+    info->set_context_id(ctx->id());
+    info->set_checkpointing(CheckpointingName(ctx->checkpointing()));
+    info->set_state(ContextStateName(ctx->state()));
+    info->set_tape_nodes(ctx->live_nodes());
+    info->set_saved_bytes(ctx->SavedBytes());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::ListDevices(const v1::ListDevicesRequest&,
+                                      v1::ListDevicesResponse* resp) {
+  for (const DeviceInfo& d : dispatcher_.Devices()) {
+    v1::DeviceInfo* info = resp->add_devices();
+    info->set_name(d.name);
+    info->set_kind(d.kind);
+    info->set_description(d.description);
+    info->set_memory_bytes(d.memory_bytes);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::ListOps(const v1::ListOpsRequest&, v1::ListOpsResponse* resp) {
+  *resp = ops_;
+  return absl::OkStatus();
+}
+
+}  // namespace tensord

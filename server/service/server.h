@@ -1,0 +1,63 @@
+// The tensord gRPC server: the Tensord service, the standard health service and server
+// reflection, on one insecure port.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+
+namespace tensord {
+
+class ServiceCore;
+class TensordService;
+
+struct ServerOptions {
+  std::string address = "127.0.0.1:50051";  // "127.0.0.1:0" picks a free port
+  int64_t default_ttl_seconds = 600;
+  int64_t default_quota_bytes = int64_t{4} << 30;
+  int64_t max_quota_bytes = int64_t{64} << 30;
+  int64_t reap_interval_ms = 1000;       // how often expired sessions are collected
+  int64_t max_message_bytes = 64 << 20;  // gRPC send/receive limit
+  // Shutdown waits this long for in-flight calls, then cancels them.
+  int64_t shutdown_grace_ms = 5000;
+};
+
+class TensordServer {
+ public:
+  // INVALID_ARGUMENT for inconsistent options; UNAVAILABLE when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<TensordServer>> Start(const ServerOptions& options);
+  ~TensordServer();  // Shutdown()
+  TensordServer(const TensordServer&) = delete;
+  TensordServer& operator=(const TensordServer&) = delete;
+
+  int port() const { return port_; }  // the bound port
+  // Stops accepting, finishes in-flight calls (cancelling those still running after the
+  // grace period), stops the reaper. Idempotent; safe from any thread.
+  void Shutdown();
+  void Wait();
+
+  // For the start-up line: served ops (internal helpers excluded) and backend kinds.
+  int op_count() const;
+  std::vector<std::string> backend_kinds() const;
+
+ private:
+  TensordServer(const ServerOptions& options, std::unique_ptr<ServiceCore> core);
+
+  const ServerOptions options_;
+  std::unique_ptr<ServiceCore> core_;
+  std::unique_ptr<TensordService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  absl::Mutex shutdown_mu_;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+};
+
+}  // namespace tensord

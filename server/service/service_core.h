@@ -1,0 +1,75 @@
+// The RPCs of tensord.v1.Tensord as plain functions: protobuf request in, protobuf response
+// out, absl::Status back. The gRPC handlers (tensord_service.cc) only adapt streams and
+// convert the status, so everything here is testable without a channel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/dispatch/dispatcher.h"
+#include "server/service/session.h"
+#include "tensord/v1/service.pb.h"
+
+namespace tensord {
+
+struct ServiceConfig {
+  int64_t default_ttl_seconds = 600;
+  int64_t default_quota_bytes = int64_t{4} << 30;
+  int64_t max_quota_bytes = int64_t{64} << 30;
+  absl::Duration reap_interval = absl::Seconds(1);
+  // The transport's message limit: inline fetches and download chunks stay below it.
+  int64_t max_message_bytes = 64 << 20;
+};
+
+// The backends this build serves, in preference order (CPU always).
+std::vector<std::unique_ptr<Backend>> MakeBackends();
+
+class ServiceCore {
+ public:
+  using Cancelled = std::function<bool()>;
+
+  explicit ServiceCore(ServiceConfig config);
+  ServiceCore(const ServiceCore&) = delete;
+  ServiceCore& operator=(const ServiceCore&) = delete;
+
+  absl::Status CreateSession(const v1::CreateSessionRequest& req, v1::CreateSessionResponse* resp);
+  absl::Status KeepAlive(const v1::KeepAliveRequest& req, v1::KeepAliveResponse* resp);
+  absl::Status CloseSession(const v1::CloseSessionRequest& req, v1::CloseSessionResponse* resp);
+  absl::Status GetSessionInfo(const v1::GetSessionInfoRequest& req,
+                              v1::GetSessionInfoResponse* resp);
+  absl::Status ListDevices(const v1::ListDevicesRequest& req, v1::ListDevicesResponse* resp);
+  absl::Status ListOps(const v1::ListOpsRequest& req, v1::ListOpsResponse* resp);
+
+  // `next` yields the stream's messages in order and returns false at its end (or when the
+  // client went away, which `cancelled` then reports).
+  absl::Status PutTensor(const std::function<bool(v1::PutTensorRequest*)>& next,
+                         const Cancelled& cancelled, v1::PutTensorResponse* resp);
+  // `write` sends one message and returns false when the client is gone.
+  absl::Status GetTensor(const v1::GetTensorRequest& req,
+                         const std::function<bool(const v1::GetTensorResponse&)>& write);
+  absl::Status Execute(const v1::ExecuteRequest& req, const Cancelled& cancelled,
+                       v1::ExecuteResponse* resp);
+  absl::Status Release(const v1::ReleaseRequest& req, v1::ReleaseResponse* resp);
+  absl::Status OpenAutodiffContext(const v1::OpenAutodiffContextRequest& req,
+                                   v1::OpenAutodiffContextResponse* resp);
+  absl::Status CloseAutodiffContext(const v1::CloseAutodiffContextRequest& req,
+                                    v1::CloseAutodiffContextResponse* resp);
+  absl::Status Backward(const v1::BackwardRequest& req, const Cancelled& cancelled,
+                        v1::BackwardResponse* resp);
+
+  const Dispatcher& dispatcher() const { return dispatcher_; }
+  SessionManager& sessions() { return sessions_; }
+  int op_count() const { return ops_.ops_size(); }
+
+ private:
+  const ServiceConfig config_;
+  Dispatcher dispatcher_;
+  SessionManager sessions_;
+  v1::ListOpsResponse ops_;  // the catalog never changes after start-up
+};
+
+}  // namespace tensord

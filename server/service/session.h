@@ -1,0 +1,159 @@
+// Sessions: a client's namespace of tensor handles and autodiff contexts, with a memory quota
+// and an idle TTL. No gRPC here; the RPC layer looks sessions up by id and locks them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "server/autodiff/tape.h"
+#include "server/core/tensor.h"
+
+namespace tensord {
+
+struct SessionConfig {
+  std::string device = "cpu";
+  absl::Duration ttl = absl::Minutes(10);
+  int64_t quota_bytes = int64_t{4} << 30;
+  bool autodiff_enabled = true;
+};
+
+// Every method but the accessors of immutable fields requires mu() to be held: the calls of
+// one session are serialized (an Execute batch sees a consistent session and rolls back as
+// a unit), while different sessions run in parallel.
+class Session {
+ public:
+  Session(std::string id, SessionConfig config);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const std::string& id() const { return id_; }
+  const std::string& device() const { return config_.device; }
+  absl::Duration ttl() const { return config_.ttl; }
+  bool autodiff_enabled() const { return config_.autodiff_enabled; }
+  const std::shared_ptr<MemoryAccount>& account() const { return account_; }
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+
+  // False once closed or collected: a call that found the session before that must not store.
+  bool live() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_; }
+  // SESSION_NOT_FOUND when the session was closed while the caller waited for its lock.
+  absl::Status CheckLive() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // TENSOR_NOT_FOUND (metadata tensor_id) for an unknown or released handle.
+  absl::StatusOr<Tensor> Get(uint64_t handle) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `t` under a new handle (never reused). An autodiff tensor learns its handle, so
+  // errors and gradients can name it.
+  uint64_t Store(Tensor t) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Atomic: an unknown handle fails the call and frees nothing. Repeated handles count once.
+  absl::StatusOr<size_t> Release(absl::Span<const uint64_t> handles)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::map<uint64_t, Tensor>& tensors() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return tensors_;
+  }
+
+  // Autodiff contexts. Ids start at 1; closed contexts stay listed so errors can say "closed".
+  absl::StatusOr<uint64_t> OpenContext(Checkpointing checkpointing)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // CONTEXT_NOT_FOUND for an id never opened in this session.
+  absl::StatusOr<AutodiffContext*> FindContext(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Null for an id never opened (the dispatcher's CallEnv::contexts).
+  AutodiffContext* LookupContext(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Frees the tape and the gradient handles Backward produced for the context. Idempotent.
+  absl::Status CloseContext(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Remembers a gradient handle, so closing the context frees it.
+  void AddGradientHandle(uint64_t context_id, uint64_t handle) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::vector<const AutodiffContext*> contexts() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AUTODIFF_CONTEXT_NOT_ENABLED (disabled) / CONTEXT_NOT_FOUND / AUTODIFF_CONTEXT_NOT_ENABLED
+  // (closed): the context a new requires-grad leaf may join. `what` names the caller.
+  absl::StatusOr<AutodiffContext*> OpenContextForLeaf(uint64_t id, const std::string& what)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Drops every tensor and context (close and expiry). The memory returns to the account
+  // once no in-flight transfer holds a tensor.
+  void Clear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+ private:
+  friend class SessionManager;
+
+  const std::string id_;
+  const SessionConfig config_;
+  const std::shared_ptr<MemoryAccount> account_;
+  mutable absl::Mutex mu_;
+  bool live_ ABSL_GUARDED_BY(mu_) = true;
+  uint64_t next_handle_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, Tensor> tensors_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_context_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::unique_ptr<AutodiffContext>> contexts_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::set<uint64_t>> gradient_handles_ ABSL_GUARDED_BY(mu_);
+
+  // Owned by SessionManager::mu_: calls in flight and the end of the last one.
+  int active_calls_ = 0;
+  absl::Time last_use_;
+};
+
+class SessionManager;
+
+// Keeps a session from being collected while a call uses it, and marks it used when done.
+class SessionRef {
+ public:
+  SessionRef(SessionManager* manager, std::shared_ptr<Session> session)
+      : manager_(manager), session_(std::move(session)) {}
+  SessionRef(SessionRef&& other) noexcept = default;
+  SessionRef& operator=(SessionRef&&) = delete;
+  SessionRef(const SessionRef&) = delete;
+  ~SessionRef();
+
+  Session* operator->() const { return session_.get(); }
+  Session& operator*() const { return *session_; }
+
+ private:
+  SessionManager* manager_;
+  std::shared_ptr<Session> session_;
+};
+
+class SessionManager {
+ public:
+  // Starts the reaper, which collects sessions idle past their TTL every `reap_interval`.
+  explicit SessionManager(absl::Duration reap_interval);
+  ~SessionManager();  // stops the reaper
+  SessionManager(const SessionManager&) = delete;
+  SessionManager& operator=(const SessionManager&) = delete;
+
+  std::shared_ptr<Session> Create(SessionConfig config);
+  // SESSION_NOT_FOUND (NOT_FOUND) for an id that does not exist, was closed or expired.
+  absl::StatusOr<SessionRef> Find(const std::string& id);
+  // Frees the session at once (waits for a call holding its lock to finish).
+  absl::Status Close(const std::string& id);
+  // Resets the idle timer; returns the session's TTL.
+  absl::StatusOr<absl::Duration> KeepAlive(const std::string& id);
+  // Collects sessions idle past their TTL at `now`; returns how many. The reaper calls it.
+  int Reap(absl::Time now);
+  size_t size() const;
+  void StopReaper();
+
+ private:
+  friend class SessionRef;
+  void Release(Session* session);
+  void ReaperLoop();
+
+  const absl::Duration reap_interval_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread reaper_;
+};
+
+// 128 random bits as 32 lowercase hex digits.
+std::string NewSessionId();
+
+}  // namespace tensord

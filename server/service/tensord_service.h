@@ -1,0 +1,50 @@
+// The gRPC face of ServiceCore.
+#pragma once
+
+#include "server/service/service_core.h"
+#include "tensord/v1/service.grpc.pb.h"
+
+namespace tensord {
+
+// Synchronous gRPC API, not the callback API: op calls and backward passes block on compute
+// for as long as they run, and callback reactions must not block (they run on gRPC's own
+// polling threads), so the callback API would need a second thread pool in front of the core.
+// The synchronous server already runs every call on a pool thread sized by gRPC.
+class TensordService final : public v1::Tensord::Service {
+ public:
+  explicit TensordService(ServiceCore& core) : core_(core) {}
+
+  grpc::Status CreateSession(grpc::ServerContext* ctx, const v1::CreateSessionRequest* req,
+                             v1::CreateSessionResponse* resp) override;
+  grpc::Status KeepAlive(grpc::ServerContext* ctx, const v1::KeepAliveRequest* req,
+                         v1::KeepAliveResponse* resp) override;
+  grpc::Status CloseSession(grpc::ServerContext* ctx, const v1::CloseSessionRequest* req,
+                            v1::CloseSessionResponse* resp) override;
+  grpc::Status GetSessionInfo(grpc::ServerContext* ctx, const v1::GetSessionInfoRequest* req,
+                              v1::GetSessionInfoResponse* resp) override;
+  grpc::Status ListDevices(grpc::ServerContext* ctx, const v1::ListDevicesRequest* req,
+                           v1::ListDevicesResponse* resp) override;
+  grpc::Status ListOps(grpc::ServerContext* ctx, const v1::ListOpsRequest* req,
+                       v1::ListOpsResponse* resp) override;
+  grpc::Status PutTensor(grpc::ServerContext* ctx, grpc::ServerReader<v1::PutTensorRequest>* reader,
+                         v1::PutTensorResponse* resp) override;
+  grpc::Status GetTensor(grpc::ServerContext* ctx, const v1::GetTensorRequest* req,
+                         grpc::ServerWriter<v1::GetTensorResponse>* writer) override;
+  grpc::Status Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
+                       v1::ExecuteResponse* resp) override;
+  grpc::Status Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
+                       v1::ReleaseResponse* resp) override;
+  grpc::Status OpenAutodiffContext(grpc::ServerContext* ctx,
+                                   const v1::OpenAutodiffContextRequest* req,
+                                   v1::OpenAutodiffContextResponse* resp) override;
+  grpc::Status CloseAutodiffContext(grpc::ServerContext* ctx,
+                                    const v1::CloseAutodiffContextRequest* req,
+                                    v1::CloseAutodiffContextResponse* resp) override;
+  grpc::Status Backward(grpc::ServerContext* ctx, const v1::BackwardRequest* req,
+                        v1::BackwardResponse* resp) override;
+
+ private:
+  ServiceCore& core_;
+};
+
+}  // namespace tensord
