@@ -11,8 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/cpp/tensord.h"
+#include "grpcpp/channel.h"
 #include "gtest/gtest.h"
 #include "server/service/server.h"
+#include "tensord/v1/service.grpc.pb.h"
 
 namespace tensord::service_test {
 
@@ -65,6 +67,10 @@ class ServiceTest : public ::testing::Test {
   void TearDown() override { session_.reset(); }
 
   static tc::Client& client() { return *env_->client; }
+  // The generated stub on the client's channel, for requests the library never sends.
+  static std::unique_ptr<v1::Tensord::Stub> RawStub() {
+    return v1::Tensord::NewStub(client().channel());
+  }
   static TensordServer& server() { return *env_->server; }
   tc::Session& session() { return *session_; }
 
