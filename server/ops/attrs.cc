@@ -24,6 +24,8 @@ const char* AttrTypeName(AttrType type) {
       return "floats";
     case AttrType::kDType:
       return "dtype";
+    case AttrType::kScalar:
+      return "scalar";
   }
   return "?";
 }
@@ -41,6 +43,15 @@ int64_t Attrs::GetInt(const std::string& name, int64_t def) const {
 }
 double Attrs::GetFloat(const std::string& name, double def) const {
   return Has(name) ? std::get<double>(values_.at(name)) : def;
+}
+double Attrs::GetNumber(const std::string& name, double def) const {
+  if (!Has(name)) return def;
+  const AttrValue& v = values_.at(name);
+  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+bool Attrs::HoldsInt(const std::string& name) const {
+  return Has(name) && std::holds_alternative<int64_t>(values_.at(name));
 }
 std::string Attrs::GetString(const std::string& name, const std::string& def) const {
   return Has(name) ? std::get<std::string>(values_.at(name)) : def;
@@ -130,6 +141,13 @@ absl::StatusOr<AttrValue> Coerce(const std::string& op, const AttrSpec& spec, co
     case AttrType::kDType:
       if (const auto* s = std::get_if<std::string>(&v)) {
         if (!ParseDType(*s).ok()) return BadAttr(op, spec.name, "is not a known dtype", shown);
+        return v;
+      }
+      return wrong();
+    case AttrType::kScalar:
+      if (std::holds_alternative<int64_t>(v)) return v;
+      if (const auto* d = std::get_if<double>(&v)) {
+        if (std::isnan(*d)) return BadAttr(op, spec.name, "must not be NaN", shown);
         return v;
       }
       return wrong();

@@ -14,7 +14,9 @@
 
 namespace tensord {
 
-enum class AttrType { kBool, kInt, kFloat, kString, kInts, kFloats, kDType };
+// kScalar: an int or a float kept as given (no widening), for attributes whose PyTorch meaning
+// depends on the Python type of the number (torch.arange(5) is i64, torch.arange(5.0) is f32).
+enum class AttrType { kBool, kInt, kFloat, kString, kInts, kFloats, kDType, kScalar };
 const char* AttrTypeName(AttrType type);
 
 // std::monostate means "absent" (an optional attribute with no default, e.g. sum's dim).
@@ -41,6 +43,10 @@ class Attrs {
   bool GetBool(const std::string& name, bool def = false) const;
   int64_t GetInt(const std::string& name, int64_t def = 0) const;
   double GetFloat(const std::string& name, double def = 0) const;
+  // A kScalar (or kInt/kFloat) attribute as a double, whichever alternative it holds.
+  double GetNumber(const std::string& name, double def = 0) const;
+  // True when the attribute is present and holds an integer (a kScalar given as an int).
+  bool HoldsInt(const std::string& name) const;
   std::string GetString(const std::string& name, const std::string& def = "") const;
   std::vector<int64_t> GetInts(const std::string& name) const;
   std::vector<double> GetFloats(const std::string& name) const;

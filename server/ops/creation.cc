@@ -1,4 +1,4 @@
-// Creation ops: tensors from attributes (zeros, ones, full, arange, random) and *_like.
+// Creation ops: tensors from attributes (zeros, ones, full, arange, eye, random) and *_like.
 #include <cmath>
 #include <limits>
 
@@ -88,13 +88,41 @@ absl::StatusOr<int64_t> ArangeLength(double start, double end, double step, DTyp
   return static_cast<int64_t>(length);
 }
 
+// The length of an integer range given as integers, in integer arithmetic: values past 2^53
+// have no exact double. The span is taken unsigned, where it cannot overflow.
+absl::StatusOr<int64_t> ExactArangeLength(int64_t start, int64_t end, int64_t step) {
+  if (step == 0) return AttrError("arange", "step", "must be nonzero and finite, got 0");
+  if ((step > 0 && end < start) || (step < 0 && end > start)) {
+    return AttrError(
+        "arange", "step",
+        absl::StrCat("= ", step, " has the wrong sign for the range ", start, " -> ", end));
+  }
+  const uint64_t span = step > 0 ? static_cast<uint64_t>(end) - static_cast<uint64_t>(start)
+                                 : static_cast<uint64_t>(start) - static_cast<uint64_t>(end);
+  const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  const uint64_t length = span / stride + (span % stride != 0);
+  if (length > (uint64_t{1} << 62)) {
+    return Error(
+        Reason::kLimitExceeded,
+        absl::StrCat("arange: ", start, " -> ", end, " by ", step, " has too many elements"),
+        {{"op", "arange"}, {"limit", "element_count"}});
+  }
+  return static_cast<int64_t>(length);
+}
+
 absl::StatusOr<std::vector<TensorMeta>> ArangeInfer(absl::Span<const TensorMeta>, const Attrs& a) {
-  const double start = a.GetFloat("start"), end = a.GetFloat("end"), step = a.GetFloat("step");
-  // The wire carries numbers, not Python types, so "integral" means integral values.
-  const bool integral = Integral(start) && Integral(end) && Integral(step);
-  const DType dtype = AttrDType(a, integral ? DType::kI64 : DType::kF32);
+  const double start = a.GetNumber("start"), end = a.GetNumber("end"), step = a.GetNumber("step");
+  // torch picks i64 only when every bound is a Python int: arange(5) is i64, arange(5.0) f32.
+  // kScalar attributes keep the number as the client sent it, so the wire can tell.
+  const bool ints = a.HoldsInt("start") && a.HoldsInt("end") && a.HoldsInt("step");
+  const DType dtype = AttrDType(a, ints ? DType::kI64 : DType::kF32);
   if (IsBool(dtype)) {
     return DtypeError("arange", "dtype bool is not supported (f32, f64, i32, i64)");
+  }
+  if (ints && IsInt(dtype)) {
+    ASSIGN_OR_RETURN(int64_t n,
+                     ExactArangeLength(a.GetInt("start"), a.GetInt("end"), a.GetInt("step")));
+    return std::vector<TensorMeta>{{dtype, Shape{n}}};
   }
   // Integer outputs convert start and step to integers, which must exist.
   if (IsInt(dtype) && !(std::fabs(start) < 0x1p63 && std::fabs(step) < 0x1p63)) {
@@ -104,6 +132,22 @@ absl::StatusOr<std::vector<TensorMeta>> ArangeInfer(absl::Span<const TensorMeta>
   }
   ASSIGN_OR_RETURN(int64_t n, ArangeLength(start, end, step, dtype));
   return std::vector<TensorMeta>{{dtype, Shape{n}}};
+}
+
+// torch.eye: n rows, m columns (default n), ones on the main diagonal.
+absl::StatusOr<std::vector<TensorMeta>> EyeInfer(absl::Span<const TensorMeta>, const Attrs& a) {
+  const int64_t n = a.GetInt("n"), m = a.Has("m") ? a.GetInt("m") : n;
+  for (const auto& [attr, v] : {std::pair<const char*, int64_t>{"n", n}, {"m", m}}) {
+    if (v < 0) return AttrError("eye", attr, absl::StrCat("must be non-negative, got ", v));
+  }
+  const DType dtype = AttrDType(a, DType::kF32);
+  if (!kFloatInt.Contains(dtype)) {
+    return DtypeError("eye", absl::StrCat("dtype ", DTypeName(dtype), " is not supported (",
+                                          kFloatInt.ToString(), ")"));
+  }
+  auto count = CheckedNumElements({n, m});
+  if (!count.ok()) return WithMetadata(count.status(), {{"op", "eye"}});
+  return std::vector<TensorMeta>{{dtype, Shape{n, m}}};
 }
 
 OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
@@ -155,16 +199,31 @@ void RegisterCreationOps(OpRegistry& r) {
   arange.name = "arange";
   arange.category = "creation";
   arange.min_inputs = arange.max_inputs = 0;
-  arange.attrs = {FloatAttr("start", 0), RequiredFloatAttr("end"), FloatAttr("step", 1),
+  arange.attrs = {{"start", AttrType::kScalar, int64_t{0}},
+                  {"end", AttrType::kScalar, {}, true},
+                  {"step", AttrType::kScalar, int64_t{1}},
                   DTypeAttr("dtype")};
   arange.dtypes = kFloatInt;
   arange.creation = true;
   arange.marking = Marking::kNonDifferentiable;
   arange.infer = ArangeInfer;
   arange.doc =
-      "Default dtype i64 when start, end and step are integral values, else f32. Integer "
-      "outputs truncate start and step first, as torch does.";
+      "Default dtype i64 when start, end and step are all given as integers (as torch.arange "
+      "with Python ints), else f32. Integer outputs truncate start and step first, as torch "
+      "does.";
   MustAdd(r, std::move(arange));
+
+  OpDef eye;
+  eye.name = "eye";
+  eye.category = "creation";
+  eye.tier = 2;
+  eye.min_inputs = eye.max_inputs = 0;
+  eye.attrs = {RequiredIntAttr("n"), OptionalIntAttr("m"), DTypeAttr("dtype")};
+  eye.dtypes = kFloatInt;
+  eye.creation = true;
+  eye.marking = Marking::kNonDifferentiable;
+  eye.infer = EyeInfer;
+  MustAdd(r, std::move(eye));
 
   MustAdd(r, RandomOp("rand", kFloat, DType::kF32));
   MustAdd(r, RandomOp("randn", kFloat, DType::kF32));

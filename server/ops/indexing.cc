@@ -1,6 +1,6 @@
 // Indexing by tensors: index_select and gather (index values are checked by the kernel, which
 // never reads out of bounds), masked_fill, one_hot, and the two scatter-add internal ops their
-// gradients are written with (tier-2 scatter ops come later and are client-facing).
+// gradients are written with (the client-facing scatter ops are in indexing_tier2.cc).
 #include <cmath>
 #include <limits>
 
@@ -10,13 +10,6 @@
 namespace tensord {
 namespace {
 using namespace ops;
-
-absl::Status CheckIndexDtype(const std::string& op, const TensorMeta& index) {
-  if (IsInt(index.dtype)) return absl::OkStatus();
-  return Error(Reason::kDtypeMismatch,
-               absl::StrCat(op, ": index must be i32 or i64, got ", DTypeName(index.dtype)),
-               {{"op", op}, {"dtype", std::string(DTypeName(index.dtype))}});
-}
 
 absl::Status ShapeMismatch(const std::string& op, const std::string& what, const Shape& shape) {
   return Error(Reason::kShapeMismatch, absl::StrCat(op, ": ", what),
@@ -145,6 +138,17 @@ absl::Status CheckFillValue(DType dtype, double v) {
 }
 
 }  // namespace
+
+namespace ops {
+
+absl::Status CheckIndexDtype(const std::string& op, const TensorMeta& index) {
+  if (IsInt(index.dtype)) return absl::OkStatus();
+  return Error(Reason::kDtypeMismatch,
+               absl::StrCat(op, ": index must be i32 or i64, got ", DTypeName(index.dtype)),
+               {{"op", op}, {"dtype", std::string(DTypeName(index.dtype))}});
+}
+
+}  // namespace ops
 
 void RegisterIndexingOps(OpRegistry& r) {
   OpDef index_select = Indexing("index_select", {"input", "index"}, kAll);

@@ -301,6 +301,10 @@ void RegisterShapeOps(OpRegistry& r) {
   RegisterShapeSliceOps(r);
   RegisterIndexingOps(r);
   RegisterShapeDeviceOps(r);
+  RegisterShapeTier2Ops(r);
+  RegisterPadOps(r);
+  RegisterIndexingTier2Ops(r);
+  RegisterSortingOps(r);
 }
 
 }  // namespace tensord

@@ -1,5 +1,6 @@
 // Shared by the shape and indexing op files (shape.cc, shape_join.cc, shape_slice.cc,
-// indexing.cc, shape_device.cc): the family's registration pieces and dim helpers.
+// indexing.cc, shape_device.cc, shape_tier2.cc, shape_pad.cc, indexing_tier2.cc, sorting.cc):
+// the family's registration pieces and the attribute resolution their kernels share.
 #pragma once
 
 #include <string>
@@ -17,6 +18,11 @@ void RegisterShapeJoinOps(OpRegistry& r);    // cat, stack, split, chunk
 void RegisterShapeSliceOps(OpRegistry& r);   // narrow, slice, slice_backward
 void RegisterIndexingOps(OpRegistry& r);     // index_select, gather, masked_fill, one_hot
 void RegisterShapeDeviceOps(OpRegistry& r);  // to_device, assign
+void RegisterShapeTier2Ops(OpRegistry& r);   // flip, roll, repeat, tile, tril, triu
+void RegisterPadOps(OpRegistry& r);          // pad, pad_backward
+// scatter, scatter_add, index_add, masked_select, nonzero
+void RegisterIndexingTier2Ops(OpRegistry& r);
+void RegisterSortingOps(OpRegistry& r);  // sort, argsort, topk
 
 namespace ops {
 
@@ -48,6 +54,33 @@ struct SliceSpec {
 absl::StatusOr<SliceSpec> ResolveSlice(const Shape& in, const Attrs& attrs);
 // From narrow's attributes (dim, start, length).
 absl::StatusOr<SliceSpec> ResolveNarrow(const Shape& in, const Attrs& attrs);
+
+// DTYPE_MISMATCH unless `index` is i32 or i64.
+absl::Status CheckIndexDtype(const std::string& op, const TensorMeta& index);
+
+// flip's dims, wrapped and checked to be distinct.
+absl::StatusOr<std::vector<int64_t>> FlipDims(const Shape& in, const Attrs& attrs);
+
+// roll as a roll of `shape` (the input's, or its flattened [numel] when dims is absent) by
+// `shifts[d]` in [0, shape[d]) along every dim d.
+struct RollSpec {
+  Shape shape;
+  std::vector<int64_t> shifts;
+};
+absl::StatusOr<RollSpec> ResolveRoll(const Shape& in, const Attrs& attrs);
+
+// Per-dim repeat counts of repeat ("repeats") and tile ("dims"), at least one per input dim;
+// the input is read as if it had leading 1s up to their number.
+absl::StatusOr<std::vector<int64_t>> ResolveRepeats(const std::string& op, const Shape& in,
+                                                    const Attrs& attrs);
+
+// pad's attributes resolved per input dim: elements added before and after (negative: cut).
+struct PadSpec {
+  std::vector<int64_t> before, after;
+  std::string mode;
+  Shape out;
+};
+absl::StatusOr<PadSpec> ResolvePad(const std::string& op, const Shape& in, const Attrs& attrs);
 
 }  // namespace ops
 }  // namespace tensord

@@ -63,6 +63,51 @@ TEST(CreationOps, ArangeValuesAndDefaultDtype) {
   EXPECT_TRUE(SameValues(Create("arange", {{"start", int64_t{3}}, {"end", int64_t{3}}}), {0}, {}));
 }
 
+// torch.arange(5) is i64 but torch.arange(5.0), arange(0, 5, 1.0) and arange(0.0, 5) are f32:
+// the default dtype follows how the numbers were given, not whether their values are whole.
+TEST(CreationOps, ArangeDefaultDtypeFollowsTheGivenNumbers) {
+  struct Case {
+    AttrMap attrs;
+    DType dtype;
+  };
+  const std::vector<Case> cases = {
+      {{{"end", int64_t{5}}}, DType::kI64},
+      {{{"end", 5.0}}, DType::kF32},
+      {{{"start", 0.0}, {"end", int64_t{5}}}, DType::kF32},
+      {{{"end", int64_t{5}}, {"step", 1.0}}, DType::kF32},
+      {{{"start", int64_t{0}}, {"end", int64_t{5}}, {"step", int64_t{1}}}, DType::kI64},
+      {{{"end", 5.0}, {"dtype", std::string("i32")}}, DType::kI32},
+      {{{"end", int64_t{5}}, {"dtype", std::string("f64")}}, DType::kF64},
+  };
+  for (const Case& c : cases) {
+    Tensor a = Create("arange", c.attrs);
+    EXPECT_EQ(a.dtype(), c.dtype) << AttrValueToString(c.attrs.at("end"));
+    EXPECT_TRUE(SameValues(a, {5}, {0, 1, 2, 3, 4}));
+  }
+  // The value survives as given: a large integer end is not rounded through a double.
+  Tensor big =
+      Create("arange", {{"start", int64_t{9007199254740993}}, {"end", int64_t{9007199254740995}}});
+  EXPECT_EQ(big.dtype(), DType::kI64);
+  ASSERT_EQ(big.numel(), 2);
+  EXPECT_EQ(big.data<int64_t>()[0], int64_t{9007199254740993});
+  EXPECT_EQ(big.data<int64_t>()[1], int64_t{9007199254740994});
+  // The whole i64 range has a length too large for any tensor, not an overflow.
+  EXPECT_EQ(ReasonOf(RunOp("arange", {}, {{"start", INT64_MIN}, {"end", INT64_MAX}})),
+            Reason::kLimitExceeded);
+  Tensor down =
+      Create("arange", {{"start", INT64_MAX}, {"end", INT64_MAX - 7}, {"step", int64_t{-3}}});
+  ASSERT_EQ(down.numel(), 3);
+  EXPECT_EQ(down.data<int64_t>()[2], INT64_MAX - 6);
+  // The attribute keeps its type in the validated attributes, for kernels and ListOps alike.
+  auto def = OpRegistry::Builtin().Find("arange");
+  ASSERT_TRUE(def.ok());
+  auto attrs = ValidateAttrs("arange", (*def)->attrs, {{"end", 5.0}});
+  ASSERT_TRUE(attrs.ok());
+  EXPECT_TRUE(std::holds_alternative<double>(attrs->map().at("end")));
+  EXPECT_TRUE(attrs->HoldsInt("start"));
+  EXPECT_EQ(attrs->GetNumber("end"), 5.0);
+}
+
 TEST(CreationOps, ArangeErrors) {
   auto reason = [](const AttrMap& attrs) { return ReasonOf(RunOp("arange", {}, attrs)); };
   EXPECT_EQ(reason({{"end", int64_t{5}}, {"step", int64_t{0}}}), Reason::kBadAttribute);
@@ -72,11 +117,39 @@ TEST(CreationOps, ArangeErrors) {
   EXPECT_EQ(reason({}), Reason::kBadAttribute);  // end is required
   EXPECT_EQ(reason({{"end", int64_t{3}}, {"dtype", std::string("bool")}}), Reason::kDtypeMismatch);
   EXPECT_EQ(reason({{"end", 1e300}, {"step", 1e-300}}), Reason::kLimitExceeded);
-  EXPECT_EQ(reason({{"start", -1e30}, {"end", 1e30}, {"step", 1e29}}), Reason::kBadAttribute);
+  EXPECT_EQ(
+      reason({{"start", -1e30}, {"end", 1e30}, {"step", 1e29}, {"dtype", std::string("i64")}}),
+      Reason::kBadAttribute);
+  EXPECT_EQ(reason({{"end", std::string("5")}}), Reason::kBadAttribute);  // not a number
+  EXPECT_EQ(reason({{"end", NAN}}), Reason::kBadAttribute);
   EXPECT_TRUE(SameValues(
       Create("arange",
              {{"start", -1e30}, {"end", 1e30}, {"step", 1e30}, {"dtype", std::string("f64")}}),
       {2}, {-1e30, 0}));
+}
+
+TEST(CreationOps, EyeEveryDtype) {
+  for (DType d : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
+    const std::string name(DTypeName(d));
+    for (const auto& [n, m] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 3}, {2, 4}, {4, 2}, {0, 2}, {1, 1}, {3, 0}}) {
+      Tensor e = Create("eye", {{"n", n}, {"m", m}, {"dtype", name}});
+      EXPECT_EQ(e.dtype(), d);
+      EXPECT_TRUE(SameValues(
+          e, {n, m}, Expected({n, m}, [](const Shape& i) { return i[0] == i[1] ? 1.0 : 0.0; })));
+    }
+  }
+  // m defaults to n, dtype to f32.
+  Tensor e = Create("eye", {{"n", int64_t{3}}});
+  EXPECT_EQ(e.dtype(), DType::kF32);
+  EXPECT_TRUE(SameValues(e, {3, 3}, {1, 0, 0, 0, 1, 0, 0, 0, 1}));
+  auto reason = [](const AttrMap& attrs) { return ReasonOf(RunOp("eye", {}, attrs)); };
+  EXPECT_EQ(reason({{"n", int64_t{-1}}}), Reason::kBadAttribute);
+  EXPECT_EQ(reason({{"n", int64_t{2}}, {"m", int64_t{-3}}}), Reason::kBadAttribute);
+  EXPECT_EQ(reason({}), Reason::kBadAttribute);  // n is required
+  EXPECT_EQ(reason({{"n", 2.5}}), Reason::kBadAttribute);
+  EXPECT_EQ(reason({{"n", int64_t{2}}, {"dtype", std::string("bool")}}), Reason::kDtypeMismatch);
+  EXPECT_EQ(reason({{"n", int64_t{1} << 40}}), Reason::kLimitExceeded);
 }
 
 TEST(CreationOps, RandIsUniformAndSeeded) {

@@ -1,4 +1,5 @@
 // Kernels for creation ops.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -33,16 +34,31 @@ absl::Status FillFromAttr(KernelCall& c) {
 // start and step truncated to integers first.
 absl::Status ArangeKernel(KernelCall& c) {
   Tensor& out = c.outputs[0];
-  const double start = c.attrs.GetFloat("start"), step = c.attrs.GetFloat("step");
+  const double start = c.attrs.GetNumber("start"), step = c.attrs.GetNumber("step");
   const int64_t n = out.numel();
   TENSORD_DISPATCH_NUMERIC(out.dtype(), [&] {
     T* p = out.data<T>();
     if constexpr (std::is_floating_point_v<T>) {
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + step * static_cast<double>(i));
     } else {
-      const int64_t s = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
+      // Integers given as integers are used as they are (no rounding through a double).
+      const int64_t s =
+          c.attrs.HoldsInt("start") ? c.attrs.GetInt("start") : static_cast<int64_t>(start);
+      const int64_t st =
+          c.attrs.HoldsInt("step") ? c.attrs.GetInt("step") : static_cast<int64_t>(step);
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(s + st * i);
     }
+  });
+  return absl::OkStatus();
+}
+
+absl::Status EyeKernel(KernelCall& c) {
+  Tensor& out = c.outputs[0];
+  Fill(out, 0);
+  const int64_t rows = out.dim(0), cols = out.dim(1);
+  TENSORD_DISPATCH_NUMERIC(out.dtype(), [&] {
+    T* p = out.data<T>();
+    for (int64_t i = 0; i < std::min(rows, cols); ++i) p[i * cols + i] = T(1);
   });
   return absl::OkStatus();
 }
@@ -142,6 +158,7 @@ void RegisterCreationKernels(KernelTable& t) {
   t.Add("ones_like", "loop_fill", kAll, FillWith(1));
   t.Add("full_like", "loop_fill", kAll, FillFromAttr);
   t.Add("arange", "loop_arange", kFloatInt, ArangeKernel);
+  t.Add("eye", "loop_eye", kFloatInt, EyeKernel);
   t.Add("rand", "splitmix_uniform", kFloat, RandKernel);
   t.Add("randn", "splitmix_box_muller", kFloat, RandnKernel);
   t.Add("randint", "splitmix_randint", kFloatInt, RandintKernel);

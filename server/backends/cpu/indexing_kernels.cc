@@ -1,6 +1,7 @@
-// Kernels for indexing by tensors: index_select, gather, their scatter-add gradients,
-// masked_fill and one_hot. Every index is validated before anything is read or written, so a
-// bad index is an INDEX_OUT_OF_RANGE error and never an out-of-bounds access.
+// Kernels for indexing by tensors: index_select, gather, their scatter-add gradients, the
+// client-facing scatter, scatter_add and index_add, masked_fill and one_hot. Every index is
+// validated before anything is read or written, so a bad index is an INDEX_OUT_OF_RANGE error
+// and never an out-of-bounds access.
 #include <algorithm>
 #include <cstring>
 
@@ -71,11 +72,17 @@ absl::Status IndexAlongDim(KernelCall& c, bool add) {
         }
       } else if constexpr (!std::is_same_v<T, bool>) {
         const T* src = c.inputs[2].data<T>();
+        // index_add's alpha (infer checked it is integral for integer dtypes).
+        const T alpha = static_cast<T>(c.attrs.GetFloat("alpha", 1.0));
         for (int64_t o = 0; o < s.outer; ++o) {
           for (int64_t j = 0; j < n; ++j) {
             T* to = q + (o * s.size + idx[j]) * s.inner;
             const T* from = src + (o * n + j) * s.inner;
-            for (int64_t k = 0; k < s.inner; ++k) to[k] += from[k];
+            if (alpha == T(1)) {
+              for (int64_t k = 0; k < s.inner; ++k) to[k] += from[k];
+            } else {
+              for (int64_t k = 0; k < s.inner; ++k) to[k] += alpha * from[k];
+            }
           }
         }
       }
@@ -87,9 +94,13 @@ absl::Status IndexAlongDim(KernelCall& c, bool add) {
 absl::Status IndexSelectKernel(KernelCall& c) { return IndexAlongDim(c, false); }
 absl::Status IndexAddKernel(KernelCall& c) { return IndexAlongDim(c, true); }
 
-// gather: out[p] = x[p with dim replaced by idx[p]]; scatter_add: out[that] += src[p]. The walk
-// runs over the index's positions with x's strides, dim's stride zeroed and added per element.
-absl::Status GatherLike(KernelCall& c, bool scatter) {
+enum class Scatter { kNone, kAdd, kAssign };
+
+// gather: out[p] = x[p with dim replaced by idx[p]]; the scatters write src[p] there instead
+// (added or assigned). The walk runs over the index's positions with x's strides, dim's stride
+// zeroed and added per element; src is read at the same position with its own strides, since
+// torch lets src be larger than the index.
+absl::Status GatherLike(KernelCall& c, Scatter scatter) {
   const Tensor& x = c.inputs[0];
   const Tensor& index = c.inputs[1];
   ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(c.op.name, "dim", c.attrs.GetInt("dim"), x.rank()));
@@ -98,29 +109,34 @@ absl::Status GatherLike(KernelCall& c, bool scatter) {
   std::vector<int64_t> walk = ContiguousStrides(xs);
   const int64_t dim_stride = walk[dim];
   walk[dim] = 0;
+  std::vector<int64_t> src_walk = walk;
+  if (scatter != Scatter::kNone) {
+    const Tensor& src = c.inputs[2];
+    src_walk = ContiguousStrides(src.rank() ? src.shape() : Shape{1});
+  }
   absl::Status st;
   WithIndex(index, [&](const auto* idx) {
     st = CheckIndices(c.op.name, idx, index.numel(), dim, xs[dim]);
   });
   RETURN_IF_ERROR(st);
   Tensor& out = c.outputs[0];
-  if (scatter && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
-  const int64_t last = walk.back();
+  if (scatter != Scatter::kNone && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
+  const int64_t last = walk.back(), src_last = src_walk.back();
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
     WithIndex(index, [&](const auto* idx) {
       T* q = out.data<T>();
       const T* p = x.data<T>();
-      const T* src = scatter ? c.inputs[2].data<T>() : nullptr;
-      BroadcastWalk(is, std::vector<std::vector<int64_t>>{walk},
+      const T* src = scatter != Scatter::kNone ? c.inputs[2].data<T>() : nullptr;
+      BroadcastWalk(is, std::vector<std::vector<int64_t>>{walk, src_walk},
                     [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
                       for (int64_t i = 0; i < len; ++i) {
                         const int64_t at = off[0] + i * last + idx[o + i] * dim_stride;
-                        if constexpr (std::is_same_v<T, bool>) {
+                        if (scatter == Scatter::kNone) {
                           q[o + i] = p[at];
-                        } else if (scatter) {
-                          q[at] += src[o + i];
-                        } else {
-                          q[o + i] = p[at];
+                        } else if (scatter == Scatter::kAssign) {
+                          q[at] = src[off[1] + i * src_last];
+                        } else if constexpr (!std::is_same_v<T, bool>) {
+                          q[at] += src[off[1] + i * src_last];
                         }
                       }
                     });
@@ -129,8 +145,9 @@ absl::Status GatherLike(KernelCall& c, bool scatter) {
   return absl::OkStatus();
 }
 
-absl::Status GatherKernel(KernelCall& c) { return GatherLike(c, false); }
-absl::Status ScatterAddKernel(KernelCall& c) { return GatherLike(c, true); }
+absl::Status GatherKernel(KernelCall& c) { return GatherLike(c, Scatter::kNone); }
+absl::Status ScatterAddKernel(KernelCall& c) { return GatherLike(c, Scatter::kAdd); }
+absl::Status ScatterKernel(KernelCall& c) { return GatherLike(c, Scatter::kAssign); }
 
 absl::Status MaskedFillKernel(KernelCall& c) {
   const double value = c.attrs.GetFloat("value");
@@ -191,6 +208,9 @@ void RegisterIndexingKernels(KernelTable& t) {
   t.Add("index_add_internal", "loop_index_add", kFloatInt, IndexAddKernel);
   t.Add("gather", "loop_gather", kAll, GatherKernel);
   t.Add("scatter_add_internal", "loop_scatter_add", kFloatInt, ScatterAddKernel);
+  t.Add("index_add", "loop_index_add", kFloatInt, IndexAddKernel);
+  t.Add("scatter", "loop_scatter", kFloatInt, ScatterKernel);
+  t.Add("scatter_add", "loop_scatter_add", kFloatInt, ScatterAddKernel);
   t.Add("masked_fill", "loop_masked_fill", kAll, MaskedFillKernel);
   t.Add("one_hot", "loop_one_hot", kInt, OneHotKernel);
 }

@@ -253,6 +253,10 @@ void RegisterShapeKernels(KernelTable& t) {
   t.Add("assign", "strided_assign", kAll, AssignKernel);
   RegisterShapeJoinKernels(t);
   RegisterIndexingKernels(t);
+  RegisterIndexingSelectKernels(t);
+  RegisterShapeTier2Kernels(t);
+  RegisterPadKernels(t);
+  RegisterSortingKernels(t);
 }
 
 }  // namespace tensord::cpu
