@@ -99,8 +99,10 @@ absl::StatusOr<PadSpec> ResolvePad(const std::string& op, const Shape& in, const
   s.out = in;
   for (int64_t d = 0; d < rank; ++d) {
     const int64_t n = in[d], b = s.before[d], e = s.after[d];
-    // |pad| values beyond 2^62 cannot be a real size; refusing them keeps the sum exact.
-    const bool huge = std::abs(b) > (int64_t{1} << 62) || std::abs(e) > (int64_t{1} << 62);
+    // Pads beyond 2^60 cannot give a real size; refusing them keeps n + b + e (dims are at
+    // most 2^62) from overflowing.
+    constexpr int64_t kMax = int64_t{1} << 60;
+    const bool huge = b < -kMax || b > kMax || e < -kMax || e > kMax;
     if (huge || n + b + e < 0) {
       return AttrError(op, "pad",
                        absl::StrCat("= ", PadString(pad), " gives dim ", d, " of input ",

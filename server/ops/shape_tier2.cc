@@ -34,8 +34,15 @@ int64_t PaddedDim(const Shape& in, size_t rank, size_t d) {
 absl::StatusOr<Shape> RepeatedShape(const std::string& op, const Shape& in, const Attrs& a) {
   ASSIGN_OR_RETURN(std::vector<int64_t> repeats, ResolveRepeats(op, in, a));
   Shape out(repeats.size());
-  for (size_t d = 0; d < repeats.size(); ++d)
-    out[d] = PaddedDim(in, repeats.size(), d) * repeats[d];
+  for (size_t d = 0; d < repeats.size(); ++d) {
+    // An empty input may have a huge dim, so the product itself can overflow.
+    if (__builtin_mul_overflow(PaddedDim(in, repeats.size(), d), repeats[d], &out[d])) {
+      return Error(Reason::kLimitExceeded,
+                   absl::StrCat(op, ": repeating ", ShapeToString(in), " by ", Ints(repeats),
+                                " overflows dim ", d),
+                   {{"op", op}, {"shape", ShapeToString(in)}, {"limit", "element_count"}});
+    }
+  }
   auto n = CheckedNumElements(out);
   if (!n.ok()) return WithMetadata(n.status(), {{"op", op}});
   return out;

@@ -123,6 +123,10 @@ TEST(ShapeTier2Ops, RepeatAndTileEveryDtype) {
   EXPECT_EQ(ReasonOf(RunOp("tile", {x}, {{"dims", Ints{-1}}})), Reason::kBadAttribute);
   EXPECT_EQ(ReasonOf(RunOp("repeat", {x}, {{"repeats", Ints{int64_t{1} << 40, 1 << 30}}})),
             Reason::kLimitExceeded);  // more elements than a tensor may hold
+  // An empty tensor may have a huge dim: repeating it must not overflow the dim's size.
+  Tensor huge = Values(DType::kF32, {int64_t{1} << 40, 0}, {});
+  EXPECT_EQ(ReasonOf(RunOp("repeat", {huge}, {{"repeats", Ints{int64_t{1} << 30, 1}}})),
+            Reason::kLimitExceeded);
 }
 
 TEST(ShapeTier2Ops, TrilTriuEveryDtype) {
@@ -243,6 +247,9 @@ TEST(ShapeTier2Ops, PadErrors) {
   EXPECT_EQ(reason(x, {{"pad", Ints{1}}}), Reason::kBadAttribute);  // odd length
   EXPECT_EQ(reason(x, {{"pad", Ints{1, 1, 1, 1, 1, 1, 1, 1}}}), Reason::kBadAttribute);
   EXPECT_EQ(reason(x, {{"pad", Ints{-2, -2}}}), Reason::kBadAttribute);  // negative size
+  EXPECT_EQ(reason(x, {{"pad", Ints{INT64_MIN, INT64_MAX}}}), Reason::kBadAttribute);
+  const int64_t big = int64_t{1} << 59;  // allowed per dim, but the element count overflows
+  EXPECT_EQ(reason(x, {{"pad", Ints{big, big, big, big}}}), Reason::kLimitExceeded);
   EXPECT_EQ(reason(x, {{"pad", Ints{1, 1}}, {"mode", std::string("wrap")}}), Reason::kBadAttribute);
   // Reflect padding must be smaller than the dim, as in torch.
   auto out = RunOp("pad", {x}, {{"pad", Ints{3, 0}}, {"mode", std::string("reflect")}});
