@@ -1,5 +1,6 @@
 #include "client/cpp/host_tensor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -375,6 +376,11 @@ std::string HostTensor::ToNpy() const {
   shape_text += ")";
   std::string header = absl::StrCat("{'descr': '", DescrOf(dtype_),
                                     "', 'fortran_order': False, 'shape': ", shape_text, ", }");
+  // numpy reserves room to rewrite the first dimension in place (GROWTH_AXIS_MAX_DIGITS = 21);
+  // doing the same makes the files byte-identical to np.save's.
+  if (const size_t digits = shape_.empty() ? 21 : absl::StrCat(shape_[0]).size(); digits < 21) {
+    header.append(21 - digits, ' ');
+  }
   // The data starts at a multiple of 64 bytes; the header ends with '\n'.
   auto padded = [&](size_t prefix) {
     size_t total = prefix + header.size() + 1;
