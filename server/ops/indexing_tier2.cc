@@ -178,7 +178,8 @@ void RegisterIndexingTier2Ops(OpRegistry& r) {
       if (g.attrs.GetFloat("alpha") != 1) {
         ASSIGN_OR_RETURN(gs, o.Scale(gs, g.attrs.GetFloat("alpha")));
       }
-      // A 0-d source of a 0-d input got a [1] slab; the engine reshapes it back.
+      // A 0-d source (allowed where it is one element) gets a [1] gradient for a 1-d input;
+      // the engine reshapes it to the source's shape.
       grads[2] = gs;
     }
     return grads;

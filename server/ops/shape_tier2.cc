@@ -61,7 +61,9 @@ absl::StatusOr<std::vector<Tensor>> RepeatBackward(const std::string& op, const 
   }
   GradOps o(g.run);
   ASSIGN_OR_RETURN(Tensor gx, o.Reshape(g.grad_outputs[0], split));
-  ASSIGN_OR_RETURN(gx, o.Sum(gx, sum_dims, false));
+  if (!sum_dims.empty()) {  // an empty dim list would mean "every dim" to sum
+    ASSIGN_OR_RETURN(gx, o.Sum(gx, sum_dims, false));
+  }
   ASSIGN_OR_RETURN(gx, o.Reshape(gx, in));
   return std::vector<Tensor>{gx};
 }

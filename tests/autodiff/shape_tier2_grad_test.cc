@@ -27,6 +27,7 @@ TEST(ShapeTier2Grad, RepeatAndTile) {
   EXPECT_TRUE(GradCheck("repeat", {x}, {{"repeats", Ints{1, 0}}}));
   EXPECT_TRUE(GradCheck("repeat", {X({}, 3)}, {{"repeats", Ints{4}}}));
   EXPECT_TRUE(GradCheck("tile", {x}, {{"dims", Ints{2}}}));
+  EXPECT_TRUE(GradCheck("tile", {X({}, 27)}, {{"dims", Ints{}}}));
   EXPECT_TRUE(GradCheck("tile", {x}, {{"dims", Ints{2, 1, 3}}}));
 }
 
@@ -81,6 +82,8 @@ TEST(ShapeTier2Grad, ScatterFamily) {
       GradCheck("index_add", {y, idx, X({3, 5, 2}, 16)}, {{"dim", int64_t{-2}}, {"alpha", -1.5}}));
   EXPECT_TRUE(GradCheck("index_add", {X({}, 17), Values(DType::kI32, {1}, {0}), X({}, 18)},
                         {{"dim", int64_t{0}}, {"alpha", 2.0}}));
+  EXPECT_TRUE(GradCheck("index_add", {X({5}, 25), Values(DType::kI64, {}, {3}), X({}, 26)},
+                        {{"dim", int64_t{0}}}));
 }
 
 TEST(ShapeTier2Grad, MaskedSelect) {
