@@ -6,6 +6,7 @@ scripts/install-deps.sh test
 scripts/build.sh
 echo "== C++ tests (ctest)"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 600
+export TENSORD_BIN="${TENSORD_BIN:-$PWD/${BUILD_DIR:-build}/tensord}"
 if [[ -d tests/python ]]; then
   echo "== Python tests (pytest)"
   /usr/bin/python3 -m pytest -q tests/python

@@ -39,6 +39,8 @@ class Backend {
   virtual std::vector<DeviceInfo> Devices() const = 0;
   // True when some kernel of this backend runs `op` on inputs of these dtypes.
   virtual bool Supports(const OpDef& op, absl::Span<const DType> input_dtypes) const = 0;
+  // True when some kernel of this backend runs `op` for some dtypes (capability listing).
+  virtual bool Implements(const OpDef& op) const = 0;
   virtual absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
                                           std::shared_ptr<MemoryAccount> account) = 0;
   virtual absl::Status CopyFromHost(const void* src, size_t bytes, Tensor& dst) = 0;

@@ -59,10 +59,8 @@ std::vector<DeviceInfo> Dispatcher::Devices() const {
 std::vector<std::string> Dispatcher::BackendsFor(const OpDef& op) const {
   std::vector<std::string> out;
   for (const auto& b : backends_) {
-    bool ok = op.composite != nullptr;  // composites run wherever their constituents run
-    for (DType d : op.dtypes.ToVector()) ok |= b->Supports(op, {d});
-    if (op.dtypes.empty()) ok |= b->Supports(op, {});
-    if (ok) out.push_back(b->kind());
+    // Composites run wherever their constituents run.
+    if (op.composite != nullptr || b->Implements(op)) out.push_back(b->kind());
   }
   return out;
 }

@@ -25,6 +25,8 @@ class CpuBackend : public Backend {
     return cpu::KernelTable::Get().Find(op.name, dtypes, nullptr) != nullptr;
   }
 
+  bool Implements(const OpDef& op) const override { return cpu::KernelTable::Get().Has(op.name); }
+
   absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
                                   std::shared_ptr<MemoryAccount> account) override {
     return Tensor::Empty(dtype, std::move(shape), device, std::move(account));
