@@ -12,6 +12,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "server/service/server.h"
@@ -346,6 +347,12 @@ TEST_F(ServerTest, AssignIsUndoneWhenALaterCallFails) {
   AddCall(&read, "neg", {w.handle()}, true);
   ASSERT_TRUE(Execute(read, &resp).ok());
   EXPECT_THAT(F32Values(resp.results(0).values(0).data()), ElementsAre(-1, -2));
+
+  // Without the failing call the write lands in place.
+  req.mutable_calls()->RemoveLast();
+  ASSERT_TRUE(Execute(req, &resp).ok());
+  ASSERT_TRUE(Execute(read, &resp).ok());
+  EXPECT_THAT(F32Values(resp.results(0).values(0).data()), ElementsAre(-5, -6));
 }
 
 TEST_F(ServerTest, OpOnClosedContextTensorIsContextNotEnabled) {
@@ -482,6 +489,49 @@ TEST_F(ServerTest, DiscoveryAndHealth) {
     grpc::health::v1::HealthCheckResponse resp;
     ASSERT_TRUE(health->Check(&c, req, &resp).ok());
     EXPECT_EQ(resp.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  }
+}
+
+// Server reflection lists the service. Debian ships no C++ reflection stubs, so the request
+// (ServerReflectionRequest{list_services: ""}) is written as raw protobuf bytes.
+TEST_F(ServerTest, ReflectionListsTheService) {
+  grpc::GenericStub generic(channel_);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  auto wait = [&cq](intptr_t expected) {
+    void* tag = nullptr;
+    bool ok = false;
+    EXPECT_TRUE(cq.Next(&tag, &ok));
+    EXPECT_EQ(reinterpret_cast<intptr_t>(tag), expected);
+    return ok;
+  };
+  auto call = generic.PrepareCall(
+      &ctx, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", &cq);
+  call->StartCall(reinterpret_cast<void*>(1));
+  ASSERT_TRUE(wait(1));
+  grpc::Slice slice(std::string("\x3a\x00", 2));
+  grpc::ByteBuffer request(&slice, 1);
+  call->Write(request, reinterpret_cast<void*>(2));
+  ASSERT_TRUE(wait(2));
+  grpc::ByteBuffer response;
+  call->Read(&response, reinterpret_cast<void*>(3));
+  ASSERT_TRUE(wait(3));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& s : slices)
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  EXPECT_NE(bytes.find("tensord.v1.Tensord"), std::string::npos);
+  call->WritesDone(reinterpret_cast<void*>(4));
+  wait(4);
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(5));
+  wait(5);
+  EXPECT_TRUE(status.ok()) << status.error_message();
+  cq.Shutdown();
+  void* tag;
+  bool ok;
+  while (cq.Next(&tag, &ok)) {
   }
 }
 
