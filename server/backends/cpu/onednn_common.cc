@@ -2,8 +2,10 @@
 
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 namespace tensord::cpu::onednn {
 namespace {
@@ -135,11 +137,30 @@ absl::Status FromDnnlError(const std::string& op, const dnnl::error& e) {
                {{"op", op}, {"backend", "cpu"}});
 }
 
+absl::Status HandOn(KernelCall& c, const std::string& name) {
+  std::vector<DType> dtypes;
+  for (const Tensor& t : c.inputs) dtypes.push_back(t.dtype());
+  const Kernel* next = KernelTable::Get().FindAfter(c.op.name, name, dtypes, &c.attrs);
+  if (next == nullptr) {
+    return Error(Reason::kUnsupportedOnBackend,
+                 absl::StrCat("cpu: no kernel after ", name, " for this ", c.op.name, " call"),
+                 {{"op", c.op.name}, {"backend", "cpu"}});
+  }
+  return next->run(c);
+}
+
 bool AllF32(absl::Span<const DType> dtypes) {
   for (DType d : dtypes) {
     if (d != DType::kF32) return false;
   }
   return !dtypes.empty();
+}
+
+bool F32InOut(absl::Span<const DType> dtypes, const Attrs* attrs) {
+  if (!AllF32(dtypes)) return false;
+  if (attrs == nullptr) return true;
+  const std::optional<DType> out = attrs->GetDType("dtype");
+  return !out || *out == DType::kF32;
 }
 
 }  // namespace tensord::cpu::onednn

@@ -25,6 +25,8 @@ dnnl::stream& Stream();
 struct CachedPrimitive {
   dnnl::primitive primitive;
   dnnl::primitive_desc pd;  // for workspace queries and backward hints
+  // oneDNN fell back to its reference implementation: slower than the loop kernels.
+  bool reference = false;
 };
 
 struct CacheStats {
@@ -72,14 +74,19 @@ absl::Status Guard(const std::string& op, Body&& body) {
   }
 }
 
+// Runs the kernel after `name` in the table for a call the oneDNN kernel `name` declines at
+// run time (a shape or value it cannot reproduce exactly).
+absl::Status HandOn(KernelCall& c, const std::string& name);
+
 // Whether every input of the call is f32 (the dtype oneDNN kernels handle here).
 bool AllF32(absl::Span<const DType> dtypes);
+// AllF32 and no "dtype" attribute asking for another output dtype (softmax).
+bool F32InOut(absl::Span<const DType> dtypes, const Attrs* attrs);
 
 // Registration of the oneDNN kernel families (called from RegisterOneDnnKernels).
 void RegisterMatmulKernels(KernelTable& t);
 void RegisterNnKernels(KernelTable& t);
 void RegisterEltwiseKernels(KernelTable& t);
 void RegisterBinaryKernels(KernelTable& t);
-void RegisterReductionKernels(KernelTable& t);
 
 }  // namespace tensord::cpu::onednn

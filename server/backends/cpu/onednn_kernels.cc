@@ -9,6 +9,8 @@ namespace tensord::cpu {
 void RegisterOneDnnKernels(KernelTable& t) {
   onednn::RegisterMatmulKernels(t);
   onednn::RegisterNnKernels(t);
+  onednn::RegisterEltwiseKernels(t);
+  onednn::RegisterBinaryKernels(t);
 }
 
 }  // namespace tensord::cpu

@@ -309,11 +309,15 @@ absl::Status LayerNormBackward(KernelCall& c) {
     return CachedPrimitive{B(pd), pd};
   });
   const memory::desc stat = PlainDesc({rows}, DType::kF32);
+  // oneDNN 2.6 checks that a shift argument is bound whenever use_shift is set, even in the
+  // backward pass, which does not read it.
+  std::vector<float> shift(cols, 0.0f);
   Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.data)},
                   {DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.data)},
                   {DNNL_ARG_MEAN, WrapPtr(mean.data(), stat)},
                   {DNNL_ARG_VARIANCE, WrapPtr(var.data(), stat)},
                   {DNNL_ARG_SCALE, WrapPtr(w, s.params)},
+                  {DNNL_ARG_SHIFT, WrapPtr(shift.data(), s.params)},
                   {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.data)},
                   {DNNL_ARG_DIFF_SCALE, Wrap(c.outputs[1], s.params)},
                   {DNNL_ARG_DIFF_SHIFT, Wrap(c.outputs[2], s.params)}});

@@ -1,0 +1,363 @@
+// The oneDNN kernels: which calls they claim, their results against plain references written
+// here and against the loop kernels they shadow (run directly through the kernel table), the
+// primitive cache, and the dnnl::error conversion.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "server/backends/cpu/kernel_table.h"
+#include "server/backends/cpu/onednn_common.h"
+#include "server/core/status.h"
+#include "server/ops/registry.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord {
+namespace {
+using namespace testing;
+using cpu::KernelTable;
+using Ints = std::vector<int64_t>;
+
+constexpr DType kF32 = DType::kF32;
+
+std::string KernelName(const std::string& op, std::vector<DType> dtypes, const AttrMap& attrs) {
+  auto def = OpRegistry::Builtin().Find(op);
+  if (!def.ok()) return "no op " + op;
+  auto validated = ValidateAttrs(op, (*def)->attrs, attrs);
+  if (!validated.ok()) return "bad attrs";
+  const cpu::Kernel* k = KernelTable::Get().Find(op, dtypes, &*validated);
+  return k ? k->name : "none";
+}
+
+// Runs one kernel of `op` directly: the oneDNN one (loop = false) or the next in line.
+absl::StatusOr<std::vector<Tensor>> RunKernel(const std::string& op, bool loop,
+                                              std::vector<Tensor> inputs, const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(const OpDef* def, OpRegistry::Builtin().Find(op));
+  ASSIGN_OR_RETURN(Attrs a, ValidateAttrs(op, def->attrs, attrs));
+  std::vector<TensorMeta> metas;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : inputs) {
+    metas.push_back(t.meta());
+    dtypes.push_back(t.dtype());
+  }
+  ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, a));
+  std::vector<Tensor> outputs;
+  for (const TensorMeta& m : out_metas) {
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(m.dtype, m.shape));
+    outputs.push_back(t);
+  }
+  const cpu::Kernel* k = loop ? KernelTable::Get().FindAfter(op, "onednn_" + op, dtypes, &a)
+                              : KernelTable::Get().Find(op, dtypes, &a);
+  if (k == nullptr) return absl::NotFoundError("no kernel");
+  if (!loop && k->name != "onednn_" + op) return absl::NotFoundError("not oneDNN: " + k->name);
+  KernelCall call{*def, inputs, a, outputs, out_metas, nullptr};
+  RETURN_IF_ERROR(k->run(call));
+  return outputs;
+}
+
+// oneDNN against the loop kernel it shadows, on the same f32 inputs.
+::testing::AssertionResult SameAsLoop(const std::string& op, const std::vector<Tensor>& in,
+                                      const AttrMap& attrs, double tol = 1e-5) {
+  auto fast = RunKernel(op, false, in, attrs);
+  auto slow = RunKernel(op, true, in, attrs);
+  if (!fast.ok()) return ::testing::AssertionFailure() << op << " oneDNN: " << fast.status();
+  if (!slow.ok()) return ::testing::AssertionFailure() << op << " loop: " << slow.status();
+  for (size_t k = 0; k < fast->size(); ++k) {
+    auto r = AllClose((*fast)[k], (*slow)[k], tol, tol);
+    if (!r) return r << " (" << op << " output " << k << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// ---- which calls oneDNN claims ----------------------------------------------------------------
+
+TEST(OneDnn, ClaimsOnlyWhatItReproduces) {
+  const std::vector<DType> f1 = {kF32}, f2 = {kF32, kF32};
+  for (const char* op : {"sigmoid", "tanh", "silu", "sqrt", "abs", "square", "gelu", "elu",
+                         "leaky_relu", "softmax"}) {
+    AttrMap a;
+    if (std::string(op) == "softmax") a["dim"] = int64_t{0};
+    EXPECT_EQ(KernelName(op, f1, a), std::string("onednn_") + op);
+    EXPECT_NE(KernelName(op, {DType::kF64}, a), std::string("onednn_") + op);
+  }
+  for (const char* op : {"add", "sub", "mul", "div"}) {
+    EXPECT_EQ(KernelName(op, f2, {}), std::string("onednn_") + op);
+    EXPECT_NE(KernelName(op, {DType::kI32, DType::kI32}, {}), std::string("onednn_") + op);
+  }
+  for (const char* op : {"matmul", "mm", "bmm", "linear", "conv2d"}) {
+    EXPECT_EQ(KernelName(op, f2, {}), std::string("onednn_") + op);
+  }
+  EXPECT_EQ(KernelName("max_pool2d", f1, {{"kernel_size", Ints{2}}}), "onednn_max_pool2d");
+  EXPECT_EQ(KernelName("avg_pool2d", f1, {{"kernel_size", Ints{2}}}), "onednn_avg_pool2d");
+  EXPECT_EQ(KernelName("layer_norm", f1, {{"normalized_shape", Ints{2}}}), "onednn_layer_norm");
+  // Attributes oneDNN's primitives do not express exactly.
+  EXPECT_NE(KernelName("add", f2, {{"alpha", 2.0}}), "onednn_add");
+  EXPECT_NE(KernelName("sub", f2, {{"alpha", 0.5}}), "onednn_sub");
+  EXPECT_NE(KernelName("div", f2, {{"rounding_mode", std::string("floor")}}), "onednn_div");
+  EXPECT_NE(KernelName("leaky_relu", f1, {{"negative_slope", 0.0}}), "onednn_leaky_relu");
+  EXPECT_NE(KernelName("softmax", f1, {{"dim", int64_t{0}}, {"dtype", std::string("f64")}}),
+            "onednn_softmax");
+  // NaN semantics (relu, exp, maximum, minimum, amax, amin) or accuracy (log, log_softmax,
+  // sum, mean) differ from PyTorch's: never claimed.
+  for (const char* op :
+       {"relu", "exp", "log", "maximum", "minimum", "amax", "amin", "sum", "mean"}) {
+    EXPECT_EQ(KernelName(op, {kF32, kF32}, {}).rfind("onednn_", 0), std::string::npos) << op;
+  }
+  EXPECT_NE(KernelName("log_softmax", f1, {{"dim", int64_t{0}}}), "onednn_log_softmax");
+}
+
+// ---- eltwise ----------------------------------------------------------------------------------
+
+struct UnaryRef {
+  std::string op;
+  AttrMap attrs;
+  std::function<double(double)> f;
+  double lo = -6, hi = 6;
+};
+
+std::vector<UnaryRef> UnaryRefs() {
+  const double s2 = std::sqrt(2.0), k = std::sqrt(2.0 / M_PI);
+  return {
+      {"sigmoid", {}, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {"tanh", {}, [](double x) { return std::tanh(x); }},
+      {"silu", {}, [](double x) { return x / (1 + std::exp(-x)); }},
+      {"sqrt", {}, [](double x) { return std::sqrt(x); }, 0, 50},
+      {"abs", {}, [](double x) { return std::fabs(x); }},
+      {"square", {}, [](double x) { return x * x; }},
+      {"gelu", {}, [s2](double x) { return 0.5 * x * (1 + std::erf(x / s2)); }},
+      {"gelu",
+       {{"approximate", std::string("tanh")}},
+       [k](double x) { return 0.5 * x * (1 + std::tanh(k * (x + 0.044715 * x * x * x))); }},
+      {"elu", {{"alpha", 0.7}}, [](double x) { return x > 0 ? x : 0.7 * (std::exp(x) - 1); }},
+      {"leaky_relu", {{"negative_slope", 0.2}}, [](double x) { return x > 0 ? x : 0.2 * x; }},
+  };
+}
+
+TEST(OneDnn, EltwiseMatchesReference) {
+  uint32_t seed = 1;
+  for (const UnaryRef& r : UnaryRefs()) {
+    Tensor x = Random(kF32, {7, 33}, seed++, r.lo, r.hi);
+    std::vector<double> want;
+    for (double v : x.ToDoubles()) want.push_back(r.f(v));
+    EXPECT_EQ(KernelName(r.op, {kF32}, r.attrs), "onednn_" + r.op);
+    EXPECT_TRUE(AllClose(Run1(r.op, {x}, r.attrs), want, 2e-6, 2e-6)) << r.op;
+    EXPECT_TRUE(SameAsLoop(r.op, {x}, r.attrs, 2e-6)) << r.op;
+    // NaN stays NaN, and shapes of any rank (0-d, empty) work.
+    Tensor nan = Values(kF32, {3}, {NAN, 1, -1});
+    EXPECT_TRUE(std::isnan(Run1(r.op, {nan}, r.attrs).ElementAsDouble(0))) << r.op;
+    EXPECT_TRUE(AllClose(Run1(r.op, {Values(kF32, {}, {0.5})}, r.attrs), {r.f(0.5)}, 1e-6, 1e-6));
+    EXPECT_EQ(Run1(r.op, {Random(kF32, {0, 4}, 1)}, r.attrs).shape(), (Shape{0, 4}));
+  }
+}
+
+// ---- binary -----------------------------------------------------------------------------------
+
+// out[i] = f(a[bcast(i)], b[bcast(i)]) with NumPy broadcasting, by index arithmetic.
+std::vector<double> RefBinary(const Tensor& a, const Tensor& b,
+                              const std::function<double(double, double)>& f, Shape* out) {
+  const size_t r = std::max(a.rank(), b.rank());
+  Shape as(r - a.rank(), 1), bs(r - b.rank(), 1);
+  as.insert(as.end(), a.shape().begin(), a.shape().end());
+  bs.insert(bs.end(), b.shape().begin(), b.shape().end());
+  Shape os(r);
+  for (size_t i = 0; i < r; ++i) os[i] = as[i] == 1 ? bs[i] : as[i];
+  std::vector<double> av = a.ToDoubles(), bv = b.ToDoubles(), y;
+  for (int64_t e = 0; e < NumElements(os); ++e) {
+    int64_t rest = e, ia = 0, ib = 0, sa = 1, sb = 1;
+    for (int d = static_cast<int>(r) - 1; d >= 0; --d) {
+      const int64_t idx = rest % os[d];
+      rest /= os[d];
+      ia += (as[d] == 1 ? 0 : idx) * sa;
+      ib += (bs[d] == 1 ? 0 : idx) * sb;
+      sa *= as[d];
+      sb *= bs[d];
+    }
+    y.push_back(static_cast<float>(f(static_cast<float>(av[ia]), static_cast<float>(bv[ib]))));
+  }
+  *out = os;
+  return y;
+}
+
+TEST(OneDnn, BinaryMatchesReferenceWithBroadcasting) {
+  const std::vector<std::pair<std::string, std::function<double(double, double)>>> ops = {
+      {"add", [](double x, double y) { return x + y; }},
+      {"sub", [](double x, double y) { return x - y; }},
+      {"mul", [](double x, double y) { return x * y; }},
+      {"div", [](double x, double y) { return x / y; }}};
+  const std::vector<std::pair<Shape, Shape>> shapes = {{{4, 5}, {4, 5}},
+                                                       {{4, 5}, {5}},
+                                                       {{4, 5}, {4, 1}},
+                                                       {{2, 3, 4}, {3, 1}},
+                                                       {{5}, {4, 5}},
+                                                       {{3, 1}, {1, 4}},
+                                                       {{2, 1, 4}, {3, 1}},
+                                                       {{}, {3}},
+                                                       {{6}, {}},
+                                                       {{0, 3}, {3}},
+                                                       {{2, 3, 4, 5}, {1, 3, 1, 5}}};
+  uint32_t seed = 1;
+  for (const auto& [name, f] : ops) {
+    for (const auto& [sa, sb] : shapes) {
+      Tensor a = Random(kF32, sa, seed++, -3, 3), b = Random(kF32, sb, seed++, 0.5, 3);
+      Shape want;
+      std::vector<double> ref = RefBinary(a, b, f, &want);
+      Tensor y = Run1(name, {a, b});
+      ASSERT_TRUE(y.defined());
+      EXPECT_EQ(y.shape(), want) << name << " " << ShapeToString(sa) << ShapeToString(sb);
+      EXPECT_TRUE(AllClose(y, ref, 1e-6, 1e-6)) << name << ShapeToString(sa) << ShapeToString(sb);
+      EXPECT_TRUE(SameAsLoop(name, {a, b}, {}, 0))
+          << name << ShapeToString(sa) << ShapeToString(sb);
+    }
+  }
+  // A wrapped scalar operand is promoted to f32 and broadcast.
+  Tensor x = Random(kF32, {3, 4}, 99);
+  std::vector<double> want;
+  for (double v : x.ToDoubles()) want.push_back(static_cast<float>(static_cast<float>(v) * 2.5f));
+  EXPECT_TRUE(AllClose(Run1("mul", {x, ScalarOperand(2.5)}), want, 0, 0));
+  // IEEE special values pass through unchanged.
+  Tensor s = Values(kF32, {4}, {1, -1, 0, NAN});
+  Tensor q = Run1("div", {s, Values(kF32, {1}, {0})});
+  EXPECT_TRUE(std::isinf(q.ElementAsDouble(0)) && q.ElementAsDouble(0) > 0);
+  EXPECT_TRUE(std::isinf(q.ElementAsDouble(1)) && q.ElementAsDouble(1) < 0);
+  EXPECT_TRUE(std::isnan(q.ElementAsDouble(2)) && std::isnan(q.ElementAsDouble(3)));
+}
+
+// ---- softmax -------------------------------------------------------------------
+
+TEST(OneDnn, SoftmaxMatchesReference) {
+  Tensor x = Random(kF32, {3, 4, 5}, 11, -5, 5);
+  const std::vector<double> v = x.ToDoubles();
+  const Shape s = {3, 4, 5};
+  for (int64_t dim : {0, 1, 2, -1}) {
+    const int64_t d = (dim + 3) % 3;
+    std::vector<double> soft(60);
+    for (int64_t e = 0; e < 60; ++e) {
+      const int64_t stride = d == 2 ? 1 : d == 1 ? 5 : 20;
+      const int64_t base = e - ((e / stride) % s[d]) * stride;
+      double mx = -INFINITY, total = 0;
+      for (int64_t k = 0; k < s[d]; ++k) mx = std::max(mx, v[base + k * stride]);
+      for (int64_t k = 0; k < s[d]; ++k) total += std::exp(v[base + k * stride] - mx);
+      soft[e] = std::exp(v[e] - mx) / total;
+    }
+    AttrMap a = {{"dim", dim}};
+    EXPECT_TRUE(AllClose(Run1("softmax", {x}, a), soft, 1e-5, 1e-6)) << dim;
+    EXPECT_TRUE(SameAsLoop("softmax", {x}, a, 1e-5));
+  }
+  // Non-finite inputs go to the loop kernel, which keeps PyTorch's NaN rows.
+  Tensor bad = Values(kF32, {2, 3}, {1, NAN, 2, 0, INFINITY, 1});
+  auto fast = RunKernel("softmax", false, {bad}, {{"dim", int64_t{1}}});
+  auto slow = RunKernel("softmax", true, {bad}, {{"dim", int64_t{1}}});
+  ASSERT_TRUE(fast.ok() && slow.ok());
+  for (int64_t i = 0; i < 6; ++i) {
+    const double f = (*fast)[0].ElementAsDouble(i), l = (*slow)[0].ElementAsDouble(i);
+    EXPECT_TRUE((std::isnan(f) && std::isnan(l)) || f == l) << i;
+  }
+  EXPECT_TRUE(std::isnan((*fast)[0].ElementAsDouble(0)));
+  // Large but finite logits stay on oneDNN and keep full precision.
+  Tensor large = Values(kF32, {1, 3}, {1000, 999, 998});
+  const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
+  EXPECT_TRUE(AllClose(Run1("softmax", {large}, {{"dim", int64_t{1}}}),
+                       {1 / z, std::exp(-1.0) / z, std::exp(-2.0) / z}, 1e-6, 1e-7));
+}
+
+// ---- linear algebra and NN kernels against their loop references ------------------------------
+
+TEST(OneDnn, NnKernelsMatchLoops) {
+  Tensor x = Random(kF32, {2, 4, 9, 8}, 1), w = Random(kF32, {6, 2, 3, 3}, 2);
+  Tensor b = Random(kF32, {6}, 3);
+  AttrMap conv = {{"stride", Ints{2, 1}},
+                  {"padding", Ints{1, 2}},
+                  {"dilation", Ints{1, 2}},
+                  {"groups", int64_t{2}}};
+  EXPECT_TRUE(SameAsLoop("conv2d", {x, w, b}, conv, 1e-4));
+  auto y = RunOp("conv2d", {x, w, b}, conv);
+  ASSERT_TRUE(y.ok());
+  Tensor gy = Random(kF32, (*y)[0].shape(), 4);
+  AttrMap bi = conv, bw = conv;
+  bi["input_size"] = x.shape();
+  bw["weight_size"] = w.shape();
+  EXPECT_TRUE(SameAsLoop("conv2d_backward_input", {gy, w}, bi, 1e-4));
+  EXPECT_TRUE(SameAsLoop("conv2d_backward_weight", {gy, x}, bw, 1e-4));
+
+  for (bool ceil_mode : {false, true}) {
+    AttrMap mp = {{"kernel_size", Ints{3}},
+                  {"stride", Ints{2}},
+                  {"padding", Ints{1}},
+                  {"ceil_mode", ceil_mode},
+                  {"dilation", Ints{1, 2}}};
+    EXPECT_TRUE(SameAsLoop("max_pool2d", {x}, mp));
+    auto p = RunOp("max_pool2d", {x}, mp);
+    ASSERT_TRUE(p.ok());
+    EXPECT_TRUE(SameAsLoop("max_pool2d_backward", {Random(kF32, (*p)[0].shape(), 5), x}, mp));
+    for (bool include_pad : {false, true}) {
+      AttrMap ap = {{"kernel_size", Ints{3, 2}},
+                    {"stride", Ints{2}},
+                    {"padding", Ints{1}},
+                    {"ceil_mode", ceil_mode},
+                    {"count_include_pad", include_pad}};
+      EXPECT_TRUE(SameAsLoop("avg_pool2d", {x}, ap));
+      auto q = RunOp("avg_pool2d", {x}, ap);
+      ASSERT_TRUE(q.ok());
+      EXPECT_TRUE(SameAsLoop("avg_pool2d_backward", {Random(kF32, (*q)[0].shape(), 6), x}, ap));
+    }
+  }
+  // Ties (as after a relu) route the gradient to the first maximum, like PyTorch.
+  Tensor ties = Values(kF32, {1, 1, 4, 4}, std::vector<double>(16, 0.0));
+  AttrMap k2 = {{"kernel_size", Ints{2}}};
+  EXPECT_TRUE(SameAsLoop("max_pool2d_backward", {Random(kF32, {1, 1, 2, 2}, 7), ties}, k2, 0));
+
+  AttrMap ln = {{"normalized_shape", Ints{8, 8}}, {"eps", 1e-3}};
+  Tensor g = Random(kF32, {3, 8, 8}, 8), lx = Random(kF32, {3, 8, 8}, 9, -2, 4);
+  Tensor lw = Random(kF32, {8, 8}, 10), lb = Random(kF32, {8, 8}, 11);
+  EXPECT_TRUE(SameAsLoop("layer_norm", {lx, lw, lb}, ln, 1e-5));
+  EXPECT_TRUE(SameAsLoop("layer_norm", {lx}, ln, 1e-5));
+  EXPECT_TRUE(SameAsLoop("layer_norm_backward", {g, lx, lw}, ln, 1e-4));
+  EXPECT_TRUE(SameAsLoop("layer_norm_backward", {g, lx}, ln, 1e-4));
+
+  Tensor a = Random(kF32, {3, 1, 20, 30}, 12), m = Random(kF32, {4, 30, 10}, 13);
+  EXPECT_TRUE(SameAsLoop("matmul", {a, m}, {}, 1e-5));
+  EXPECT_TRUE(SameAsLoop("batch_matmul", {m, Random(kF32, {4, 12, 10}, 14)},
+                         {{"transpose_b", true}}, 1e-5));
+  EXPECT_TRUE(
+      SameAsLoop("linear", {a, Random(kF32, {7, 30}, 15), Random(kF32, {7}, 16)}, {}, 1e-5));
+}
+
+// ---- plumbing ---------------------------------------------------------------------------------
+
+TEST(OneDnn, PrimitiveCacheReusesPrimitives) {
+  Tensor a = Random(kF32, {37, 41}, 1), b = Random(kF32, {41, 43}, 2);
+  ASSERT_TRUE(RunOp("matmul", {a, b}).ok());
+  const cpu::onednn::CacheStats before = cpu::onednn::GetCacheStats();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(RunOp("matmul", {a, b}).ok());
+  const cpu::onednn::CacheStats after = cpu::onednn::GetCacheStats();
+  EXPECT_EQ(after.hits - before.hits, 5);
+  EXPECT_EQ(after.misses, before.misses);
+  EXPECT_EQ(after.size, before.size);
+  EXPECT_LE(after.size, after.capacity);
+  // A new shape is a new primitive.
+  ASSERT_TRUE(RunOp("matmul", {a, Random(kF32, {41, 44}, 3)}).ok());
+  EXPECT_EQ(cpu::onednn::GetCacheStats().misses, after.misses + 1);
+  cpu::onednn::ClearCache();
+  EXPECT_EQ(cpu::onednn::GetCacheStats().size, 0);
+  EXPECT_TRUE(AllClose(Run1("matmul", {a, b}), RunKernel("matmul", true, {a, b}, {})->at(0)));
+}
+
+TEST(OneDnn, ErrorsBecomeStatuses) {
+  absl::Status oom = cpu::onednn::Guard("matmul", []() -> absl::Status {
+    throw dnnl::error(dnnl_out_of_memory, "could not allocate");
+  });
+  EXPECT_EQ(GetReason(oom), Reason::kOutOfMemory);
+  EXPECT_EQ(GetMetadata(oom)["op"], "matmul");
+  absl::Status bad = cpu::onednn::Guard("conv2d", []() -> absl::Status {
+    // A descriptor oneDNN rejects: mismatched ranks.
+    dnnl::memory::desc a({2, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::ab);
+    dnnl::memory::desc c({2, 3, 4}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abc);
+    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, a, c), cpu::onednn::Engine());
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(GetReason(bad), Reason::kInternal);
+  EXPECT_NE(bad.message().find("conv2d"), absl::string_view::npos) << bad;
+}
+
+}  // namespace
+}  // namespace tensord
