@@ -8,27 +8,21 @@
 #include "server/ops/op_helpers.h"
 
 namespace tensord {
-namespace {
-using namespace ops;
-using Grads = absl::StatusOr<std::vector<Tensor>>;
+namespace ops {
 
-// Which tensor the fused backward reads next to the incoming gradient.
-enum class Saved { kInput, kOutput };
-
-// Registers `name` and its internal backward op, which takes (grad_output, saved) and the
-// forward's attributes.
 void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, InferFn infer,
-                  Saved saved, std::vector<AttrSpec> attrs = {}) {
+                  Saved saved, std::vector<AttrSpec> attrs, int tier) {
   const std::string backward_name = name + "_backward";
   OpDef d;
   d.name = name;
   d.category = "activation";
+  d.tier = tier;
   d.input_names = {"input"};
   d.attrs = attrs;
   d.dtypes = dtypes;
   d.marking = Marking::kDifferentiable;
   d.infer = std::move(infer);
-  d.backward = [backward_name, saved](const GradContext& g) -> Grads {
+  d.backward = [backward_name, saved](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     const Tensor& v = saved == Saved::kOutput ? g.outputs[0] : g.inputs[0];
     ASSIGN_OR_RETURN(Tensor gx, g.run.Run1(backward_name, {g.grad_outputs[0], v}, g.attrs.map()));
     return std::vector<Tensor>{gx};
@@ -38,6 +32,7 @@ void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, Infer
   OpDef b;
   b.name = backward_name;
   b.category = "activation";
+  b.tier = tier;
   b.min_inputs = b.max_inputs = 2;
   b.input_names = {"grad_output", saved == Saved::kOutput ? "output" : "input"};
   b.attrs = std::move(attrs);
@@ -49,17 +44,9 @@ void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, Infer
   MustAdd(r, std::move(b));
 }
 
-// softmax / log_softmax over `dim`, optionally computed in `dtype` (torch's dtype argument).
-OpDef Softmax(const std::string& name, BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.category = "activation";
-  d.input_names = {"input"};
-  d.attrs = {RequiredIntAttr("dim"), DTypeAttr("dtype")};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
-  d.infer = [name](absl::Span<const TensorMeta> in,
-                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+InferFn SoftmaxInfer(const std::string& name) {
+  return [name](absl::Span<const TensorMeta> in,
+                const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const int64_t rank = static_cast<int64_t>(in[0].shape.size());
     const int64_t dim = a.GetInt("dim");
     if (!NormalizeDim(dim, rank).ok()) {
@@ -76,6 +63,24 @@ OpDef Softmax(const std::string& name, BackwardFn backward) {
     }
     return std::vector<TensorMeta>{{out, in[0].shape}};
   };
+}
+
+}  // namespace ops
+
+namespace {
+using namespace ops;
+using Grads = absl::StatusOr<std::vector<Tensor>>;
+
+// softmax / log_softmax over `dim`, optionally computed in `dtype` (torch's dtype argument).
+OpDef Softmax(const std::string& name, BackwardFn backward) {
+  OpDef d;
+  d.name = name;
+  d.category = "activation";
+  d.input_names = {"input"};
+  d.attrs = {RequiredIntAttr("dim"), DTypeAttr("dtype")};
+  d.dtypes = kFloat;
+  d.marking = Marking::kDifferentiable;
+  d.infer = SoftmaxInfer(name);
   d.backward = std::move(backward);
   return d;
 }
@@ -128,6 +133,7 @@ void RegisterActivationOps(OpRegistry& r) {
   AddPointwise(r, "elu", kFloat, same, Saved::kInput, {FloatAttr("alpha", 1.0)});
   MustAdd(r, Softmax("softmax", SoftmaxBackward));
   MustAdd(r, Softmax("log_softmax", LogSoftmaxBackward));
+  RegisterActivationTier2Ops(r);
 }
 
 }  // namespace tensord

@@ -267,6 +267,8 @@ void RegisterElementwiseOps(OpRegistry& r) {
 
   RegisterUnaryMathOps(r);
   RegisterComparisonOps(r);
+  RegisterElementwiseTier2Ops(r);
+  RegisterUnaryTier2Ops(r);
 }
 
 }  // namespace tensord

@@ -1,10 +1,12 @@
-// Shared pieces of the elementwise op families (elementwise*.cc, activation.cc).
+// Shared pieces of the elementwise op families (elementwise*.cc, activation*.cc).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "server/ops/op_def.h"
+#include "server/ops/op_helpers.h"
 #include "server/ops/registry.h"
 
 namespace tensord {
@@ -12,6 +14,12 @@ namespace tensord {
 // Registered by RegisterElementwiseOps after the binary arithmetic ops.
 void RegisterUnaryMathOps(OpRegistry& r);   // elementwise_unary.cc
 void RegisterComparisonOps(OpRegistry& r);  // elementwise_compare.cc
+// Tier 2: remainder, fmod, atan2, hypot, bitwise ops, lerp; registered by RegisterElementwiseOps.
+void RegisterElementwiseTier2Ops(OpRegistry& r);  // elementwise_tier2.cc
+// Tier 2: log1p ... erfinv; registered by RegisterElementwiseOps.
+void RegisterUnaryTier2Ops(OpRegistry& r);  // elementwise_unary_tier2.cc
+// Tier 2 activations; registered by RegisterActivationOps.
+void RegisterActivationTier2Ops(OpRegistry& r);  // activation_tier2.cc
 
 namespace ops {
 
@@ -23,6 +31,35 @@ InferFn BroadcastInfer(const std::string& op, std::optional<DType> out = std::nu
 // Shape rule of PyTorch's floating-point functions (exp, sigmoid, ...): float inputs keep their
 // dtype, integer and bool inputs give f32.
 InferFn FloatFunctionInfer();
+
+// A single-input elementwise op entry.
+OpDef UnaryDef(const std::string& name, DTypeSet dtypes, Marking marking, InferFn infer = SameAs(0),
+               BackwardFn backward = nullptr);
+
+// A differentiable unary op whose gradient is `rule(ops, input, output, grad_output)`, written
+// in other ops so that every backend that has them can differentiate it.
+template <typename Rule>
+OpDef DifferentiableUnary(const std::string& name, DTypeSet dtypes, InferFn infer, Rule rule) {
+  return UnaryDef(name, dtypes, Marking::kDifferentiable, std::move(infer),
+                  [rule](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
+                    GradOps o(g.run);
+                    ASSIGN_OR_RETURN(Tensor gx,
+                                     rule(o, g.inputs[0], g.outputs[0], g.grad_outputs[0]));
+                    return std::vector<Tensor>{gx};
+                  });
+}
+
+// Shape rule of softmax-like ops: an in-range `dim` (BAD_ATTRIBUTE otherwise) and an optional
+// float `dtype` the result is computed in.
+InferFn SoftmaxInfer(const std::string& name);
+
+// Which tensor a fused activation backward reads next to the incoming gradient.
+enum class Saved { kInput, kOutput };
+
+// Registers the pointwise activation `name` and its internal `<name>_backward` op, which takes
+// (grad_output, saved) and the forward's attributes.
+void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, InferFn infer,
+                  Saved saved, std::vector<AttrSpec> attrs = {}, int tier = 1);
 
 }  // namespace ops
 }  // namespace tensord

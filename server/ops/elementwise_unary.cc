@@ -7,12 +7,10 @@
 #include "server/ops/op_helpers.h"
 
 namespace tensord {
-namespace {
-using namespace ops;
-using Grads = absl::StatusOr<std::vector<Tensor>>;
+namespace ops {
 
-OpDef Unary(const std::string& name, DTypeSet dtypes, Marking marking, InferFn infer = SameAs(0),
-            BackwardFn backward = nullptr) {
+OpDef UnaryDef(const std::string& name, DTypeSet dtypes, Marking marking, InferFn infer,
+               BackwardFn backward) {
   OpDef d;
   d.name = name;
   d.category = "elementwise";
@@ -24,22 +22,17 @@ OpDef Unary(const std::string& name, DTypeSet dtypes, Marking marking, InferFn i
   return d;
 }
 
-// A differentiable op whose gradient is `rule(ops, input, output, grad_output)`.
-template <typename Rule>
-OpDef Differentiable(const std::string& name, DTypeSet dtypes, InferFn infer, Rule rule) {
-  return Unary(name, dtypes, Marking::kDifferentiable, std::move(infer),
-               [rule](const GradContext& g) -> Grads {
-                 GradOps o(g.run);
-                 ASSIGN_OR_RETURN(Tensor gx, rule(o, g.inputs[0], g.outputs[0], g.grad_outputs[0]));
-                 return std::vector<Tensor>{gx};
-               });
-}
+}  // namespace ops
+
+namespace {
+using namespace ops;
+using Grads = absl::StatusOr<std::vector<Tensor>>;
 
 using In = const Tensor&;
 using Out = absl::StatusOr<Tensor>;
 
 OpDef Round() {
-  OpDef round = Unary("round", kFloatInt, Marking::kZeroGrad);
+  OpDef round = UnaryDef("round", kFloatInt, Marking::kZeroGrad);
   round.attrs = {IntAttr("decimals", 0)};
   round.infer = [](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -59,7 +52,7 @@ bool Integral(double v) { return std::isinf(v) || v == std::trunc(v); }
 // torch.clamp(input, min, max) with scalar bounds. The gradient passes where
 // min <= x <= max (both ends included) and is zero elsewhere, NaN inputs included.
 OpDef Clamp() {
-  OpDef clamp = Unary("clamp", kFloatInt, Marking::kDifferentiable);
+  OpDef clamp = UnaryDef("clamp", kFloatInt, Marking::kDifferentiable);
   clamp.attrs = {OptionalFloatAttr("min"), OptionalFloatAttr("max")};
   clamp.infer = [](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -102,50 +95,51 @@ void RegisterUnaryMathOps(OpRegistry& r) {
   const InferFn same = SameAs(0);
   const InferFn floating = FloatFunctionInfer();
 
-  MustAdd(r, Differentiable("neg", kFloatInt, same,
-                            [](GradOps& o, In, In, In go) -> Out { return o.Neg(go); }));
+  MustAdd(r, DifferentiableUnary("neg", kFloatInt, same,
+                                 [](GradOps& o, In, In, In go) -> Out { return o.Neg(go); }));
   // d|x| = sign(x): zero at 0, like PyTorch.
-  MustAdd(r, Differentiable("abs", kFloatInt, same, [](GradOps& o, In x, In, In go) -> Out {
+  MustAdd(r, DifferentiableUnary("abs", kFloatInt, same, [](GradOps& o, In x, In, In go) -> Out {
             ASSIGN_OR_RETURN(Tensor s, o.Op("sign", {x}));
             return o.Mul(go, s);
           }));
-  MustAdd(r, Differentiable("square", kFloatInt, same, [](GradOps& o, In x, In, In go) -> Out {
+  MustAdd(r, DifferentiableUnary("square", kFloatInt, same, [](GradOps& o, In x, In, In go) -> Out {
             ASSIGN_OR_RETURN(Tensor d, o.Mul(go, x));
             return o.Scale(d, 2.0);
           }));
-  MustAdd(r, Differentiable("exp", kAll, floating,
-                            [](GradOps& o, In, In y, In go) -> Out { return o.Mul(go, y); }));
-  MustAdd(r, Differentiable("log", kAll, floating,
-                            [](GradOps& o, In x, In, In go) -> Out { return o.Div(go, x); }));
-  MustAdd(r, Differentiable("sqrt", kAll, floating, [](GradOps& o, In, In y, In go) -> Out {
+  MustAdd(r, DifferentiableUnary("exp", kAll, floating,
+                                 [](GradOps& o, In, In y, In go) -> Out { return o.Mul(go, y); }));
+  MustAdd(r, DifferentiableUnary("log", kAll, floating,
+                                 [](GradOps& o, In x, In, In go) -> Out { return o.Div(go, x); }));
+  MustAdd(r, DifferentiableUnary("sqrt", kAll, floating, [](GradOps& o, In, In y, In go) -> Out {
             ASSIGN_OR_RETURN(Tensor d, o.Div(go, y));
             return o.Scale(d, 0.5);
           }));
   // d x^(-1/2) = -1/2 x^(-3/2) = -1/2 y^3.
-  MustAdd(r, Differentiable("rsqrt", kAll, floating, [](GradOps& o, In, In y, In go) -> Out {
+  MustAdd(r, DifferentiableUnary("rsqrt", kAll, floating, [](GradOps& o, In, In y, In go) -> Out {
             ASSIGN_OR_RETURN(Tensor y2, o.Mul(y, y));
             ASSIGN_OR_RETURN(Tensor y3, o.Mul(y2, y));
             ASSIGN_OR_RETURN(Tensor d, o.Mul(go, y3));
             return o.Scale(d, -0.5);
           }));
-  MustAdd(r, Differentiable("reciprocal", kAll, floating, [](GradOps& o, In, In y, In go) -> Out {
+  MustAdd(r,
+          DifferentiableUnary("reciprocal", kAll, floating, [](GradOps& o, In, In y, In go) -> Out {
             ASSIGN_OR_RETURN(Tensor y2, o.Mul(y, y));
             ASSIGN_OR_RETURN(Tensor d, o.Mul(go, y2));
             return o.Neg(d);
           }));
-  MustAdd(r,
-          Differentiable("frac", kFloat, same, [](GradOps&, In, In, In go) -> Out { return go; }));
+  MustAdd(r, DifferentiableUnary("frac", kFloat, same,
+                                 [](GradOps&, In, In, In go) -> Out { return go; }));
 
-  MustAdd(r, Unary("sign", kAll, Marking::kZeroGrad));
-  MustAdd(r, Unary("floor", kFloatInt, Marking::kZeroGrad));
-  MustAdd(r, Unary("ceil", kFloatInt, Marking::kZeroGrad));
-  MustAdd(r, Unary("trunc", kFloatInt, Marking::kZeroGrad));
+  MustAdd(r, UnaryDef("sign", kAll, Marking::kZeroGrad));
+  MustAdd(r, UnaryDef("floor", kFloatInt, Marking::kZeroGrad));
+  MustAdd(r, UnaryDef("ceil", kFloatInt, Marking::kZeroGrad));
+  MustAdd(r, UnaryDef("trunc", kFloatInt, Marking::kZeroGrad));
   MustAdd(r, Round());
   MustAdd(r, Clamp());
 
   const InferFn to_bool = SameShapeAs(DType::kBool);
   for (const char* name : {"logical_not", "isnan", "isinf", "isfinite"}) {
-    MustAdd(r, Unary(name, kAll, Marking::kNonDifferentiable, to_bool));
+    MustAdd(r, UnaryDef(name, kAll, Marking::kNonDifferentiable, to_bool));
   }
 }
 

@@ -1,12 +1,10 @@
 // Loop kernels for activations, their fused backward ops, and softmax / log_softmax along a
 // dim (max-subtracted, so large inputs do not overflow).
+#include "server/backends/cpu/activation_kernels.h"
+
 #include <cmath>
 #include <limits>
 #include <vector>
-
-#include "server/backends/cpu/elementwise_dispatch.h"
-#include "server/backends/cpu/kernel_table.h"
-#include "server/backends/cpu/loops.h"
 
 namespace tensord::cpu {
 namespace {
@@ -15,26 +13,6 @@ constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
 constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2*pi)
 constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
 constexpr double kGeluKappa = 0.044715;
-
-// Runs the functor returned by make(T{}) over input 0 into output 0, both of float dtype T.
-template <typename Make>
-absl::Status FloatUnary(KernelCall& c, Make make) {
-  VisitDType<kF>(c.inputs[0].dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    UnaryLoop<T, T>(c.inputs[0], c.outputs[0], make(tag));
-  });
-  return absl::OkStatus();
-}
-
-// Backward ops: out = f(grad_output, saved), both of the output's float dtype.
-template <typename Make>
-absl::Status FloatBinary(KernelCall& c, Make make) {
-  VisitDType<kF>(c.inputs[0].dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], make(tag));
-  });
-  return absl::OkStatus();
-}
 
 absl::Status Relu(KernelCall& c) {
   VisitDType<kFI>(c.inputs[0].dtype(), [&](auto tag) {
@@ -265,6 +243,7 @@ void RegisterActivationKernels(KernelTable& t) {
 
   t.Add("softmax", "loop_softmax", kFloat, SoftmaxKernel<false>);
   t.Add("log_softmax", "loop_log_softmax", kFloat, SoftmaxKernel<true>);
+  RegisterActivationTier2Kernels(t);
 }
 
 }  // namespace tensord::cpu

@@ -50,12 +50,6 @@ absl::Status MulKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
-template <typename T>
-bool AnyZero(const Tensor& t) {
-  const T* p = t.data<T>();
-  return std::any_of(p, p + t.numel(), [](T v) { return v == 0; });
-}
-
 // Integer division without the two traps of x86 idiv: a zero divisor (checked beforehand) and
 // lowest() / -1, which wraps to lowest() as in PyTorch.
 template <typename T>
@@ -216,6 +210,8 @@ void RegisterElementwiseKernels(KernelTable& t) {
   t.Add("where", Kernel{"loop_where", WhereSupports, WhereKernel});
   RegisterUnaryMathKernels(t);
   RegisterComparisonKernels(t);
+  RegisterElementwiseTier2Kernels(t);
+  RegisterUnaryTier2Kernels(t);
 }
 
 }  // namespace tensord::cpu

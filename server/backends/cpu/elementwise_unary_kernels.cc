@@ -135,31 +135,6 @@ struct IsFiniteOp {
   }
 };
 
-// Output dtype equals input dtype.
-template <uint32_t kSet, typename Op>
-absl::Status SameDTypeKernel(KernelCall& c) {
-  VisitDType<kSet>(c.inputs[0].dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    UnaryLoop<T, T>(c.inputs[0], c.outputs[0], Op{});
-  });
-  return absl::OkStatus();
-}
-
-// Floating-point functions: integer and bool inputs compute in f32, as PyTorch promotes them.
-template <typename Op>
-absl::Status FloatFunctionKernel(KernelCall& c) {
-  VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    if constexpr (std::is_floating_point_v<T>) {
-      UnaryLoop<T, T>(c.inputs[0], c.outputs[0], Op{});
-    } else {
-      UnaryLoop<T, float>(c.inputs[0], c.outputs[0],
-                          [](T v) { return Op{}(static_cast<float>(v)); });
-    }
-  });
-  return absl::OkStatus();
-}
-
 template <typename Op>
 absl::Status PredicateKernel(KernelCall& c) {
   VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
