@@ -122,6 +122,10 @@ std::string DescKey(const dnnl::memory::desc& md) {
   for (int i = 0; i < d.ndims; ++i) {
     absl::StrAppend(&key, d.dims[i], ":", d.format_desc.blocking.strides[i], ",");
   }
+  // Blocked layouts (oneDNN's choice for convolutions) differ in their inner blocks only.
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  for (int i = 0; i < b.inner_nblks; ++i)
+    absl::StrAppend(&key, "/", b.inner_idxs[i], "x", b.inner_blks[i]);
   key += "]";
   return key;
 }

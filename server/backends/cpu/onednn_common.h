@@ -24,7 +24,7 @@ dnnl::stream& Stream();
 
 struct CachedPrimitive {
   dnnl::primitive primitive;
-  dnnl::primitive_desc pd;  // for workspace queries and backward hints
+  dnnl::primitive_desc_base pd;  // for layout and workspace queries
   // oneDNN fell back to its reference implementation: slower than the loop kernels.
   bool reference = false;
 };

@@ -1,6 +1,8 @@
 // oneDNN kernels of the f32 neural-network ops: convolution forward and backward (data and
 // weights), max/avg pooling forward and backward, layer normalization forward and backward.
-// Tensors are NCHW row-major and wrapped in place.
+// Tensors are NCHW row-major. Pooling and normalization wrap them in place; convolutions let
+// oneDNN choose its blocked layouts (several times faster than its plain-layout GEMM path) and
+// reorder operands in and results out around the call.
 #include <unordered_map>
 #include <vector>
 
@@ -28,10 +30,60 @@ memory::desc Nchw(const Shape& s) {
 
 std::string Ints(const memory::dims& v) { return absl::StrJoin(v, ","); }
 
+void Reorder(const memory& from, const memory& to) {
+  auto prim =
+      GetPrimitive(absl::StrCat("reorder|", DescKey(from.get_desc()), DescKey(to.get_desc())), [&] {
+        dnnl::reorder::primitive_desc pd(from, to);
+        return CachedPrimitive{dnnl::reorder(pd), pd};
+      });
+  prim->primitive.execute(Stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+}
+
+// Binds plain tensors to the arguments of a primitive that chose its own layouts: inputs are
+// reordered into the chosen layout when it differs, outputs computed in it and reordered back.
+class Binder {
+ public:
+  explicit Binder(const CachedPrimitive& p) : p_(p) {}
+
+  void In(int arg, const Tensor& t, const memory::desc& plain) {
+    const memory::desc want = p_.pd.query_md(dnnl::query::exec_arg_md, arg);
+    if (want == plain) {
+      args_.emplace(arg, Wrap(t, plain));
+      return;
+    }
+    memory tmp(want, Engine());
+    Reorder(Wrap(t, plain), tmp);
+    args_.emplace(arg, tmp);
+  }
+
+  void Out(int arg, Tensor& t, const memory::desc& plain) {
+    const memory::desc want = p_.pd.query_md(dnnl::query::exec_arg_md, arg);
+    if (want == plain) {
+      args_.emplace(arg, Wrap(t, plain));
+      return;
+    }
+    memory tmp(want, Engine());
+    args_.emplace(arg, tmp);
+    back_.emplace_back(tmp, Wrap(t, plain));
+  }
+
+  void Run() {
+    p_.primitive.execute(Stream(), args_);
+    for (const auto& [from, to] : back_) Reorder(from, to);
+    Stream().wait();
+  }
+
+ private:
+  const CachedPrimitive& p_;
+  Args args_;
+  std::vector<std::pair<memory, memory>> back_;
+};
+
 // ---- convolution ------------------------------------------------------------------------------
 
 struct ConvSetup {
-  memory::desc x, w, y, b;
+  memory::desc x, w, y, b;  // the tensors' plain layouts
+  memory::desc xa, wa, ya;  // the same dims in any layout, for the primitive to choose
   memory::dims strides, dilates, pad_l, pad_r;
   std::string key;
 };
@@ -46,6 +98,10 @@ absl::StatusOr<ConvSetup> SetupConv(const std::string& op, const Shape& x, const
   s.w = p.groups == 1 ? PlainDesc(w, DType::kF32)
                       : PlainDesc({p.groups, w[0] / p.groups, w[1], w[2], w[3]}, DType::kF32);
   if (bias) s.b = PlainDesc({w[0]}, DType::kF32);
+  const auto any = memory::format_tag::any;
+  s.xa = memory::desc(s.x.dims(), memory::data_type::f32, any);
+  s.wa = memory::desc(s.w.dims(), memory::data_type::f32, any);
+  s.ya = memory::desc(s.y.dims(), memory::data_type::f32, any);
   s.strides = {p.stride[0], p.stride[1]};
   s.dilates = {p.dilation[0] - 1, p.dilation[1] - 1};  // oneDNN counts the gaps
   s.pad_l = {p.padding[0], p.padding[1]};
@@ -57,10 +113,10 @@ absl::StatusOr<ConvSetup> SetupConv(const std::string& op, const Shape& x, const
 
 dnnl::convolution_forward::primitive_desc ConvForwardPd(const ConvSetup& s, bool bias) {
   using F = dnnl::convolution_forward;
-  F::desc d = bias ? F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.x, s.w,
-                             s.b, s.y, s.strides, s.dilates, s.pad_l, s.pad_r)
-                   : F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.x, s.w,
-                             s.y, s.strides, s.dilates, s.pad_l, s.pad_r);
+  F::desc d = bias ? F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.xa, s.wa,
+                             s.b, s.ya, s.strides, s.dilates, s.pad_l, s.pad_r)
+                   : F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.xa, s.wa,
+                             s.ya, s.strides, s.dilates, s.pad_l, s.pad_r);
   return F::primitive_desc(d, Engine());
 }
 
@@ -82,11 +138,12 @@ absl::Status ConvForward(KernelCall& c) {
     auto pd = ConvForwardPd(s, bias);
     return CachedPrimitive{dnnl::convolution_forward(pd), pd};
   });
-  Args args = {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)},
-               {DNNL_ARG_WEIGHTS, Wrap(c.inputs[1], s.w)},
-               {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)}};
-  if (bias) args.emplace(DNNL_ARG_BIAS, Wrap(c.inputs[2], s.b));
-  Execute(*prim, args);
+  Binder b(*prim);
+  b.In(DNNL_ARG_SRC, c.inputs[0], s.x);
+  b.In(DNNL_ARG_WEIGHTS, c.inputs[1], s.w);
+  if (bias) b.In(DNNL_ARG_BIAS, c.inputs[2], s.b);
+  b.Out(DNNL_ARG_DST, c.outputs[0], s.y);
+  b.Run();
   return absl::OkStatus();
 }
 
@@ -104,13 +161,16 @@ absl::Status ConvBackwardInput(KernelCall& c) {
                              c.inputs[0].shape(), c.attrs, false));
   auto prim = GetPrimitive("conv_bwd_data|" + s.key, [&] {
     using B = dnnl::convolution_backward_data;
-    B::desc d(algorithm::convolution_direct, s.x, s.w, s.y, s.strides, s.dilates, s.pad_l, s.pad_r);
+    B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates, s.pad_l,
+              s.pad_r);
     B::primitive_desc pd(d, Engine(), ConvForwardPd(s, false));
     return CachedPrimitive{B(pd), pd};
   });
-  Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
-                  {DNNL_ARG_WEIGHTS, Wrap(c.inputs[1], s.w)},
-                  {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.x)}});
+  Binder b(*prim);
+  b.In(DNNL_ARG_DIFF_DST, c.inputs[0], s.y);
+  b.In(DNNL_ARG_WEIGHTS, c.inputs[1], s.w);
+  b.Out(DNNL_ARG_DIFF_SRC, c.outputs[0], s.x);
+  b.Run();
   return absl::OkStatus();
 }
 
@@ -121,13 +181,16 @@ absl::Status ConvBackwardWeight(KernelCall& c) {
                              c.inputs[0].shape(), c.attrs, false));
   auto prim = GetPrimitive("conv_bwd_weights|" + s.key, [&] {
     using B = dnnl::convolution_backward_weights;
-    B::desc d(algorithm::convolution_direct, s.x, s.w, s.y, s.strides, s.dilates, s.pad_l, s.pad_r);
+    B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates, s.pad_l,
+              s.pad_r);
     B::primitive_desc pd(d, Engine(), ConvForwardPd(s, false));
     return CachedPrimitive{B(pd), pd};
   });
-  Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
-                  {DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)},
-                  {DNNL_ARG_DIFF_WEIGHTS, Wrap(c.outputs[0], s.w)}});
+  Binder b(*prim);
+  b.In(DNNL_ARG_DIFF_DST, c.inputs[0], s.y);
+  b.In(DNNL_ARG_SRC, c.inputs[1], s.x);
+  b.Out(DNNL_ARG_DIFF_WEIGHTS, c.outputs[0], s.w);
+  b.Run();
   return absl::OkStatus();
 }
 
