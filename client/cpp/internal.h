@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,6 +51,8 @@ class SessionState {
 
   // Called when the last Tensor of a handle goes.
   void QueueRelease(uint64_t handle, uint64_t nbytes);
+  // Handles the server freed by itself (gradients of a closed context): never sent again.
+  void ForgetHandles(const std::vector<uint64_t>& handles);
   absl::Status FlushReleases();
 
  private:
@@ -62,9 +65,13 @@ class SessionState {
   std::atomic<bool> closed_{false};
   std::atomic<int> no_grad_depth_{0};
   std::mutex mu_;
-  std::vector<uint64_t> pending_;  // guarded by mu_
-  uint64_t pending_bytes_ = 0;     // guarded by mu_
+  std::vector<uint64_t> pending_;           // guarded by mu_
+  std::unordered_set<uint64_t> forgotten_;  // guarded by mu_
+  uint64_t pending_bytes_ = 0;              // guarded by mu_
 };
+
+// The error of a call on a moved-from Session or AutodiffContext.
+absl::Status NoSession();
 
 // Wraps the outputs of an Execute response as Tensors of `state`.
 std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,

@@ -8,130 +8,8 @@
 #include "client/cpp/status.h"
 
 namespace tensord::client {
-namespace internal {
-
-SessionState::SessionState(std::shared_ptr<const Connection> connection,
-                           const ::tensord::v1::CreateSessionResponse& created, bool owned)
-    : connection_(std::move(connection)), created_(created), owned_(owned) {}
-
-absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
-    ::tensord::v1::ExecuteRequest& request) {
-  request.set_session_id(id());
-  if (no_grad()) request.set_no_grad(true);
-  grpc::ClientContext context;
-  connection_->Prepare(&context);
-  ::tensord::v1::ExecuteResponse response;
-  grpc::Status status = stub().Execute(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response;
-}
-
-absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_bytes) {
-  grpc::ClientContext context;
-  connection_->Prepare(&context);
-  ::tensord::v1::GetTensorRequest request;
-  request.set_session_id(id());
-  request.set_handle(handle);
-  request.set_chunk_bytes(chunk_bytes);
-  std::unique_ptr<grpc::ClientReader<::tensord::v1::GetTensorResponse>> reader =
-      stub().GetTensor(&context, request);
-  ::tensord::v1::GetTensorResponse message;
-  ::tensord::v1::TensorInfo info;
-  bool have_info = false;
-  std::string bytes;
-  while (reader->Read(&message)) {
-    if (message.has_info() && !have_info) {
-      info = message.info();
-      have_info = true;
-      bytes.reserve(info.nbytes());
-    }
-    bytes += message.chunk();
-  }
-  grpc::Status status = reader->Finish();
-  if (!status.ok()) return FromGrpcStatus(status);
-  if (!have_info) {
-    return ClientError(
-        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
-        absl::StrCat("client: the GetTensor stream of handle ", handle, " carried no tensor info"));
-  }
-  absl::StatusOr<DType> dtype = DTypeFromProto(info.dtype());
-  if (!dtype.ok()) return dtype.status();
-  HostTensor out(*dtype, Shape(info.shape().begin(), info.shape().end()), std::move(bytes));
-  if (absl::Status s = out.Validate(); !s.ok()) {
-    return ClientError(absl::StatusCode::kDataLoss, ::tensord::v1::TRANSFER_INCOMPLETE,
-                       absl::StrCat("client: GetTensor of handle ", handle, ": ", s.message()),
-                       {{"handle", absl::StrCat(handle)}});
-  }
-  return out;
-}
-
-absl::StatusOr<uint32_t> SessionState::Release(const std::vector<uint64_t>& handles) {
-  grpc::ClientContext context;
-  connection_->Prepare(&context);
-  ::tensord::v1::ReleaseRequest request;
-  request.set_session_id(id());
-  request.mutable_handles()->Add(handles.begin(), handles.end());
-  ::tensord::v1::ReleaseResponse response;
-  grpc::Status status = stub().Release(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  return response.released();
-}
-
-void SessionState::QueueRelease(uint64_t handle, uint64_t nbytes) {
-  if (closed()) return;
-  bool flush = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    pending_.push_back(handle);
-    pending_bytes_ += nbytes;
-    flush = pending_.size() >= kReleaseBatchCount || pending_bytes_ >= kReleaseBatchBytes;
-  }
-  // A destructor has no caller to report to; a failure leaves the handle to the session's end.
-  if (flush) FlushReleases().IgnoreError();
-}
-
-absl::Status SessionState::FlushReleases() {
-  std::vector<uint64_t> handles;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    handles.swap(pending_);
-    pending_bytes_ = 0;
-  }
-  if (handles.empty() || closed()) return absl::OkStatus();
-  absl::StatusOr<uint32_t> released = Release(handles);
-  if (released.ok()) return absl::OkStatus();
-  if (ReasonOf(released.status()) == ::tensord::v1::TENSOR_NOT_FOUND) {
-    // Release is atomic: one handle freed another way (Session::Release with raw handles)
-    // fails the whole batch, so the others go one at a time.
-    for (uint64_t h : handles) Release({h}).IgnoreError();
-    return absl::OkStatus();
-  }
-  // The session is gone (closed or expired): so are its tensors.
-  if (ReasonOf(released.status()) == ::tensord::v1::SESSION_NOT_FOUND) return absl::OkStatus();
-  return released.status();
-}
-
-std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,
-                                              const ::tensord::v1::ExecuteResponse& response) {
-  std::vector<std::vector<Tensor>> out;
-  out.reserve(response.results_size());
-  for (const ::tensord::v1::CallResult& result : response.results()) {
-    std::vector<Tensor>& outputs = out.emplace_back();
-    for (const ::tensord::v1::TensorInfo& info : result.outputs()) {
-      outputs.push_back(Tensor::Adopt(state, TensorInfo::FromProto(info)));
-    }
-  }
-  return out;
-}
-
-}  // namespace internal
 
 namespace {
-
-absl::Status NoSession() {
-  return ClientError(absl::StatusCode::kFailedPrecondition, ::tensord::v1::SESSION_NOT_FOUND,
-                     "client: the session object was moved from");
-}
 
 void FillCall(::tensord::v1::OpCall* call, const std::string& op,
               const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error) {
@@ -206,7 +84,7 @@ CallRef Batch::Add(const std::string& op, std::vector<Operand> inputs, const Att
 }
 
 absl::StatusOr<BatchResult> Batch::Run() {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   if (!error_.ok()) return error_;
   request_.set_no_grad(options_.no_grad);
   request_.set_context_id(options_.context);
@@ -223,83 +101,6 @@ absl::StatusOr<BatchResult> Batch::Run() {
     }
   }
   return result;
-}
-
-// ---- Gradients, AutodiffContext, NoGradGuard --------------------------------------------------
-
-Tensor Gradients::grad(const Tensor& leaf) const {
-  auto it = by_leaf_.find(leaf.handle());
-  return it == by_leaf_.end() ? Tensor() : it->second;
-}
-
-AutodiffContext::AutodiffContext(std::shared_ptr<internal::SessionState> state, uint64_t id,
-                                 Checkpointing checkpointing)
-    : state_(std::move(state)), id_(id), checkpointing_(checkpointing) {}
-
-AutodiffContext::AutodiffContext(AutodiffContext&& other) noexcept
-    : state_(std::move(other.state_)),
-      id_(other.id_),
-      checkpointing_(other.checkpointing_),
-      closed_(other.closed_) {
-  other.state_ = nullptr;
-}
-
-AutodiffContext& AutodiffContext::operator=(AutodiffContext&& other) noexcept {
-  if (this != &other) {
-    Close().IgnoreError();
-    state_ = std::move(other.state_);
-    other.state_ = nullptr;
-    id_ = other.id_;
-    checkpointing_ = other.checkpointing_;
-    closed_ = other.closed_;
-  }
-  return *this;
-}
-
-AutodiffContext::~AutodiffContext() { Close().IgnoreError(); }
-
-absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& roots,
-                                                    const std::vector<Tensor>& seeds,
-                                                    bool retain_graph) {
-  if (!state_) return NoSession();
-  grpc::ClientContext context;
-  state_->connection().Prepare(&context);
-  ::tensord::v1::BackwardRequest request;
-  request.set_session_id(state_->id());
-  request.set_context_id(id_);
-  for (const Tensor& t : roots) request.add_roots(t.handle());
-  for (const Tensor& t : seeds) request.add_seeds(t.handle());
-  request.set_retain_graph(retain_graph);
-  ::tensord::v1::BackwardResponse response;
-  grpc::Status status = state_->stub().Backward(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  Gradients out;
-  for (const ::tensord::v1::Gradient& g : response.gradients()) {
-    out.by_leaf_[g.leaf()] = Tensor::Adopt(state_, TensorInfo::FromProto(g.grad()));
-  }
-  return out;
-}
-
-absl::Status AutodiffContext::Close() {
-  if (!state_ || closed_ || state_->closed()) return absl::OkStatus();
-  grpc::ClientContext context;
-  state_->connection().Prepare(&context);
-  ::tensord::v1::CloseAutodiffContextRequest request;
-  request.set_session_id(state_->id());
-  request.set_context_id(id_);
-  ::tensord::v1::CloseAutodiffContextResponse response;
-  grpc::Status status = state_->stub().CloseAutodiffContext(&context, request, &response);
-  if (!status.ok()) return FromGrpcStatus(status);
-  closed_ = true;
-  return absl::OkStatus();
-}
-
-NoGradGuard::NoGradGuard(std::shared_ptr<internal::SessionState> state) : state_(std::move(state)) {
-  if (state_) state_->EnterNoGrad();
-}
-
-NoGradGuard::~NoGradGuard() {
-  if (state_) state_->ExitNoGrad();
 }
 
 // ---- Session ----------------------------------------------------------------------------------
@@ -323,7 +124,7 @@ uint64_t Session::memory_quota_bytes() const { return state_->created().memory_q
 bool Session::autodiff_enabled() const { return state_->created().autodiff_enabled(); }
 
 absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& options) {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   if (absl::Status s = value.Validate(); !s.ok()) return s;
   grpc::ClientContext context;
   state_->connection().Prepare(&context);
@@ -357,13 +158,13 @@ absl::StatusOr<HostTensor> Session::Get(const Tensor& tensor, uint32_t chunk_byt
 }
 
 absl::StatusOr<HostTensor> Session::Get(uint64_t handle, uint32_t chunk_bytes) {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   return state_->Get(handle, chunk_bytes);
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::Op(const std::string& op, std::vector<Operand> inputs,
                                                 const Attrs& attrs, const OpOptions& options) {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   ::tensord::v1::ExecuteRequest request;
   absl::Status error;
   ::tensord::v1::OpCall* call = request.add_calls();
@@ -413,17 +214,17 @@ absl::StatusOr<uint32_t> Session::Release(const std::vector<Tensor>& tensors) {
 }
 
 absl::StatusOr<uint32_t> Session::Release(const std::vector<uint64_t>& handles) {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   return state_->Release(handles);
 }
 
 absl::Status Session::FlushReleases() {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   return state_->FlushReleases();
 }
 
 absl::StatusOr<uint64_t> Session::KeepAlive() {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   grpc::ClientContext context;
   state_->connection().Prepare(&context);
   ::tensord::v1::KeepAliveRequest request;
@@ -435,7 +236,7 @@ absl::StatusOr<uint64_t> Session::KeepAlive() {
 }
 
 absl::StatusOr<SessionInfo> Session::Info() {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   // A failed flush (e.g. the session expired) is reported by GetSessionInfo itself.
   state_->FlushReleases().IgnoreError();
   grpc::ClientContext context;
@@ -461,7 +262,7 @@ absl::StatusOr<SessionInfo> Session::Info() {
 }
 
 absl::StatusOr<AutodiffContext> Session::OpenAutodiff(Checkpointing checkpointing) {
-  if (!state_) return NoSession();
+  if (!state_) return internal::NoSession();
   grpc::ClientContext context;
   state_->connection().Prepare(&context);
   ::tensord::v1::OpenAutodiffContextRequest request;

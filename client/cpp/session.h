@@ -1,7 +1,7 @@
 // Session: a client's namespace on the server (tensors, autodiff contexts), and the calls made
 // in it: Put/Get streams, eager ops, batches, autodiff contexts and backward.
 //
-//   ASSIGN_OR_RETURN(Session s, client.CreateSession({.device = "cpu"}));  // (C++20 syntax)
+//   ASSIGN_OR_RETURN(Session s, client.CreateSession());
 //   ASSIGN_OR_RETURN(AutodiffContext ctx, s.OpenAutodiff(Checkpointing::kBalanced));
 //   ASSIGN_OR_RETURN(Tensor w, s.Put(HostTensor(values, {2, 2}), {true, ctx.id()}));
 //   ASSIGN_OR_RETURN(Tensor loss, Sum(Relu(Matmul(x, w))));
@@ -147,7 +147,8 @@ class Gradients {
 };
 
 // A server-side autodiff context. Closed when the object goes (or by Close()); its autodiff
-// tensors then stay readable but any op on them fails with AUTODIFF_CONTEXT_NOT_ENABLED.
+// tensors then stay readable but any op on them fails with AUTODIFF_CONTEXT_NOT_ENABLED, and
+// the gradients its Backward calls produced are freed.
 class AutodiffContext {
  public:
   AutodiffContext(AutodiffContext&& other) noexcept;
@@ -175,6 +176,7 @@ class AutodiffContext {
   uint64_t id_ = 0;
   Checkpointing checkpointing_ = Checkpointing::kNone;
   bool closed_ = false;
+  std::vector<uint64_t> gradient_handles_;  // freed by the server when the context closes
 };
 
 // While alive, eager ops and batches of its session compute without recording (like

@@ -366,6 +366,31 @@ TEST_F(RawRequestTest, TransferIncomplete) {
   EXPECT_OK(RawPut(v1::DTYPE_F32, {2}, {std::string(3, 'a'), std::string(5, 'b')}));
 }
 
+TEST_F(RawRequestTest, ContextNeverOpened) {
+  std::unique_ptr<v1::Tensord::Stub> stub = RawStub();
+  {
+    grpc::ClientContext context;
+    v1::CloseAutodiffContextRequest request;
+    request.set_session_id(session().id());
+    request.set_context_id(77);
+    v1::CloseAutodiffContextResponse response;
+    EXPECT_TRUE(
+        FailsWith(tc::FromGrpcStatus(stub->CloseAutodiffContext(&context, request, &response)),
+                  kNotFound, v1::CONTEXT_NOT_FOUND, {{"context_id", "77"}}));
+  }
+  {
+    tc::Tensor x = PutF32({1}, {});
+    grpc::ClientContext context;
+    v1::BackwardRequest request;
+    request.set_session_id(session().id());
+    request.set_context_id(77);
+    request.add_roots(x.handle());
+    v1::BackwardResponse response;
+    EXPECT_TRUE(FailsWith(tc::FromGrpcStatus(stub->Backward(&context, request, &response)),
+                          kNotFound, v1::CONTEXT_NOT_FOUND, {{"context_id", "77"}}));
+  }
+}
+
 TEST_F(RawRequestTest, InvalidRequest) {
   tc::SessionInfo before = Snapshot();
   EXPECT_TRUE(FailsWith(RawPut(v1::DTYPE_F32, {1}, {std::string(4, 'a')}, /*header=*/false),

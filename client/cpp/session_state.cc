@@ -1,0 +1,145 @@
+// SessionState: what Session, Tensor, Batch and AutodiffContext share.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "client/cpp/internal.h"
+#include "client/cpp/status.h"
+
+namespace tensord::client {
+namespace internal {
+
+absl::Status NoSession() {
+  return ClientError(absl::StatusCode::kFailedPrecondition, ::tensord::v1::SESSION_NOT_FOUND,
+                     "client: the session object was moved from");
+}
+
+SessionState::SessionState(std::shared_ptr<const Connection> connection,
+                           const ::tensord::v1::CreateSessionResponse& created, bool owned)
+    : connection_(std::move(connection)), created_(created), owned_(owned) {}
+
+absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
+    ::tensord::v1::ExecuteRequest& request) {
+  request.set_session_id(id());
+  if (no_grad()) request.set_no_grad(true);
+  grpc::ClientContext context;
+  connection_->Prepare(&context);
+  ::tensord::v1::ExecuteResponse response;
+  grpc::Status status = stub().Execute(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_bytes) {
+  grpc::ClientContext context;
+  connection_->Prepare(&context);
+  ::tensord::v1::GetTensorRequest request;
+  request.set_session_id(id());
+  request.set_handle(handle);
+  request.set_chunk_bytes(chunk_bytes);
+  std::unique_ptr<grpc::ClientReader<::tensord::v1::GetTensorResponse>> reader =
+      stub().GetTensor(&context, request);
+  ::tensord::v1::GetTensorResponse message;
+  ::tensord::v1::TensorInfo info;
+  bool have_info = false;
+  std::string bytes;
+  while (reader->Read(&message)) {
+    if (message.has_info() && !have_info) {
+      info = message.info();
+      have_info = true;
+      bytes.reserve(info.nbytes());
+    }
+    bytes += message.chunk();
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  if (!have_info) {
+    return ClientError(
+        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
+        absl::StrCat("client: the GetTensor stream of handle ", handle, " carried no tensor info"));
+  }
+  absl::StatusOr<DType> dtype = DTypeFromProto(info.dtype());
+  if (!dtype.ok()) return dtype.status();
+  HostTensor out(*dtype, Shape(info.shape().begin(), info.shape().end()), std::move(bytes));
+  if (absl::Status s = out.Validate(); !s.ok()) {
+    return ClientError(absl::StatusCode::kDataLoss, ::tensord::v1::TRANSFER_INCOMPLETE,
+                       absl::StrCat("client: GetTensor of handle ", handle, ": ", s.message()),
+                       {{"handle", absl::StrCat(handle)}});
+  }
+  return out;
+}
+
+absl::StatusOr<uint32_t> SessionState::Release(const std::vector<uint64_t>& handles) {
+  grpc::ClientContext context;
+  connection_->Prepare(&context);
+  ::tensord::v1::ReleaseRequest request;
+  request.set_session_id(id());
+  request.mutable_handles()->Add(handles.begin(), handles.end());
+  ::tensord::v1::ReleaseResponse response;
+  grpc::Status status = stub().Release(&context, request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response.released();
+}
+
+void SessionState::QueueRelease(uint64_t handle, uint64_t nbytes) {
+  if (closed()) return;
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (forgotten_.erase(handle) > 0) return;
+    pending_.push_back(handle);
+    pending_bytes_ += nbytes;
+    flush = pending_.size() >= kReleaseBatchCount || pending_bytes_ >= kReleaseBatchBytes;
+  }
+  // A destructor has no caller to report to; a failure leaves the handle to the session's end.
+  if (flush) FlushReleases().IgnoreError();
+}
+
+void SessionState::ForgetHandles(const std::vector<uint64_t>& handles) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (uint64_t h : handles) {
+    auto queued = std::find(pending_.begin(), pending_.end(), h);
+    if (queued != pending_.end()) {
+      pending_.erase(queued);
+    } else {
+      forgotten_.insert(h);
+    }
+  }
+}
+
+absl::Status SessionState::FlushReleases() {
+  std::vector<uint64_t> handles;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    handles.swap(pending_);
+    pending_bytes_ = 0;
+  }
+  if (handles.empty() || closed()) return absl::OkStatus();
+  absl::StatusOr<uint32_t> released = Release(handles);
+  if (released.ok()) return absl::OkStatus();
+  if (ReasonOf(released.status()) == ::tensord::v1::TENSOR_NOT_FOUND) {
+    // Release is atomic: one handle freed another way (Session::Release with raw handles)
+    // fails the whole batch, so the others go one at a time.
+    for (uint64_t h : handles) Release({h}).IgnoreError();
+    return absl::OkStatus();
+  }
+  // The session is gone (closed or expired): so are its tensors.
+  if (ReasonOf(released.status()) == ::tensord::v1::SESSION_NOT_FOUND) return absl::OkStatus();
+  return released.status();
+}
+
+std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,
+                                              const ::tensord::v1::ExecuteResponse& response) {
+  std::vector<std::vector<Tensor>> out;
+  out.reserve(response.results_size());
+  for (const ::tensord::v1::CallResult& result : response.results()) {
+    std::vector<Tensor>& outputs = out.emplace_back();
+    for (const ::tensord::v1::TensorInfo& info : result.outputs()) {
+      outputs.push_back(Tensor::Adopt(state, TensorInfo::FromProto(info)));
+    }
+  }
+  return out;
+}
+
+}  // namespace internal
+
+}  // namespace tensord::client
