@@ -3,8 +3,10 @@
 // primitive cache, and the dnnl::error conversion.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <functional>
+#include <thread>
 
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/onednn_common.h"
@@ -340,6 +342,32 @@ TEST(OneDnn, PrimitiveCacheReusesPrimitives) {
   cpu::onednn::ClearCache();
   EXPECT_EQ(cpu::onednn::GetCacheStats().size, 0);
   EXPECT_TRUE(AllClose(Run1("matmul", {a, b}), RunKernel("matmul", true, {a, b}, {})->at(0)));
+}
+
+TEST(OneDnn, CachedPrimitivesRunOnAnyThread) {
+  // Primitives are created on this thread and then run from others at the same time: each
+  // thread brings its own stream and scratchpad.
+  Tensor a = Random(kF32, {96, 80}, 1), b = Random(kF32, {80, 72}, 2);
+  Tensor x = Random(kF32, {2, 8, 12, 12}, 3), w = Random(kF32, {16, 8, 3, 3}, 4);
+  AttrMap pad = {{"padding", Ints{1}}};
+  const Tensor mm = Run1("matmul", {a, b});
+  const Tensor conv = Run1("conv2d", {x, w}, pad);
+  std::vector<std::thread> threads;
+  std::atomic<int> mismatches{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) {
+        auto m = RunOp("matmul", {a, b});
+        auto c = RunOp("conv2d", {x, w}, pad);
+        if (!m.ok() || !c.ok() || !AllClose((*m)[0], mm, 1e-6, 1e-6) ||
+            !AllClose((*c)[0], conv, 1e-6, 1e-6)) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(mismatches.load(), 0);
 }
 
 TEST(OneDnn, ErrorsBecomeStatuses) {

@@ -63,15 +63,14 @@ absl::Status RunBinary(KernelCall& c, const BinarySpec& spec) {
   const memory::desc m0 = PlainDims(d0), m1 = PlainDims(d1), md = PlainDims(dd);
   auto prim = GetPrimitive(
       absl::StrCat("binary|", static_cast<int>(spec.alg), DescKey(m0), DescKey(m1)), [&] {
-        dnnl::binary::primitive_desc pd(dnnl::binary::desc(spec.alg, m0, m1, md), Engine());
+        dnnl::binary::primitive_desc pd(dnnl::binary::desc(spec.alg, m0, m1, md), Attr(), Engine());
         const std::string impl = pd.impl_info_str();
         return CachedPrimitive{dnnl::binary(pd), pd, impl.rfind("ref", 0) == 0};
       });
   if (prim->reference) return HandOn(c, self);
-  prim->primitive.execute(Stream(), {{DNNL_ARG_SRC_0, Wrap(*s0, m0)},
-                                     {DNNL_ARG_SRC_1, Wrap(*s1, m1)},
-                                     {DNNL_ARG_DST, Wrap(out, md)}});
-  Stream().wait();
+  Execute(*prim, {{DNNL_ARG_SRC_0, Wrap(*s0, m0)},
+                  {DNNL_ARG_SRC_1, Wrap(*s1, m1)},
+                  {DNNL_ARG_DST, Wrap(out, md)}});
   return absl::OkStatus();
 }
 

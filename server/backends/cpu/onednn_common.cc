@@ -1,7 +1,9 @@
 #include "server/backends/cpu/onednn_common.h"
 
+#include <cstdlib>
 #include <list>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -67,7 +69,44 @@ PrimitiveCache& Cache() {
   return *cache;
 }
 
+// Grows on demand; primitives run one at a time per thread, so one buffer serves them all.
+void* ThreadScratchpad(size_t bytes) {
+  struct Buffer {
+    void* data = nullptr;
+    size_t size = 0;
+    ~Buffer() { std::free(data); }
+  };
+  thread_local Buffer buffer;
+  if (bytes > buffer.size) {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, bytes) != 0) throw std::bad_alloc();
+    std::free(buffer.data);
+    buffer.data = p;
+    buffer.size = bytes;
+  }
+  return buffer.data;
+}
+
 }  // namespace
+
+const dnnl::primitive_attr& Attr() {
+  static const dnnl::primitive_attr* attr = [] {
+    auto* a = new dnnl::primitive_attr();
+    a->set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return a;
+  }();
+  return *attr;
+}
+
+void Execute(const CachedPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
+  const dnnl::memory::desc scratch = p.pd.scratchpad_desc();
+  if (scratch.get_size() > 0) {
+    args.emplace(DNNL_ARG_SCRATCHPAD,
+                 dnnl::memory(scratch, Engine(), ThreadScratchpad(scratch.get_size())));
+  }
+  p.primitive.execute(Stream(), args);
+  Stream().wait();
+}
 
 dnnl::engine& Engine() {
   static dnnl::engine* engine = new dnnl::engine(dnnl::engine::kind::cpu, 0);

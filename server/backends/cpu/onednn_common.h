@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,11 @@ namespace tensord::cpu::onednn {
 dnnl::engine& Engine();
 // The calling thread's stream: primitives may run concurrently from several server threads.
 dnnl::stream& Stream();
+
+// Attributes every cached primitive is created with: a caller-provided scratchpad. oneDNN's
+// library-managed scratchpad is shared between primitives and ties each primitive to the thread
+// that created it; with our own per-thread scratchpad any server thread can run any primitive.
+const dnnl::primitive_attr& Attr();
 
 struct CachedPrimitive {
   dnnl::primitive primitive;
@@ -42,6 +48,8 @@ struct CacheStats {
 std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
                                                     const std::function<CachedPrimitive()>& make);
 CacheStats GetCacheStats();
+// Runs `p` on the calling thread's stream with `args` and the thread's scratchpad, and waits.
+void Execute(const CachedPrimitive& p, std::unordered_map<int, dnnl::memory> args);
 void ClearCache();
 
 // Wraps `t`'s buffer (no copy). oneDNN takes a non-const pointer even for read-only inputs.

@@ -29,12 +29,10 @@ absl::Status RunEltwise(KernelCall& c, algorithm alg, float alpha) {
       GetPrimitive(absl::StrCat("eltwise|", static_cast<int>(alg), "|", n, "|", alpha), [&] {
         dnnl::eltwise_forward::primitive_desc pd(
             dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, md, alpha, 0.f),
-            Engine());
+            Attr(), Engine());
         return CachedPrimitive{dnnl::eltwise_forward(pd), pd};
       });
-  prim->primitive.execute(
-      Stream(), {{DNNL_ARG_SRC, Wrap(c.inputs[0], md)}, {DNNL_ARG_DST, Wrap(c.outputs[0], md)}});
-  Stream().wait();
+  Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], md)}, {DNNL_ARG_DST, Wrap(c.outputs[0], md)}});
   return absl::OkStatus();
 }
 
@@ -99,13 +97,11 @@ absl::Status RunSoftmax(KernelCall& c) {
   auto prim = GetPrimitive(absl::StrCat("softmax|", DescKey(md)), [&] {
     using F = dnnl::softmax_v2_forward;
     F::primitive_desc pd(
-        F::desc(dnnl::prop_kind::forward_inference, algorithm::softmax_accurate, md, md, 1),
+        F::desc(dnnl::prop_kind::forward_inference, algorithm::softmax_accurate, md, md, 1), Attr(),
         Engine());
     return CachedPrimitive{F(pd), pd};
   });
-  prim->primitive.execute(Stream(),
-                          {{DNNL_ARG_SRC, Wrap(x, md)}, {DNNL_ARG_DST, Wrap(c.outputs[0], md)}});
-  Stream().wait();
+  Execute(*prim, {{DNNL_ARG_SRC, Wrap(x, md)}, {DNNL_ARG_DST, Wrap(c.outputs[0], md)}});
   return absl::OkStatus();
 }
 

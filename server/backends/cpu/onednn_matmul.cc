@@ -47,7 +47,7 @@ absl::Status RunGemm(const GemmProblem& p) {
   auto prim = GetPrimitive(key, [&] {
     dnnl::matmul::desc d =
         p.bias != nullptr ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
-    dnnl::matmul::primitive_desc pd(d, Engine());
+    dnnl::matmul::primitive_desc pd(d, Attr(), Engine());
     return CachedPrimitive{dnnl::matmul(pd), pd};
   });
   std::unordered_map<int, memory> args = {
@@ -56,8 +56,7 @@ absl::Status RunGemm(const GemmProblem& p) {
       {DNNL_ARG_DST, WrapPtr(p.c, c)},
   };
   if (p.bias != nullptr) args.emplace(DNNL_ARG_BIAS, WrapPtr(p.bias, bias));
-  prim->primitive.execute(Stream(), args);
-  Stream().wait();
+  Execute(*prim, std::move(args));
   return absl::OkStatus();
 }
 

@@ -18,11 +18,6 @@ using dnnl::memory;
 using dnnl::prop_kind;
 using Args = std::unordered_map<int, memory>;
 
-void Execute(const CachedPrimitive& p, const Args& args) {
-  p.primitive.execute(Stream(), args);
-  Stream().wait();
-}
-
 memory::desc Nchw(const Shape& s) {
   const nn::Nchw d = nn::AsNchw(s);
   return PlainDesc({d.n, d.c, d.h, d.w}, DType::kF32);
@@ -33,10 +28,10 @@ std::string Ints(const memory::dims& v) { return absl::StrJoin(v, ","); }
 void Reorder(const memory& from, const memory& to) {
   auto prim =
       GetPrimitive(absl::StrCat("reorder|", DescKey(from.get_desc()), DescKey(to.get_desc())), [&] {
-        dnnl::reorder::primitive_desc pd(from, to);
+        dnnl::reorder::primitive_desc pd(from, to, Attr());
         return CachedPrimitive{dnnl::reorder(pd), pd};
       });
-  prim->primitive.execute(Stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
+  Execute(*prim, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
 }
 
 // Binds plain tensors to the arguments of a primitive that chose its own layouts: inputs are
@@ -68,9 +63,8 @@ class Binder {
   }
 
   void Run() {
-    p_.primitive.execute(Stream(), args_);
+    Execute(p_, args_);
     for (const auto& [from, to] : back_) Reorder(from, to);
-    Stream().wait();
   }
 
  private:
@@ -111,13 +105,15 @@ absl::StatusOr<ConvSetup> SetupConv(const std::string& op, const Shape& x, const
   return s;
 }
 
-dnnl::convolution_forward::primitive_desc ConvForwardPd(const ConvSetup& s, bool bias) {
+// Also the hint of the backward primitives (created with default attributes then).
+dnnl::convolution_forward::primitive_desc ConvForwardPd(
+    const ConvSetup& s, bool bias, const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   using F = dnnl::convolution_forward;
   F::desc d = bias ? F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.xa, s.wa,
                              s.b, s.ya, s.strides, s.dilates, s.pad_l, s.pad_r)
                    : F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.xa, s.wa,
                              s.ya, s.strides, s.dilates, s.pad_l, s.pad_r);
-  return F::primitive_desc(d, Engine());
+  return F::primitive_desc(d, attr, Engine());
 }
 
 absl::Status ConvForward(KernelCall& c) {
@@ -135,7 +131,7 @@ absl::Status ConvForward(KernelCall& c) {
   ASSIGN_OR_RETURN(ConvSetup s, SetupConv("conv2d", c.inputs[0].shape(), c.inputs[1].shape(),
                                           c.outputs[0].shape(), c.attrs, bias));
   auto prim = GetPrimitive("conv_fwd|" + s.key, [&] {
-    auto pd = ConvForwardPd(s, bias);
+    auto pd = ConvForwardPd(s, bias, Attr());
     return CachedPrimitive{dnnl::convolution_forward(pd), pd};
   });
   Binder b(*prim);
@@ -163,7 +159,7 @@ absl::Status ConvBackwardInput(KernelCall& c) {
     using B = dnnl::convolution_backward_data;
     B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates, s.pad_l,
               s.pad_r);
-    B::primitive_desc pd(d, Engine(), ConvForwardPd(s, false));
+    B::primitive_desc pd(d, Attr(), Engine(), ConvForwardPd(s, false));
     return CachedPrimitive{B(pd), pd};
   });
   Binder b(*prim);
@@ -183,7 +179,7 @@ absl::Status ConvBackwardWeight(KernelCall& c) {
     using B = dnnl::convolution_backward_weights;
     B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates, s.pad_l,
               s.pad_r);
-    B::primitive_desc pd(d, Engine(), ConvForwardPd(s, false));
+    B::primitive_desc pd(d, Attr(), Engine(), ConvForwardPd(s, false));
     return CachedPrimitive{B(pd), pd};
   });
   Binder b(*prim);
@@ -247,10 +243,11 @@ bool HasNan(const Tensor& t) {
   return nan;
 }
 
-dnnl::pooling_v2_forward::primitive_desc PoolForwardPd(const PoolSetup& s, prop_kind kind) {
+dnnl::pooling_v2_forward::primitive_desc PoolForwardPd(
+    const PoolSetup& s, prop_kind kind, const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
   using F = dnnl::pooling_v2_forward;
   F::desc d(kind, s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
-  return F::primitive_desc(d, Engine());
+  return F::primitive_desc(d, attr, Engine());
 }
 
 absl::Status PoolForward(KernelCall& c, bool max_pool) {
@@ -262,7 +259,7 @@ absl::Status PoolForward(KernelCall& c, bool max_pool) {
   if (max_pool && HasNan(c.inputs[0])) return LoopMaxPool2d(c);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_fwd|" + s.key, [&] {
-    auto pd = PoolForwardPd(s, prop_kind::forward_inference);
+    auto pd = PoolForwardPd(s, prop_kind::forward_inference, Attr());
     return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
   });
   Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)}, {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)}});
@@ -279,7 +276,7 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
     using B = dnnl::pooling_v2_backward;
     B::desc d(s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
-    B::primitive_desc pd(d, Engine(), PoolForwardPd(s, prop_kind::forward_training));
+    B::primitive_desc pd(d, Attr(), Engine(), PoolForwardPd(s, prop_kind::forward_training));
     return CachedPrimitive{B(pd), pd};
   });
   Args args = {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
@@ -288,7 +285,7 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
     // Max pooling's backward routes gradients through the forward's argmax workspace; the
     // forward is re-run here rather than saving the workspace with the op's output.
     auto fwd = GetPrimitive("pool_fwd_train|" + s.key, [&] {
-      auto pd = PoolForwardPd(s, prop_kind::forward_training);
+      auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
       return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
     });
     memory ws(fwd->pd.workspace_desc(), Engine());
@@ -331,7 +328,8 @@ absl::Status LayerNormForward(KernelCall& c) {
       (shift ? static_cast<unsigned>(dnnl::normalization_flags::use_shift) : 0u));
   auto prim = GetPrimitive(absl::StrCat("lnorm_fwd|", s.key, "|", scale, shift), [&] {
     using F = dnnl::layer_normalization_forward;
-    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, flags), Engine());
+    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, flags), Attr(),
+                         Engine());
     return CachedPrimitive{F(pd), pd};
   });
   Args args = {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.data)},
@@ -368,7 +366,8 @@ absl::Status LayerNormBackward(KernelCall& c) {
     using F = dnnl::layer_normalization_forward;
     using B = dnnl::layer_normalization_backward;
     F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, flags), Engine());
-    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, flags), Engine(), fwd);
+    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, flags), Attr(),
+                         Engine(), fwd);
     return CachedPrimitive{B(pd), pd};
   });
   const memory::desc stat = PlainDesc({rows}, DType::kF32);
