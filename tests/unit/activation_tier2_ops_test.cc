@@ -103,8 +103,8 @@ TEST(ActivationsTier2, EdgeValues) {
     EXPECT_TRUE(AllClose(run("logsigmoid", {-200, 200}), {-200, -std::exp(-200.0)}, 1e-6, tiny));
     EXPECT_TRUE(AllClose(run("mish", {-200, 200}), {-200 * std::exp(-200.0), 200}, 1e-6, tiny));
     EXPECT_TRUE(AllClose(run("softsign", {1e30, -1e30}), {1, -1}));
-    // softshrink maps NaN to 0 (PyTorch's kernel); hardshrink and threshold keep it.
-    EXPECT_TRUE(AllClose(run("softshrink", special), {0, kInf, -kInf}));
+    // The shrinks and threshold keep NaN.
+    EXPECT_TRUE(AllClose(run("softshrink", special), {kNan, kInf, -kInf}));
     EXPECT_TRUE(AllClose(run("hardshrink", special), {kNan, kInf, -kInf}));
     EXPECT_TRUE(
         AllClose(run("threshold", special, {{"threshold", 0.0}, {"value", 7.0}}), {kNan, kInf, 7}));

@@ -177,13 +177,14 @@ void RegisterActivationTier2Kernels(KernelTable& t) {
         };
       });
 
-  // softshrink maps NaN to 0, like PyTorch's kernel (both comparisons are false).
+  // x * 0 inside [-lambd, lambd] keeps NaN, as PyTorch's kernel does since it stopped mapping
+  // NaN to 0.
   t.Add("softshrink", "loop_softshrink", kFloat, [](KernelCall& c) {
     const double lambd = c.attrs.GetFloat("lambd", 0.5);
     return FloatUnary(c, [lambd](auto tag) {
       using T = decltype(tag);
       const T l = T(lambd);
-      return [l](T x) { return x > l ? x - l : (x < -l ? x + l : T(0)); };
+      return [l](T x) { return x > l ? x - l : (x < -l ? x + l : x * T(0)); };
     });
   });
   t.Add("softshrink_backward", "loop_softshrink_backward", kFloat, ShrinkBackward);
