@@ -16,6 +16,9 @@ size_t DTypeSize(DType dtype) {
       return 8;
     case DType::kBool:
       return 1;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
   }
   return 0;
 }
@@ -32,6 +35,10 @@ absl::string_view DTypeName(DType dtype) {
       return "i64";
     case DType::kBool:
       return "bool";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
   }
   return "?";
 }
@@ -42,6 +49,8 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   if (name == "i32" || name == "int32" || name == "int") return DType::kI32;
   if (name == "i64" || name == "int64" || name == "long") return DType::kI64;
   if (name == "bool" || name == "b8") return DType::kBool;
+  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
+  if (name == "f16" || name == "float16" || name == "half") return DType::kF16;
   return Error(Reason::kDtypeMismatch, absl::StrCat("dtype: unknown dtype '", name, "'"),
                {{"dtype", std::string(name)}});
 }
@@ -61,6 +70,8 @@ std::string DTypeSet::ToString() const {
 }
 
 DType PromoteTypes(DType a, DType b) {
+  // Neither 2-byte float represents the other (bf16 has the range, f16 the precision).
+  if (IsLowPrecision(a) && IsLowPrecision(b) && a != b) return DType::kF32;
   auto rank = [](DType d) {
     switch (d) {
       case DType::kBool:
@@ -69,10 +80,13 @@ DType PromoteTypes(DType a, DType b) {
         return 1;
       case DType::kI64:
         return 2;
-      case DType::kF32:
+      case DType::kBF16:
+      case DType::kF16:
         return 3;
-      case DType::kF64:
+      case DType::kF32:
         return 4;
+      case DType::kF64:
+        return 5;
     }
     return 0;
   };

@@ -12,16 +12,22 @@
 namespace tensord {
 
 // Numbers match tensord.v1.DType minus one (the proto reserves 0 for "unspecified").
-enum class DType : uint8_t { kF32 = 0, kF64, kI32, kI64, kBool };
-inline constexpr int kNumDTypes = 5;
+// kBF16 (bfloat16) and kF16 (IEEE binary16) are storage dtypes: kernels compute on the five
+// compute dtypes, and the dispatcher runs an op on bf16/f16 operands in f32 and rounds its
+// float outputs back (see server/dispatch/low_precision.cc), unless a kernel declares that it
+// takes them directly (KernelTable's low-precision kernels: casts, copies, views).
+enum class DType : uint8_t { kF32 = 0, kF64, kI32, kI64, kBool, kBF16, kF16 };
+inline constexpr int kNumDTypes = 7;
 
 size_t DTypeSize(DType dtype);
-// "f32", "f64", "i32", "i64", "bool".
+// "f32", "f64", "i32", "i64", "bool", "bf16", "f16".
 absl::string_view DTypeName(DType dtype);
-// Accepts the short names and the PyTorch/numpy spellings ("float32", "int64", ...).
+// Accepts the short names and the PyTorch/numpy spellings ("float32", "int64", "bfloat16",
+// "half", ...).
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 
-inline bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kF64; }
+inline bool IsLowPrecision(DType d) { return d == DType::kBF16 || d == DType::kF16; }
+inline bool IsFloat(DType d) { return d == DType::kF32 || d == DType::kF64 || IsLowPrecision(d); }
 inline bool IsInt(DType d) { return d == DType::kI32 || d == DType::kI64; }
 inline bool IsBool(DType d) { return d == DType::kBool; }
 
@@ -49,8 +55,18 @@ inline constexpr DTypeSet kFloatInt = DTypeSet(0b01111);
 inline constexpr DTypeSet kAll = DTypeSet(0b11111);
 inline constexpr DTypeSet kFloatBool = DTypeSet(0b10011);
 inline constexpr DTypeSet kIntBool = DTypeSet(0b11100);
+// The storage-only dtypes. Not part of kFloat/kAll: those name what kernels compute on.
+inline constexpr DTypeSet kLowPrecision = DTypeSet(0b1100000);
 
-// PyTorch's type promotion for tensors of equal standing: bool < int < float, wider wins.
+// The dtypes an op accepts given the compute dtypes its table entry names: an op that takes
+// f32 also takes bf16 and f16 operands (computed in f32, stored in 2 bytes). ListOps reports
+// this set and the dispatcher checks against it.
+constexpr DTypeSet WithLowPrecision(DTypeSet compute) {
+  return compute.Contains(DType::kF32) ? compute | kLowPrecision : compute;
+}
+
+// PyTorch's type promotion for tensors of equal standing: bool < int < float, wider wins;
+// bf16 and f16 rank below f32, and bf16 with f16 promotes to f32 (neither holds the other).
 DType PromoteTypes(DType a, DType b);
 
 template <typename T>
@@ -94,6 +110,8 @@ struct DTypeOf<bool> {
     TENSORD_DISPATCH_CASE(::tensord::DType::kI32, int32_t, __VA_ARGS__) \
     TENSORD_DISPATCH_CASE(::tensord::DType::kI64, int64_t, __VA_ARGS__) \
     TENSORD_DISPATCH_CASE(::tensord::DType::kBool, bool, __VA_ARGS__)   \
+    default:                                                            \
+      break;                                                            \
   }
 
 #define TENSORD_DISPATCH_FLOAT(dtype, ...)                             \

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/half.h"
 #include "server/core/status.h"
 
 namespace tensord {
@@ -69,6 +70,8 @@ Tensor Tensor::Reshaped(Shape shape) const {
 }
 
 double Tensor::ElementAsDouble(int64_t i) const {
+  if (dtype_ == DType::kBF16) return BF16ToFloat(data<uint16_t>()[i]);
+  if (dtype_ == DType::kF16) return HalfToFloat(data<uint16_t>()[i]);
   double v = 0;
   TENSORD_DISPATCH_ALL(dtype_, [&] { v = static_cast<double>(data<T>()[i]); });
   return v;

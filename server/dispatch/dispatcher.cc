@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
+#include "server/dispatch/low_precision.h"
 
 namespace tensord {
 namespace {
@@ -186,15 +187,16 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
   }
   for (Tensor& t : promoted) t.set_autograd(nullptr);
 
-  // The dtype the table names is checked on the primary operand.
-  if (!def->creation && n > 0 && !def->dtypes.Contains(promoted[0].dtype()) &&
+  // The dtype the table names is checked on the primary operand (bf16/f16 wherever f32 is).
+  const DTypeSet accepted = WithLowPrecision(def->dtypes);
+  if (!def->creation && n > 0 && !accepted.Contains(promoted[0].dtype()) &&
       def->dtypes.bits() != 0) {
     return Error(Reason::kDtypeMismatch,
                  absl::StrCat(op, ": dtype ", DTypeName(promoted[0].dtype()),
-                              " is not supported (supported: ", def->dtypes.ToString(), ")"),
+                              " is not supported (supported: ", accepted.ToString(), ")"),
                  {{"op", op},
                   {"dtype", std::string(DTypeName(promoted[0].dtype()))},
-                  {"supported", def->dtypes.ToString()}});
+                  {"supported", accepted.ToString()}});
   }
 
   if (def->composite) {
@@ -221,31 +223,39 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
     return outs;
   }
 
-  std::vector<TensorMeta> metas;
-  std::vector<DType> dtypes;
-  for (const Tensor& t : promoted) {
-    metas.push_back(t.meta());
-    dtypes.push_back(t.dtype());
+  // bf16/f16 storage: computed in f32 unless a kernel takes them (low_precision.h).
+  ASSIGN_OR_RETURN(std::optional<std::vector<Tensor>> stored,
+                   RunLowPrecisionInF32(*this, *def, promoted, attrs, device, env));
+  std::vector<Tensor> outputs;
+  if (stored) {
+    outputs = std::move(*stored);
+  } else {
+    std::vector<TensorMeta> metas;
+    std::vector<DType> dtypes;
+    for (const Tensor& t : promoted) {
+      metas.push_back(t.meta());
+      dtypes.push_back(t.dtype());
+    }
+    ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
+    ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
+    if (!backend->Supports(*def, dtypes)) {
+      return Error(Reason::kUnsupportedOnBackend,
+                   absl::StrCat(op, ": the ", backend->kind(), " backend has no kernel for dtype ",
+                                n ? DTypeName(dtypes[0]) : "-"),
+                   {{"op", op}, {"backend", backend->kind()}});
+    }
+    outputs.resize(out_metas.size());
+    for (size_t k = 0; k < out_metas.size(); ++k) {
+      bool known = std::all_of(out_metas[k].shape.begin(), out_metas[k].shape.end(),
+                               [](int64_t d) { return d >= 0; });
+      if (!known || def->view) continue;
+      ASSIGN_OR_RETURN(outputs[k], backend->Allocate(out_metas[k].dtype, out_metas[k].shape, device,
+                                                     env.account));
+    }
+    KernelCall call{*def, promoted, attrs, outputs, out_metas, env.account};
+    absl::Status run = backend->Run(call);
+    if (!run.ok()) return WithMetadata(run, {{"op", op}});
   }
-  ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
-  ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
-  if (!backend->Supports(*def, dtypes)) {
-    return Error(Reason::kUnsupportedOnBackend,
-                 absl::StrCat(op, ": the ", backend->kind(), " backend has no kernel for dtype ",
-                              n ? DTypeName(dtypes[0]) : "-"),
-                 {{"op", op}, {"backend", backend->kind()}});
-  }
-  std::vector<Tensor> outputs(out_metas.size());
-  for (size_t k = 0; k < out_metas.size(); ++k) {
-    bool known = std::all_of(out_metas[k].shape.begin(), out_metas[k].shape.end(),
-                             [](int64_t d) { return d >= 0; });
-    if (!known || def->view) continue;
-    ASSIGN_OR_RETURN(
-        outputs[k], backend->Allocate(out_metas[k].dtype, out_metas[k].shape, device, env.account));
-  }
-  KernelCall call{*def, promoted, attrs, outputs, out_metas, env.account};
-  absl::Status run = backend->Run(call);
-  if (!run.ok()) return WithMetadata(run, {{"op", op}});
 
   if (record) {
     uint64_t ctx_id = 0;

@@ -7,6 +7,7 @@
 
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
+#include "server/backends/cpu/low_precision_cast.h"
 #include "server/backends/cpu/strided_copy.h"
 #include "server/ops/shape_ops.h"
 
@@ -195,6 +196,15 @@ absl::Status AssignKernel(KernelCall& c) {
     if (value.nbytes()) std::memcpy(copy.raw(), value.raw(), value.nbytes());
     value = copy;
   }
+  if (value.dtype() != target.dtype() &&
+      (IsLowPrecision(value.dtype()) || IsLowPrecision(target.dtype()))) {
+    // Convert first (value-sized), then the broadcasting copy below moves same-dtype bytes.
+    ASSIGN_OR_RETURN(Tensor converted,
+                     Tensor::Empty(target.dtype(), value.shape(), value.device(), c.account));
+    ConvertLowPrecision(value.dtype(), value.raw(), target.dtype(), converted.raw(),
+                        value.numel());
+    value = converted;
+  }
   const std::vector<int64_t> strides = BroadcastStrides(value.shape(), target.shape());
   if (value.dtype() == target.dtype()) {
     StridedCopy(DTypeSize(target.dtype()), target.shape(), value.raw(), strides, target.raw(),
@@ -222,6 +232,10 @@ absl::Status AssignKernel(KernelCall& c) {
 absl::Status CastKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
+  if (IsLowPrecision(x.dtype()) || IsLowPrecision(out.dtype())) {
+    ConvertLowPrecision(x.dtype(), x.raw(), out.dtype(), out.raw(), out.numel());
+    return absl::OkStatus();
+  }
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
     using In = T;
     TENSORD_DISPATCH_ALL(out.dtype(), [&] {
@@ -239,18 +253,21 @@ absl::Status CastKernel(KernelCall& c) {
 }  // namespace
 
 void RegisterShapeKernels(KernelTable& t) {
-  t.Add("reshape", "view", kAll, ViewKernel);
+  // Kernels that move bytes without reading them as numbers also take bf16/f16 (kStorage),
+  // so views stay views and copies stay copies; assign must, since it writes in place.
+  constexpr DTypeSet kStorage = kAll | kLowPrecision;
+  t.Add("reshape", "view", kStorage, ViewKernel);
   t.Add("expand", "loop_expand", kAll, ExpandKernel);
-  t.Add("to_dtype", "loop_cast", kAll, CastKernel);
+  t.Add("to_dtype", "loop_cast", kStorage, CastKernel);
   for (const char* view : {"flatten", "squeeze", "unsqueeze", "detach"}) {
-    t.Add(view, "view", kAll, ViewKernel);
+    t.Add(view, "view", kStorage, ViewKernel);
   }
-  t.Add("permute", "strided_permute", kAll, PermuteKernel);
-  t.Add("transpose", "strided_permute", kAll, TransposeKernel);
-  t.Add("contiguous", "memcpy", kAll, CopyKernel);
-  t.Add("clone", "memcpy", kAll, CopyKernel);
-  t.Add("to_device", "host_copy", kAll, ToDeviceKernel);
-  t.Add("assign", "strided_assign", kAll, AssignKernel);
+  t.Add("permute", "strided_permute", kStorage, PermuteKernel);
+  t.Add("transpose", "strided_permute", kStorage, TransposeKernel);
+  t.Add("contiguous", "memcpy", kStorage, CopyKernel);
+  t.Add("clone", "memcpy", kStorage, CopyKernel);
+  t.Add("to_device", "host_copy", kStorage, ToDeviceKernel);
+  t.Add("assign", "strided_assign", kStorage, AssignKernel);
   RegisterShapeJoinKernels(t);
   RegisterIndexingKernels(t);
   RegisterIndexingSelectKernels(t);
