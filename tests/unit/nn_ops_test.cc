@@ -301,6 +301,16 @@ TEST_P(NnTest, Embedding) {
 INSTANTIATE_TEST_SUITE_P(Float, NnTest, ::testing::Values(DType::kF32, DType::kF64),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
+TEST(Nn, EveryOpHasACpuKernel) {
+  for (const char* op : {"matmul", "mm", "bmm", "linear", "conv2d", "max_pool2d", "avg_pool2d",
+                         "layer_norm", "embedding", "dropout"}) {
+    auto def = TestDispatcher().registry().Find(op);
+    ASSERT_TRUE(def.ok()) << op;
+    const std::vector<std::string> backends = TestDispatcher().BackendsFor(**def);
+    EXPECT_EQ(backends, std::vector<std::string>{"cpu"}) << op;
+  }
+}
+
 TEST(Nn, EmbeddingDtypes) {
   Tensor w = Random(DType::kF32, {4, 2}, 1);
   // Indices are the primary operand: a float index tensor is refused, as is an integer weight.

@@ -135,18 +135,30 @@ std::vector<UnaryRef> UnaryRefs() {
   };
 }
 
+// Runs a call and reports whether it used a oneDNN primitive (the cache saw a lookup).
+bool UsedOneDnn(const std::string& op, std::vector<Tensor> in, const AttrMap& attrs) {
+  const cpu::onednn::CacheStats before = cpu::onednn::GetCacheStats();
+  auto r = RunOp(op, std::move(in), attrs);
+  const cpu::onednn::CacheStats after = cpu::onednn::GetCacheStats();
+  return r.ok() && after.hits + after.misses > before.hits + before.misses;
+}
+
+// Above kMinElementwiseSize elements, so that the calls reach oneDNN.
+const Shape kBig = {130, 131};
+
 TEST(OneDnn, EltwiseMatchesReference) {
   uint32_t seed = 1;
   for (const UnaryRef& r : UnaryRefs()) {
-    Tensor x = Random(kF32, {7, 33}, seed++, r.lo, r.hi);
+    Tensor x = Random(kF32, kBig, seed++, r.lo, r.hi);
+    x.data<float>()[0] = NAN;  // NaN stays NaN
     std::vector<double> want;
     for (double v : x.ToDoubles()) want.push_back(r.f(v));
     EXPECT_EQ(KernelName(r.op, {kF32}, r.attrs), "onednn_" + r.op);
+    EXPECT_TRUE(UsedOneDnn(r.op, {x}, r.attrs)) << r.op;
     EXPECT_TRUE(AllClose(Run1(r.op, {x}, r.attrs), want, 2e-6, 2e-6)) << r.op;
     EXPECT_TRUE(SameAsLoop(r.op, {x}, r.attrs, 2e-6)) << r.op;
-    // NaN stays NaN, and shapes of any rank (0-d, empty) work.
-    Tensor nan = Values(kF32, {3}, {NAN, 1, -1});
-    EXPECT_TRUE(std::isnan(Run1(r.op, {nan}, r.attrs).ElementAsDouble(0))) << r.op;
+    // Small, 0-d and empty tensors are handed to the loop kernels, with the same results.
+    EXPECT_FALSE(UsedOneDnn(r.op, {Random(kF32, {7, 33}, 1)}, r.attrs)) << r.op;
     EXPECT_TRUE(AllClose(Run1(r.op, {Values(kF32, {}, {0.5})}, r.attrs), {r.f(0.5)}, 1e-6, 1e-6));
     EXPECT_EQ(Run1(r.op, {Random(kF32, {0, 4}, 1)}, r.attrs).shape(), (Shape{0, 4}));
   }
@@ -186,17 +198,20 @@ TEST(OneDnn, BinaryMatchesReferenceWithBroadcasting) {
       {"sub", [](double x, double y) { return x - y; }},
       {"mul", [](double x, double y) { return x * y; }},
       {"div", [](double x, double y) { return x / y; }}};
-  const std::vector<std::pair<Shape, Shape>> shapes = {{{4, 5}, {4, 5}},
-                                                       {{4, 5}, {5}},
-                                                       {{4, 5}, {4, 1}},
-                                                       {{2, 3, 4}, {3, 1}},
-                                                       {{5}, {4, 5}},
-                                                       {{3, 1}, {1, 4}},
-                                                       {{2, 1, 4}, {3, 1}},
-                                                       {{}, {3}},
-                                                       {{6}, {}},
+  // Sizes above kMinElementwiseSize: same shapes, a broadcast second operand (per column, per
+  // row, inner block), a broadcast first operand (swapped for add and mul, looped for sub and
+  // div), both broadcast, scalars, and an empty result.
+  const std::vector<std::pair<Shape, Shape>> shapes = {{kBig, kBig},
+                                                       {kBig, {131}},
+                                                       {kBig, {130, 1}},
+                                                       {{8, 40, 60}, {40, 1}},
+                                                       {{131}, kBig},
+                                                       {{130, 1}, {1, 131}},
+                                                       {{2, 40, 1, 60}, {40, 1}},
+                                                       {{}, {17000}},
+                                                       {{17000}, {}},
                                                        {{0, 3}, {3}},
-                                                       {{2, 3, 4, 5}, {1, 3, 1, 5}}};
+                                                       {{2, 16, 24, 30}, {1, 16, 1, 30}}};
   uint32_t seed = 1;
   for (const auto& [name, f] : ops) {
     for (const auto& [sa, sb] : shapes) {
@@ -210,15 +225,20 @@ TEST(OneDnn, BinaryMatchesReferenceWithBroadcasting) {
       EXPECT_TRUE(SameAsLoop(name, {a, b}, {}, 0))
           << name << ShapeToString(sa) << ShapeToString(sb);
     }
+    EXPECT_TRUE(UsedOneDnn(name, {Random(kF32, kBig, 1), Random(kF32, {131}, 2)}, {})) << name;
+    EXPECT_FALSE(UsedOneDnn(name, {Random(kF32, {4, 5}, 1), Random(kF32, {5}, 2)}, {})) << name;
   }
   // A wrapped scalar operand is promoted to f32 and broadcast.
-  Tensor x = Random(kF32, {3, 4}, 99);
+  Tensor x = Random(kF32, kBig, 99);
   std::vector<double> want;
   for (double v : x.ToDoubles()) want.push_back(static_cast<float>(static_cast<float>(v) * 2.5f));
   EXPECT_TRUE(AllClose(Run1("mul", {x, ScalarOperand(2.5)}), want, 0, 0));
   // IEEE special values pass through unchanged.
-  Tensor s = Values(kF32, {4}, {1, -1, 0, NAN});
-  Tensor q = Run1("div", {s, Values(kF32, {1}, {0})});
+  std::vector<double> special(NumElements(kBig), 1.0);
+  special[1] = -1;
+  special[2] = 0;
+  special[3] = NAN;
+  Tensor q = Run1("div", {Values(kF32, kBig, special), Values(kF32, {1}, {0})});
   EXPECT_TRUE(std::isinf(q.ElementAsDouble(0)) && q.ElementAsDouble(0) > 0);
   EXPECT_TRUE(std::isinf(q.ElementAsDouble(1)) && q.ElementAsDouble(1) < 0);
   EXPECT_TRUE(std::isnan(q.ElementAsDouble(2)) && std::isnan(q.ElementAsDouble(3)));
@@ -227,14 +247,15 @@ TEST(OneDnn, BinaryMatchesReferenceWithBroadcasting) {
 // ---- softmax -------------------------------------------------------------------
 
 TEST(OneDnn, SoftmaxMatchesReference) {
-  Tensor x = Random(kF32, {3, 4, 5}, 11, -5, 5);
+  const Shape s = {20, 30, 40};
+  Tensor x = Random(kF32, s, 11, -5, 5);
   const std::vector<double> v = x.ToDoubles();
-  const Shape s = {3, 4, 5};
+  const int64_t n = NumElements(s);
   for (int64_t dim : {0, 1, 2, -1}) {
     const int64_t d = (dim + 3) % 3;
-    std::vector<double> soft(60);
-    for (int64_t e = 0; e < 60; ++e) {
-      const int64_t stride = d == 2 ? 1 : d == 1 ? 5 : 20;
+    const int64_t stride = d == 2 ? 1 : d == 1 ? s[2] : s[1] * s[2];
+    std::vector<double> soft(n);
+    for (int64_t e = 0; e < n; ++e) {
       const int64_t base = e - ((e / stride) % s[d]) * stride;
       double mx = -INFINITY, total = 0;
       for (int64_t k = 0; k < s[d]; ++k) mx = std::max(mx, v[base + k * stride]);
@@ -242,24 +263,36 @@ TEST(OneDnn, SoftmaxMatchesReference) {
       soft[e] = std::exp(v[e] - mx) / total;
     }
     AttrMap a = {{"dim", dim}};
+    EXPECT_TRUE(UsedOneDnn("softmax", {x}, a));
     EXPECT_TRUE(AllClose(Run1("softmax", {x}, a), soft, 1e-5, 1e-6)) << dim;
     EXPECT_TRUE(SameAsLoop("softmax", {x}, a, 1e-5));
   }
   // Non-finite inputs go to the loop kernel, which keeps PyTorch's NaN rows.
-  Tensor bad = Values(kF32, {2, 3}, {1, NAN, 2, 0, INFINITY, 1});
+  std::vector<double> values(2 * 9000, 0.5);
+  values[1] = NAN;
+  values[9001] = INFINITY;
+  Tensor bad = Values(kF32, {2, 9000}, values);
   auto fast = RunKernel("softmax", false, {bad}, {{"dim", int64_t{1}}});
   auto slow = RunKernel("softmax", true, {bad}, {{"dim", int64_t{1}}});
   ASSERT_TRUE(fast.ok() && slow.ok());
-  for (int64_t i = 0; i < 6; ++i) {
+  for (int64_t i = 0; i < bad.numel(); ++i) {
     const double f = (*fast)[0].ElementAsDouble(i), l = (*slow)[0].ElementAsDouble(i);
-    EXPECT_TRUE((std::isnan(f) && std::isnan(l)) || f == l) << i;
+    ASSERT_TRUE((std::isnan(f) && std::isnan(l)) || f == l) << i;
   }
   EXPECT_TRUE(std::isnan((*fast)[0].ElementAsDouble(0)));
   // Large but finite logits stay on oneDNN and keep full precision.
-  Tensor large = Values(kF32, {1, 3}, {1000, 999, 998});
+  std::vector<double> logits(20000, -1e4);
+  logits[0] = 1000;
+  logits[1] = 999;
+  logits[2] = 998;
+  Tensor large = Values(kF32, {1, 20000}, logits);
+  EXPECT_TRUE(UsedOneDnn("softmax", {large}, {{"dim", int64_t{1}}}));
+  Tensor p = Run1("softmax", {large}, {{"dim", int64_t{1}}});
   const double z = 1 + std::exp(-1.0) + std::exp(-2.0);
-  EXPECT_TRUE(AllClose(Run1("softmax", {large}, {{"dim", int64_t{1}}}),
-                       {1 / z, std::exp(-1.0) / z, std::exp(-2.0) / z}, 1e-6, 1e-7));
+  EXPECT_NEAR(p.ElementAsDouble(0), 1 / z, 1e-6);
+  EXPECT_NEAR(p.ElementAsDouble(1), std::exp(-1.0) / z, 1e-6);
+  EXPECT_NEAR(p.ElementAsDouble(2), std::exp(-2.0) / z, 1e-6);
+  EXPECT_EQ(p.ElementAsDouble(3), 0.0);
 }
 
 // ---- linear algebra and NN kernels against their loop references ------------------------------

@@ -141,11 +141,12 @@ absl::Status NativeDropout(KernelCall& c) {
   return absl::OkStatus();
 }
 
+// Capability checks (ListOps) pass the primary dtype alone; calls pass every input's.
 bool IndexAndFloat(absl::Span<const DType> d, const Attrs*) {
-  return d.size() == 2 && IsInt(d[0]) && IsFloat(d[1]);
+  return !d.empty() && IsInt(d[0]) && (d.size() < 2 || IsFloat(d[1]));
 }
 bool FloatAndIndex(absl::Span<const DType> d, const Attrs*) {
-  return d.size() == 2 && IsFloat(d[0]) && IsInt(d[1]);
+  return !d.empty() && IsFloat(d[0]) && (d.size() < 2 || IsInt(d[1]));
 }
 
 }  // namespace

@@ -19,6 +19,11 @@
 
 namespace tensord::cpu::onednn {
 
+// Below this many elements a pointwise op, softmax or binary op goes to the loop kernels: oneDNN
+// runs every call as an OpenMP parallel region, whose fork/join (and, on a busy machine, the
+// wait for a second core) costs more than a single-threaded loop over a small tensor.
+inline constexpr int64_t kMinElementwiseSize = 16384;
+
 dnnl::engine& Engine();
 // The calling thread's stream: primitives may run concurrently from several server threads.
 dnnl::stream& Stream();
