@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -27,6 +28,9 @@ ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
 ABSL_FLAG(int64_t, shutdown_grace_ms, 5000,
           "on SIGTERM/SIGINT, how long in-flight calls may finish before they are cancelled "
           "(env TENSORD_SHUTDOWN_GRACE_MS)");
+ABSL_FLAG(std::vector<std::string>, plugin, {},
+          "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
+          "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
 
 namespace {
 
@@ -40,6 +44,7 @@ bool ApplyEnvironment() {
       {"max_quota_bytes", "TENSORD_MAX_QUOTA_BYTES"},
       {"max_message_bytes", "TENSORD_MAX_MESSAGE_BYTES"},
       {"shutdown_grace_ms", "TENSORD_SHUTDOWN_GRACE_MS"},
+      {"plugin", "TENSORD_PLUGINS"},
   };
   for (const auto& [flag, env] : kFlags) {
     const char* value = std::getenv(env);
@@ -54,11 +59,43 @@ bool ApplyEnvironment() {
   return true;
 }
 
+// absl keeps only the last occurrence of a flag; --plugin may be given several times, so its
+// occurrences are joined into one comma-separated --plugin before parsing.
+std::vector<std::string> JoinRepeatedPlugins(int argc, char** argv) {
+  std::vector<std::string> args = {argv[0]};
+  std::vector<std::string> plugins;
+  bool any = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      args.insert(args.end(), argv + i, argv + argc);
+      break;
+    }
+    const std::string name = arg.rfind("--", 0) == 0  ? arg.substr(2)
+                             : arg.rfind("-", 0) == 0 ? arg.substr(1)
+                                                      : "";
+    if (name == "plugin" && i + 1 < argc) {
+      any = true;
+      plugins.push_back(argv[++i]);
+    } else if (name.rfind("plugin=", 0) == 0) {
+      any = true;
+      plugins.push_back(name.substr(7));
+    } else {
+      args.push_back(std::move(arg));
+    }
+  }
+  if (any) args.insert(args.begin() + 1, "--plugin=" + absl::StrJoin(plugins, ","));
+  return args;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (!ApplyEnvironment()) return 2;
-  absl::ParseCommandLine(argc, argv);
+  std::vector<std::string> args = JoinRepeatedPlugins(argc, argv);
+  std::vector<char*> arg_ptrs;
+  for (std::string& a : args) arg_ptrs.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
 
   // Signals are blocked in every thread (gRPC's inherit the mask) and taken synchronously
   // below, so shutdown runs as ordinary code rather than inside a signal handler.
@@ -75,6 +112,9 @@ int main(int argc, char** argv) {
   options.max_quota_bytes = absl::GetFlag(FLAGS_max_quota_bytes);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   options.shutdown_grace_ms = absl::GetFlag(FLAGS_shutdown_grace_ms);
+  for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
+    if (!plugin.empty()) options.plugins.push_back(plugin);
+  }
   auto server = tensord::TensordServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensord: %s\n", std::string(server.status().message()).c_str());
@@ -87,6 +127,9 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr, "tensord listening on %s (insecure, %s backend, %d ops)\n", address.c_str(),
                absl::StrJoin((*server)->backend_kinds(), "+").c_str(), (*server)->op_count());
+  for (const std::string& plugin : options.plugins) {
+    std::fprintf(stderr, "tensord: loaded plugin %s\n", plugin.c_str());
+  }
   std::fflush(stderr);
 
   int signal = 0;

@@ -1,4 +1,5 @@
 // tensordctl: command-line client of a tensord server.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -23,6 +24,7 @@ The address defaults to $TENSORD_ADDRESS, else 127.0.0.1:50051.
 commands:
   devices                       list the server's devices
   ops                           list ops: name, category, autodiff marking, dtypes, backends
+                                (and origin, when the server has plugin ops)
   health                        print the serving status; exit 0 only when SERVING
   session create [--device D] [--ttl SECONDS] [--quota BYTES] [--no-autodiff]
                                 create a session that lives until its TTL; print its id
@@ -131,11 +133,26 @@ int Devices(const tc::Client& client) {
 int Ops(const tc::Client& client) {
   absl::StatusOr<std::vector<tc::OpInfo>> ops = client.Ops();
   if (!ops.ok()) return Fail(ops.status());
-  std::printf("%-28s %-12s %-19s %-24s %s\n", "NAME", "CATEGORY", "MARKING", "DTYPES", "BACKENDS");
+  // An ORIGIN column only when some op comes from a plugin: otherwise every row would say
+  // "builtin".
+  const bool plugins = std::any_of(ops->begin(), ops->end(), [](const tc::OpInfo& op) {
+    return !op.origin().empty() && op.origin() != "builtin";
+  });
+  auto row = [plugins](const std::string& name, const std::string& category,
+                       const std::string& marking, const std::string& dtypes,
+                       const std::string& backends, const std::string& origin) {
+    std::printf("%-28s %-12s %-19s %-24s ", name.c_str(), category.c_str(), marking.c_str(),
+                dtypes.c_str());
+    if (plugins) {
+      std::printf("%-9s %s\n", backends.c_str(), origin.c_str());
+    } else {
+      std::printf("%s\n", backends.c_str());
+    }
+  };
+  row("NAME", "CATEGORY", "MARKING", "DTYPES", "BACKENDS", "ORIGIN");
   for (const tc::OpInfo& op : *ops) {
-    std::string backends = op.backends().empty() ? "-" : absl::StrJoin(op.backends(), ",");
-    std::printf("%-28s %-12s %-19s %-24s %s\n", op.name().c_str(), op.category().c_str(),
-                MarkingName(op.marking()).c_str(), DTypeList(op).c_str(), backends.c_str());
+    row(op.name(), op.category(), MarkingName(op.marking()), DTypeList(op),
+        op.backends().empty() ? "-" : absl::StrJoin(op.backends(), ","), op.origin());
   }
   std::printf("%zu ops\n", ops->size());
   return 0;

@@ -100,6 +100,8 @@ absl::Status Dispatcher::CheckAutodiff(const OpDef& def, const std::vector<Tenso
                    {"input_index", absl::StrCat(i)},
                    {"tensor_id", Id(meta->tensor_id)},
                    {"context_id", Id(meta->context_id)}};
+    // A custom op's failure names the plugin that registered it.
+    if (def.origin != "builtin") md["plugin"] = def.origin;
     AutodiffContext* ctx = env.contexts ? env.contexts(meta->context_id) : nullptr;
     std::string state = !env.autodiff_enabled ? "disabled"
                         : ctx == nullptr      ? "never_opened"
@@ -120,7 +122,9 @@ absl::Status Dispatcher::CheckAutodiff(const OpDef& def, const std::vector<Tenso
           Reason::kOperationNotMarkedForAutodiff,
           absl::StrCat(def.name, ": input ", i, " (tensor ", meta->tensor_id,
                        ") is an autodiff tensor of context ", meta->context_id, ", but '", def.name,
-                       "' is not marked for autodiff (no backward rule, not marked "
+                       "'",
+                       def.origin != "builtin" ? absl::StrCat(" (plugin ", def.origin, ")") : "",
+                       " is not marked for autodiff (no backward rule, not marked "
                        "non-differentiable); detach the input, use a marked op",
                        def.in_place ? ", or run it in a no_grad batch" : ""),
           md);

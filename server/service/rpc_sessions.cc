@@ -20,7 +20,7 @@ std::vector<std::unique_ptr<Backend>> MakeBackends() {
 
 ServiceCore::ServiceCore(ServiceConfig config)
     : config_(std::move(config)),
-      dispatcher_(OpRegistry::Builtin(), MakeBackends()),
+      dispatcher_(config_.registry ? *config_.registry : OpRegistry::Builtin(), MakeBackends()),
       sessions_(config_.reap_interval) {
   for (const OpDef* def : dispatcher_.registry().All()) {
     if (def->internal) continue;

@@ -8,6 +8,8 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/core/status.h"
+#include "server/plugins/plugin_loader.h"
 #include "server/service/service_core.h"
 #include "server/service/tensord_service.h"
 
@@ -52,6 +54,10 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.max_quota_bytes = options.max_quota_bytes;
   config.reap_interval = absl::Milliseconds(options.reap_interval_ms);
   config.max_message_bytes = options.max_message_bytes;
+  if (!options.plugins.empty()) {
+    ASSIGN_OR_RETURN(config.registry,
+                     plugins::RegistryWithPlugins(OpRegistry::Builtin(), options.plugins));
+  }
   std::unique_ptr<TensordServer> server(
       new TensordServer(options, std::make_unique<ServiceCore>(config)));
   server->service_ = std::make_unique<TensordService>(*server->core_);
@@ -61,6 +67,7 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   grpc::ServerBuilder builder;
   builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
   builder.RegisterService(server->service_.get());
+  for (grpc::Service* extra : options.extra_services) builder.RegisterService(extra);
   // Tensors larger than this stream in chunks, so the limit never caps a tensor's size.
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));

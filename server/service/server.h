@@ -12,6 +12,7 @@
 
 namespace grpc {
 class Server;
+class Service;
 }  // namespace grpc
 
 namespace tensord {
@@ -28,11 +29,17 @@ struct ServerOptions {
   int64_t max_message_bytes = 64 << 20;  // gRPC send/receive limit
   // Shutdown waits this long for in-flight calls, then cancels them.
   int64_t shutdown_grace_ms = 5000;
+  // More services on the same port (benchmark baselines); not owned, must outlive the server.
+  std::vector<grpc::Service*> extra_services;
+  // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to
+  // the built-in catalog. Start fails, naming the plugin, when one cannot be loaded.
+  std::vector<std::string> plugins;
 };
 
 class TensordServer {
  public:
-  // INVALID_ARGUMENT for inconsistent options; UNAVAILABLE when the address cannot be bound.
+  // INVALID_ARGUMENT for inconsistent options or a plugin that cannot be loaded; UNAVAILABLE
+  // when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<TensordServer>> Start(const ServerOptions& options);
   ~TensordServer();  // Shutdown()
   TensordServer(const TensordServer&) = delete;

@@ -23,6 +23,9 @@ struct ServiceConfig {
   absl::Duration reap_interval = absl::Seconds(1);
   // The transport's message limit: inline fetches and download chunks stay below it.
   int64_t max_message_bytes = 64 << 20;
+  // The op table served; null serves OpRegistry::Builtin() (a server with plugins passes the
+  // built-in table plus the plugins' ops).
+  std::shared_ptr<const OpRegistry> registry;
 };
 
 // The backends this build serves, in preference order (CPU always).

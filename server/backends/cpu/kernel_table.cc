@@ -2,10 +2,14 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+
 namespace tensord::cpu {
 
-const KernelTable& KernelTable::Get() {
-  static const KernelTable* table = [] {
+const KernelTable& KernelTable::Get() { return Instance(); }
+
+KernelTable& KernelTable::Instance() {
+  static KernelTable* table = [] {
     auto* t = new KernelTable();
     RegisterOneDnnKernels(*t);
     RegisterCreationKernels(*t);
@@ -46,10 +50,49 @@ bool Accepts(const Kernel& k, absl::Span<const DType> dtypes, const Attrs* attrs
 
 }  // namespace
 
+absl::Status KernelTable::AddExtension(const std::string& op, const std::string& owner,
+                                       Kernel kernel) {
+  KernelTable& t = Instance();
+  if (t.kernels_.count(op)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kernels: op '", op, "' is built in; ", owner, " cannot replace its kernel"));
+  }
+  absl::MutexLock lock(&t.extensions_mu_);
+  auto it = t.extensions_.find(op);
+  if (it != t.extensions_.end()) {
+    if (it->second.owner == owner) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernels: op '", op, "' already has a kernel from ", it->second.owner, " in this process"));
+  }
+  t.extensions_[op] = Extension{owner, std::make_unique<Kernel>(std::move(kernel))};
+  return absl::OkStatus();
+}
+
+std::string KernelTable::ExtensionOwner(const std::string& op) {
+  KernelTable& t = Instance();
+  absl::MutexLock lock(&t.extensions_mu_);
+  auto it = t.extensions_.find(op);
+  return it == t.extensions_.end() ? "" : it->second.owner;
+}
+
+bool KernelTable::Has(const std::string& op) const {
+  if (kernels_.count(op)) return true;
+  absl::MutexLock lock(&extensions_mu_);
+  return extensions_.count(op) > 0;
+}
+
+const Kernel* KernelTable::FindExtension(const std::string& op, absl::Span<const DType> dtypes,
+                                         const Attrs* attrs) const {
+  absl::MutexLock lock(&extensions_mu_);
+  auto it = extensions_.find(op);
+  if (it == extensions_.end() || !Accepts(*it->second.kernel, dtypes, attrs)) return nullptr;
+  return it->second.kernel.get();
+}
+
 const Kernel* KernelTable::Find(const std::string& op, absl::Span<const DType> dtypes,
                                 const Attrs* attrs) const {
   auto it = kernels_.find(op);
-  if (it == kernels_.end()) return nullptr;
+  if (it == kernels_.end()) return FindExtension(op, dtypes, attrs);
   for (const Kernel& k : it->second) {
     if (Accepts(k, dtypes, attrs)) return &k;
   }

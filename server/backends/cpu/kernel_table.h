@@ -4,10 +4,13 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 #include "server/backends/backend.h"
 #include "server/core/status.h"
 
@@ -29,6 +32,14 @@ struct Kernel {
 class KernelTable {
  public:
   static const KernelTable& Get();
+  // Adds the kernel of an op that is not built in (a plugin op), at server start-up. The
+  // built-in lists above are fixed; an extension op has exactly one kernel per process, so
+  // the same `owner` (a plugin's path) may add it again (a second server loading the same
+  // plugin: no change), while a built-in op or another owner's op is refused
+  // (INVALID_ARGUMENT). Safe while other threads look kernels up.
+  static absl::Status AddExtension(const std::string& op, const std::string& owner, Kernel kernel);
+  // The owner of the extension kernel of `op`, or "" when `op` has none.
+  static std::string ExtensionOwner(const std::string& op);
   // Appends a kernel for `op` (call order = preference order).
   void Add(const std::string& op, Kernel kernel);
   // Registers a kernel accepting every dtype in `dtypes` for all its inputs' first dtype
@@ -37,14 +48,25 @@ class KernelTable {
   // First kernel that supports the call, or null.
   const Kernel* Find(const std::string& op, absl::Span<const DType> dtypes,
                      const Attrs* attrs) const;
-  bool Has(const std::string& op) const { return kernels_.count(op) > 0; }
+  bool Has(const std::string& op) const;
   // The first kernel after the one named `after` that supports the call: a kernel that
   // declines a call at run time (a shape or value it cannot reproduce exactly) hands it on.
   const Kernel* FindAfter(const std::string& op, const std::string& after,
                           absl::Span<const DType> dtypes, const Attrs* attrs) const;
 
  private:
-  std::map<std::string, std::vector<Kernel>> kernels_;
+  struct Extension {
+    std::string owner;
+    std::unique_ptr<Kernel> kernel;  // stable address: Find returns it without the lock held
+  };
+  static KernelTable& Instance();
+  const Kernel* FindExtension(const std::string& op, absl::Span<const DType> dtypes,
+                              const Attrs* attrs) const;
+
+  std::map<std::string, std::vector<Kernel>> kernels_;  // built once, then only read
+  // Consulted only for ops without a built-in kernel, so built-in calls never take the lock.
+  mutable absl::Mutex extensions_mu_;
+  std::map<std::string, Extension> extensions_ ABSL_GUARDED_BY(extensions_mu_);
 };
 
 // Family registration, one per kernel file. oneDNN kernels register first so that they are
