@@ -1,6 +1,7 @@
 #include "server/plugins/plugin_op.h"
 
 #include <cstring>
+#include <optional>
 #include <set>
 #include <variant>
 
@@ -173,9 +174,19 @@ absl::Status CheckDType(const PluginOp& op, size_t index, DType dtype) {
 absl::StatusOr<std::vector<TensorMeta>> RunShapeRule(const PluginOp& op,
                                                      absl::Span<const TensorMeta> inputs,
                                                      const Attrs& attrs) {
-  for (size_t i = 0; i < inputs.size(); ++i) RETURN_IF_ERROR(CheckDType(op, i, inputs[i].dtype));
+  // The dispatcher computes calls with bf16/f16 operands in f32 (low_precision.h), so the
+  // rule sees those operands as f32, and an f32 output is stored in their dtype, as an op on
+  // 2-byte tensors gives a 2-byte result in PyTorch (f32 when bf16 meets f16).
+  std::optional<DType> storage;
+  for (const TensorMeta& m : inputs) {
+    if (IsLowPrecision(m.dtype)) storage = !storage || *storage == m.dtype ? m.dtype : DType::kF32;
+  }
   CallFrame frame(op, attrs);
-  for (const TensorMeta& m : inputs) frame.Add(ToC(m.dtype, m.shape, nullptr));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType dtype = IsLowPrecision(inputs[i].dtype) ? DType::kF32 : inputs[i].dtype;
+    RETURN_IF_ERROR(CheckDType(op, i, dtype));
+    frame.Add(ToC(dtype, inputs[i].shape, nullptr));
+  }
   std::vector<tensord_meta> out(op.num_outputs);
   for (tensord_meta& m : out) {
     m.dtype = -1;
@@ -201,7 +212,9 @@ absl::StatusOr<std::vector<TensorMeta>> RunShapeRule(const PluginOp& op,
       if (d < 0) return bad(absl::StrCat("the negative dimension ", d));
     }
     RETURN_IF_ERROR(CheckedNumElements(shape).status());
-    metas.push_back({static_cast<DType>(m.dtype), std::move(shape)});
+    DType dtype = static_cast<DType>(m.dtype);
+    if (storage && dtype == DType::kF32) dtype = *storage;
+    metas.push_back({dtype, std::move(shape)});
   }
   return metas;
 }

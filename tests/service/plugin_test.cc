@@ -13,6 +13,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/plugins/plugin_loader.h"
+#include "server/service/service_core.h"
 #include "tests/service/service_env.h"
 
 namespace tensord::service_test {
@@ -397,6 +399,45 @@ TEST_F(UnmarkedPluginOpTest, DetachOrNoGradIsTheWayOut) {
   EXPECT_EQ(Floats(a), Floats(b));
   EXPECT_THAT(Floats(b),
               ElementsAre(::testing::FloatNear(0.6f, 1e-6f), ::testing::FloatNear(0.8f, 1e-6f)));
+}
+
+// Below the client: bf16/f16 operands, which the plugin ABI has no dtype for, are computed in
+// f32 by the dispatcher (the plugin sees f32) and stored back in their dtype; gradients reach a
+// bf16 leaf as bf16.
+TEST(PluginDispatchTest, LowPrecisionOperandsAreComputedInF32) {
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const OpRegistry> registry,
+                       plugins::RegistryWithPlugins(OpRegistry::Builtin(), {kExample}));
+  Dispatcher dispatcher(*registry, MakeBackends());
+  AutodiffContext ctx(1, Checkpointing::kNone);
+  CallEnv env;
+  env.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+  auto call = [&](const std::string& op, std::vector<Tensor> inputs, AttrMap attrs) {
+    absl::StatusOr<std::vector<Tensor>> out = dispatcher.Call(op, std::move(inputs), attrs, env);
+    EXPECT_TRUE(out.ok()) << op << ": " << out.status();
+    return out.ok() ? out->at(0) : Tensor();
+  };
+  auto cast = [&](const Tensor& t, DType dtype) {
+    return call("to_dtype", {t}, {{"dtype", std::string(DTypeName(dtype))}});
+  };
+  const Tensor x = Tensor::FromVector<float>({1.5f, -2.0f, 3.0f}, {3});
+  for (DType low : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(low));
+    Tensor y = call("example_scaled_square", {cast(x, low)}, {{"scale", 2.0}});
+    ASSERT_TRUE(y.defined());
+    EXPECT_EQ(y.dtype(), low);
+    EXPECT_THAT(cast(y, DType::kF32).ToDoubles(), ElementsAre(4.5, 8, 18));
+  }
+
+  Tensor leaf = cast(x, DType::kBF16);
+  leaf.set_autograd(MakeLeafMeta(1, 7));
+  Tensor loss = call("sum", {call("example_scaled_square", {leaf}, {})}, {});
+  ASSERT_TRUE(loss.defined());
+  absl::StatusOr<std::vector<LeafGradient>> grads =
+      dispatcher.Backward(ctx, {loss}, {}, /*retain_graph=*/false, env);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  ASSERT_EQ(grads->size(), 1u);
+  EXPECT_EQ(grads->at(0).grad.dtype(), DType::kBF16);
+  EXPECT_THAT(cast(grads->at(0).grad, DType::kF32).ToDoubles(), ElementsAre(3, -4, 6));
 }
 
 // ---- refused at start -------------------------------------------------------------------------
