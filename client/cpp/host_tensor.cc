@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cpp/status.h"
+#include "server/core/half.h"  // header-only bf16/f16 conversions shared with the server
 
 namespace tensord::client {
 namespace {
@@ -25,6 +26,13 @@ std::string PackBytes(const std::vector<T>& values) {
   std::string out(values.size() * sizeof(T), '\0');
   if (!values.empty()) std::memcpy(out.data(), values.data(), out.size());
   return out;
+}
+
+// Element `i` of a bf16/f16 tensor's bytes, exactly.
+float Load16(DType dtype, const std::string& bytes, size_t i) {
+  uint16_t h;
+  std::memcpy(&h, bytes.data() + 2 * i, 2);
+  return dtype == DType::kBF16 ? BF16ToFloat(h) : HalfToFloat(h);
 }
 
 std::string PackBools(const std::vector<bool>& values) {
@@ -47,6 +55,10 @@ std::string DTypeName(DType dtype) {
       return "i64";
     case DType::kBool:
       return "bool";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
   }
   return absl::StrCat("dtype(", static_cast<int>(dtype), ")");
 }
@@ -61,12 +73,15 @@ size_t DTypeSize(DType dtype) {
       return 8;
     case DType::kBool:
       return 1;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
   }
   return 0;
 }
 
 absl::StatusOr<DType> DTypeFromProto(::tensord::v1::DType dtype) {
-  if (dtype >= ::tensord::v1::DTYPE_F32 && dtype <= ::tensord::v1::DTYPE_BOOL) {
+  if (dtype >= ::tensord::v1::DTYPE_F32 && dtype <= ::tensord::v1::DTYPE_F16) {
     return static_cast<DType>(dtype);
   }
   return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
@@ -111,6 +126,56 @@ HostTensor::HostTensor(const std::vector<bool>& v, Shape shape)
 HostTensor HostTensor::Zeros(DType dtype, Shape shape) {
   int64_t n = std::max<int64_t>(NumElements(shape), 0);
   return HostTensor(dtype, std::move(shape), std::string(n * DTypeSize(dtype), '\0'));
+}
+
+absl::StatusOr<HostTensor> HostTensor::FromFloats(const std::vector<float>& values, Shape shape,
+                                                  DType dtype) {
+  HostTensor out = Zeros(dtype, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != out.numel()) {
+    return ClientError(
+        absl::StatusCode::kInvalidArgument, BAD_TENSOR_DATA,
+        absl::StrCat("client: ", values.size(), " values for shape ", ShapeString(out.shape_)));
+  }
+  char* p = out.bytes_.data();
+  for (size_t i = 0; i < values.size(); ++i) {
+    switch (dtype) {
+      case DType::kF32:
+        std::memcpy(p + 4 * i, &values[i], 4);
+        break;
+      case DType::kF64: {
+        const double d = values[i];
+        std::memcpy(p + 8 * i, &d, 8);
+        break;
+      }
+      case DType::kBF16:
+      case DType::kF16: {
+        const uint16_t h = dtype == DType::kBF16 ? FloatToBF16(values[i]) : FloatToHalf(values[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+        break;
+      }
+      default:
+        return ClientError(
+            absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
+            absl::StrCat("client: FromFloats needs a float dtype, not ", DTypeName(dtype)));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> HostTensor::ToFloats() const {
+  if (dtype_ != DType::kF32 && dtype_ != DType::kBF16 && dtype_ != DType::kF16) {
+    return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
+                       absl::StrCat("client: tensor is ", DTypeName(dtype_),
+                                    "; ToFloats reads f32, bf16 and f16"));
+  }
+  if (absl::Status s = Validate(); !s.ok()) return s;
+  std::vector<float> out(static_cast<size_t>(numel()));
+  if (dtype_ == DType::kF32) {
+    if (!out.empty()) std::memcpy(out.data(), bytes_.data(), bytes_.size());
+  } else {
+    for (size_t i = 0; i < out.size(); ++i) out[i] = Load16(dtype_, bytes_, i);
+  }
+  return out;
 }
 
 absl::Status HostTensor::Validate() const {
@@ -185,6 +250,10 @@ std::vector<double> HostTensor::ToDoubles() const {
       break;
     case DType::kBool:
       for (size_t i = 0; i < n; ++i) out[i] = bytes_[i] != 0 ? 1.0 : 0.0;
+      break;
+    case DType::kBF16:
+    case DType::kF16:
+      for (size_t i = 0; i < n; ++i) out[i] = Load16(dtype_, bytes_, i);
       break;
   }
   return out;

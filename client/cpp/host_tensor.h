@@ -12,11 +12,13 @@
 
 namespace tensord::client {
 
-// Numbers match tensord.v1.DType.
-enum class DType : int { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kBool = 5 };
+// Numbers match tensord.v1.DType. kBF16 and kF16 are 2-byte storage dtypes (the server
+// computes on them in f32); C++ has no element type for them: HostTensor holds their 16-bit
+// patterns, FromFloats rounds floats into them and ToFloats/ToDoubles read them.
+enum class DType : int { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kBool = 5, kBF16 = 6, kF16 = 7 };
 using Shape = std::vector<int64_t>;
 
-// "f32", "f64", "i32", "i64", "bool".
+// "f32", "f64", "i32", "i64", "bool", "bf16", "f16".
 std::string DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);
 absl::StatusOr<DType> DTypeFromProto(::tensord::v1::DType dtype);
@@ -80,6 +82,10 @@ class HostTensor {
   static HostTensor Scalar(bool v) { return HostTensor(std::vector<bool>{v}, Shape{}); }
   // Zero-filled tensor of the given dtype and shape.
   static HostTensor Zeros(DType dtype, Shape shape);
+  // Floats stored in a float dtype: f32, f64, or rounded to nearest even into bf16/f16 (the
+  // server's own conversion). INVALID_ARGUMENT for a non-float dtype.
+  static absl::StatusOr<HostTensor> FromFloats(const std::vector<float>& values, Shape shape,
+                                               DType dtype);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -95,8 +101,10 @@ class HostTensor {
   // Typed element access; the dtype must match T exactly.
   template <typename T>
   absl::StatusOr<std::vector<T>> ToVector() const;
-  // Element-wise conversion of any dtype to double (bool → 0/1).
+  // Element-wise conversion of any dtype to double (bool → 0/1; bf16/f16 exactly).
   std::vector<double> ToDoubles() const;
+  // The values of a bf16/f16/f32 tensor as floats (exact); DTYPE_MISMATCH for other dtypes.
+  absl::StatusOr<std::vector<float>> ToFloats() const;
   // Pointer to the elements; null when T does not match the dtype.
   template <typename T>
   const T* data() const {
@@ -113,7 +121,10 @@ class HostTensor {
   static absl::StatusOr<HostTensor> FromProto(::tensord::v1::TensorData&& data);
 
   // NumPy .npy: format versions 1.0 and 2.0 (3.0 read too), little-endian, C order,
-  // dtypes f4 f8 i4 i8 b1. Writing picks 1.0 unless the header needs 2.0.
+  // dtypes f4 f8 i4 i8 b1 f2. Writing picks 1.0 unless the header needs 2.0. NumPy has no
+  // bfloat16: a bf16 tensor is written as '<u2' (its raw 16-bit patterns; in numpy,
+  // `(a.astype(np.uint32) << 16).view(np.float32)` gives the values) and '<u2' is read back
+  // as bf16, tensord having no other 16-bit unsigned dtype.
   static absl::StatusOr<HostTensor> ParseNpy(const std::string& npy);
   std::string ToNpy() const;
   static absl::StatusOr<HostTensor> ReadNpy(const std::string& path);

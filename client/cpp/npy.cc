@@ -57,6 +57,9 @@ absl::StatusOr<DType> DTypeFromDescr(std::string descr) {
   if (descr == "<i4") return DType::kI32;
   if (descr == "<i8") return DType::kI64;
   if (descr == "|b1" || descr == "<b1" || descr == "b1" || descr == "?") return DType::kBool;
+  if (descr == "<f2") return DType::kF16;
+  // NumPy has no bfloat16; tensord writes bf16 as its 16-bit patterns (see ToNpy).
+  if (descr == "<u2") return DType::kBF16;
   if (!descr.empty() && descr[0] == '>') {
     return NpyError(
         absl::StrCat("big-endian dtype '", descr,
@@ -64,7 +67,9 @@ absl::StatusOr<DType> DTypeFromDescr(std::string descr) {
   }
   return ClientError(
       absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
-      absl::StrCat("npy: dtype '", descr, "' is not supported (supported: <f4 <f8 <i4 <i8 |b1)"),
+      absl::StrCat("npy: dtype '", descr,
+                   "' is not supported (supported: <f4 <f8 <i4 <i8 |b1 <f2, and <u2 read as bf16 "
+                   "bit patterns)"),
       {{"dtype", descr}});
 }
 
@@ -80,6 +85,10 @@ std::string DescrOf(DType dtype) {
       return "<i8";
     case DType::kBool:
       return "|b1";
+    case DType::kF16:
+      return "<f2";
+    case DType::kBF16:
+      return "<u2";
   }
   return "?";
 }

@@ -14,7 +14,7 @@ absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field) {
                  absl::StrCat("request: ", field, " has dtype value ", value,
                               value == 0 ? " (DTYPE_UNSPECIFIED)" : " (unknown)",
                               "; use one of DTYPE_F32, DTYPE_F64, DTYPE_I32, DTYPE_I64, "
-                              "DTYPE_BOOL"),
+                              "DTYPE_BOOL, DTYPE_BF16, DTYPE_F16"),
                  {{"field", field}, {"value", absl::StrCat(value)}});
   }
   return static_cast<DType>(value - 1);
@@ -160,7 +160,8 @@ void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::
     }
     for (const std::string& c : spec.choices) a->add_choices(c);
   }
-  for (DType d : def.dtypes.ToVector()) info->add_dtypes(DTypeToProto(d));
+  // bf16/f16 wherever f32 is: the dispatcher accepts them there (computed in f32).
+  for (DType d : WithLowPrecision(def.dtypes).ToVector()) info->add_dtypes(DTypeToProto(d));
   for (const std::string& b : backends) info->add_backends(b);
   info->set_marking(MarkingToProto(def.marking));
   info->set_origin(def.origin);

@@ -1,15 +1,22 @@
 """Every op the server lists, compared with PyTorch: forward values, output dtypes and
 gradients (torch.autograd) over shapes with broadcasting, size-1 and empty dims and 0-d
-tensors, for every dtype the op lists. See opcheck.py for the tolerances."""
+tensors, for every dtype the op lists. See opcheck.py for the tolerances; bf16 and f16 (listed
+wherever f32 is) rerun the f32 cases, see opcheck_low.py."""
 import zlib
 
 import numpy as np
 import pytest
 
 from opcheck import run_case
+from opcheck_low import LOW, run_low
 from optable import TABLE
 
-DTYPES = ("f64", "f32", "i64", "i32", "bool")
+DTYPES = ("f64", "f32", "i64", "i32", "bool") + LOW
+
+
+def table_dtypes(spec) -> set:
+    """The dtypes a table entry exercises: its own, and bf16/f16 through its f32 cases."""
+    return set(spec.dtypes) | (set(LOW) if "f32" in spec.dtypes else set())
 MARKINGS = {"d": "differentiable", "z": "zero_grad", "n": "non_differentiable"}
 
 
@@ -19,7 +26,7 @@ def test_every_listed_op_is_in_the_table(catalog):
 
 
 def test_table_covers_every_listed_dtype(catalog):
-    gaps = {name: sorted(set(op["dtypes"]) - set(TABLE[name].dtypes))
+    gaps = {name: sorted(set(op["dtypes"]) - table_dtypes(TABLE[name]))
             for name, op in catalog.items() if name in TABLE}
     gaps = {k: v for k, v in gaps.items() if v}
     assert not gaps, f"dtypes listed by the server that the table does not exercise: {gaps}"
@@ -38,9 +45,12 @@ def test_op(name, dt, catalog, sess):
     spec = TABLE[name]
     if name not in catalog:
         pytest.skip(f"the server does not list {name}")
-    if dt not in spec.dtypes or dt not in catalog[name]["dtypes"]:
+    if dt not in table_dtypes(spec) or dt not in catalog[name]["dtypes"]:
         pytest.skip(f"{name} is not listed for {dt}")
     rng = np.random.default_rng(zlib.crc32(f"{name}/{dt}".encode()))
+    if dt in LOW:
+        run_low(sess, name, spec, dt, rng)
+        return
     if spec.run is not None:
         spec.run(sess, name, spec, dt, rng)
         return

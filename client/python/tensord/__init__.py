@@ -9,7 +9,7 @@ Errors raise TensordError subclasses named after tensord.v1.ErrorReason (see err
 """
 from . import dtypes
 from .client import Client, connect
-from .dtypes import bool_, float32, float64, int32, int64
+from .dtypes import bfloat16, bool_, float16, float32, float64, int32, int64
 from .errors import *  # noqa: F401,F403  (TensordError and one subclass per ErrorReason)
 from .errors import REASON_CLASSES, BatchPendingError, TensordClientError, TensordError
 from .session import AutodiffContext, Session
@@ -19,5 +19,5 @@ __version__ = "0.1.0"
 
 __all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "TensordError",
            "TensordClientError", "BatchPendingError", "REASON_CLASSES", "dtypes", "float32",
-           "float64", "int32", "int64", "bool_",
+           "float64", "int32", "int64", "bool_", "bfloat16", "float16",
            *(cls.__name__ for cls in REASON_CLASSES.values())]

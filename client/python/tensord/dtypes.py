@@ -1,21 +1,59 @@
-"""dtype mapping between numpy, tensord's wire enum and attribute strings."""
+"""dtype mapping between numpy, tensord's wire enum and attribute strings.
+
+bf16 has no numpy dtype. `bfloat16` below stands for it (a bf16 tensor's `.dtype`; it compares
+equal to "bf16", "bfloat16" and torch.bfloat16); its values download as float32 (exactly: every
+bf16 value is a float32) and upload from any float array with `dtype="bf16"`, rounded to
+nearest even as the server and PyTorch round. f16 is numpy's float16 both ways."""
 from __future__ import annotations
 
 import numpy as np
 
 from ._pb import tensor_pb2
 
-# tensord short name, numpy dtype, wire enum
+
+class BFloat16DType:
+    """The bf16 dtype (numpy has none). Arrays of bf16 tensors come back as float32."""
+
+    name = "bfloat16"
+    kind = "f"
+    itemsize = 2
+
+    def __eq__(self, other):
+        if isinstance(other, BFloat16DType):
+            return True
+        if isinstance(other, str):
+            return other.lower() in ("bf16", "bfloat16", "torch.bfloat16")
+        return str(other) == "torch.bfloat16"  # torch.bfloat16, without importing torch
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash("bf16")
+
+    def __str__(self):
+        return "bf16"
+
+    def __repr__(self):
+        return "tensord.bfloat16"
+
+
+bfloat16 = BFloat16DType()
+
+# tensord short name, numpy dtype (bfloat16 for bf16), wire enum
 _TABLE = [
     ("f32", np.dtype(np.float32), tensor_pb2.DTYPE_F32),
     ("f64", np.dtype(np.float64), tensor_pb2.DTYPE_F64),
     ("i32", np.dtype(np.int32), tensor_pb2.DTYPE_I32),
     ("i64", np.dtype(np.int64), tensor_pb2.DTYPE_I64),
     ("bool", np.dtype(np.bool_), tensor_pb2.DTYPE_BOOL),
+    ("bf16", bfloat16, tensor_pb2.DTYPE_BF16),
+    ("f16", np.dtype(np.float16), tensor_pb2.DTYPE_F16),
 ]
 _BY_NAME = {name: np_dt for name, np_dt, _ in _TABLE}
 _ALIASES = {"float32": "f32", "float": "f32", "float64": "f64", "double": "f64",
-            "int32": "i32", "int": "i32", "int64": "i64", "long": "i64", "bool_": "bool"}
+            "int32": "i32", "int": "i32", "int64": "i64", "long": "i64", "bool_": "bool",
+            "bfloat16": "bf16", "float16": "f16", "half": "f16"}
 _NP_TO_NAME = {np_dt: name for name, np_dt, _ in _TABLE}
 _NP_TO_WIRE = {np_dt: wire for _, np_dt, wire in _TABLE}
 _WIRE_TO_NP = {wire: np_dt for _, np_dt, wire in _TABLE}
@@ -25,12 +63,16 @@ float64 = np.dtype(np.float64)
 int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
+float16 = np.dtype(np.float16)
 SUPPORTED = tuple(np_dt for _, np_dt, _ in _TABLE)
 
 
 def to_numpy_dtype(dtype) -> np.dtype:
-    """Accepts a numpy dtype or type, a tensord name ("f32"), a numpy/torch-style name
-    ("float32", "int64", "bool") or a wire enum value; returns the numpy dtype."""
+    """Accepts a numpy dtype or type, a tensord name ("f32", "bf16"), a numpy/torch-style name
+    ("float32", "int64", "bool", "bfloat16", "half"), torch.bfloat16 or a wire enum value;
+    returns the numpy dtype (`bfloat16` for bf16)."""
+    if isinstance(dtype, BFloat16DType):
+        return bfloat16
     if isinstance(dtype, str):
         name = dtype.lower()
         name = name[len("torch."):] if name.startswith("torch.") else name
@@ -56,11 +98,19 @@ def to_numpy_dtype(dtype) -> np.dtype:
     if text.startswith("torch."):
         return to_numpy_dtype(text)
     raise TypeError(f"tensord: unsupported dtype {dtype!r}; tensord has float32, float64, "
-                    "int32, int64 and bool")
+                    "int32, int64, bool, bfloat16 and float16")
+
+
+def is_bfloat16(dtype) -> bool:
+    try:
+        return to_numpy_dtype(dtype) is bfloat16
+    except TypeError:
+        return False
 
 
 def name(dtype) -> str:
-    """The tensord attribute name of a dtype: "f32", "f64", "i32", "i64", "bool"."""
+    """The tensord attribute name of a dtype: "f32", "f64", "i32", "i64", "bool", "bf16",
+    "f16"."""
     return _NP_TO_NAME[to_numpy_dtype(dtype)]
 
 
@@ -81,6 +131,35 @@ def array_to_tensor_data(array: np.ndarray) -> "tensor_pb2.TensorData":
                                  data=array.tobytes())
 
 
+def float32_to_bf16_bits(values) -> np.ndarray:
+    """uint16 bfloat16 patterns of float values (via float32), rounded to nearest even; NaN
+    stays NaN (quiet)."""
+    a = np.array(values, dtype=np.float32, order="C")  # a copy; 0-d stays 0-d
+    u = a.view(np.uint32)
+    bits = ((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16).astype(np.uint16)
+    nan = np.isnan(a)
+    if nan.any():
+        bits[nan] = ((u[nan] >> 16) | np.uint32(0x40)).astype(np.uint16)
+    return bits
+
+
+def bf16_bits_to_float32(bits) -> np.ndarray:
+    """float32 values of uint16 bfloat16 patterns (exact)."""
+    return (np.asarray(bits, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def encode(value, dtype=None):
+    """(contiguous little-endian array holding the bytes to send, wire enum) for `value` as
+    `dtype` (default: its own dtype). bf16 is sent as its 16-bit patterns."""
+    if dtype is not None and is_bfloat16(dtype):
+        bits = float32_to_bf16_bits(value).astype("<u2", copy=False)
+        return bits, tensor_pb2.DTYPE_BF16
+    if dtype is not None:
+        value = np.asarray(value, dtype=to_numpy_dtype(dtype))
+    array = as_wire_array(value)
+    return array, to_wire(array.dtype)
+
+
 def as_wire_array(value) -> np.ndarray:
     """A contiguous little-endian array of a supported dtype (raises TypeError otherwise)."""
     array = np.asarray(value)
@@ -97,6 +176,13 @@ def tensor_data_to_array(data: "tensor_pb2.TensorData") -> np.ndarray:
 
 
 def bytes_to_array(raw, wire_dtype: int, shape) -> np.ndarray:
+    if wire_dtype == tensor_pb2.DTYPE_BF16:
+        shape = tuple(int(s) for s in shape)
+        expected = int(np.prod(shape, dtype=np.int64)) * 2
+        if len(raw) != expected:
+            raise ValueError(f"tensord: received {len(raw)} bytes for a bf16 tensor of shape "
+                             f"{shape} ({expected} expected)")
+        return bf16_bits_to_float32(np.frombuffer(bytes(raw), dtype="<u2")).reshape(shape)
     dt = from_wire(wire_dtype).newbyteorder("<")
     shape = tuple(int(s) for s in shape)
     expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize

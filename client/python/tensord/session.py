@@ -347,11 +347,10 @@ class Session:
             return value
         if isinstance(value, Tensor):
             value = value.numpy()
-        if dtype is not None:
-            value = np.asarray(value, dtype=dtypes.to_numpy_dtype(dtype))
-        array = dtypes.as_wire_array(value)
+        # bf16 (dtype="bf16") travels as its 16-bit patterns, rounded from the values here.
+        array, wire = dtypes.encode(value, dtype)
         header = service_pb2.PutHeader(
-            session_id=self.id, dtype=dtypes.to_wire(array.dtype), shape=list(array.shape),
+            session_id=self.id, dtype=wire, shape=list(array.shape),
             device=device or "", requires_grad=bool(requires_grad),
             context_id=self._default_context_id(ctx) if requires_grad else 0)
         flat = array.reshape(-1).view(np.uint8)

@@ -1,0 +1,133 @@
+"""bf16 and f16 through the Python client: dtype names and objects, uploads (rounded to nearest
+even) and downloads (bf16 as exact float32, f16 as numpy float16), casts, ListOps, gradients,
+and ops compared with PyTorch computing natively in bfloat16/float16.
+
+Tolerances against PyTorch's own bf16/f16 kernels: bf16 rtol 2e-2, atol 2e-2; f16 rtol 2e-3,
+atol 2e-3 (both sides round once per op from float32 compute, but their float32 partial results
+may differ and round to neighbouring 2-byte values)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import tensord
+from tensord import dtypes
+
+TOL = {"bf16": (2e-2, 2e-2), "f16": (2e-3, 2e-3)}
+TORCH = {"bf16": torch.bfloat16, "f16": torch.float16}
+
+
+def test_dtype_objects_and_names():
+    assert tensord.bfloat16 == "bf16" and tensord.bfloat16 == "bfloat16"
+    assert tensord.bfloat16 == torch.bfloat16 and tensord.bfloat16 != "f16"
+    assert str(tensord.bfloat16) == "bf16"
+    for spelling in ("bf16", "bfloat16", "torch.bfloat16", torch.bfloat16, tensord.bfloat16):
+        assert dtypes.name(spelling) == "bf16"
+    for spelling in ("f16", "float16", "half", np.float16, torch.float16):
+        assert dtypes.name(spelling) == "f16"
+    assert tensord.float16 == np.dtype(np.float16)
+
+
+def test_bf16_bits_match_torch():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(50000).astype(np.float32) * 1e3,
+                        np.array([0.0, -0.0, np.inf, -np.inf, 3.4e38, 1e-40], np.float32)])
+    want = torch.from_numpy(x).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(dtypes.float32_to_bf16_bits(x), want)
+    np.testing.assert_array_equal(dtypes.bf16_bits_to_float32(want),
+                                  torch.from_numpy(want.view(np.int16)).view(torch.bfloat16)
+                                  .float().numpy())
+    assert np.isnan(dtypes.bf16_bits_to_float32(dtypes.float32_to_bf16_bits([np.nan]))).all()
+
+
+def test_upload_download_and_casts(sess):
+    values = np.array([[1.0, 0.1, -3.0], [1e5, 2.0 ** -10, 65519.0]])
+    b = sess.tensor(values, dtype="bf16")
+    assert b.dtype == "bf16" and b.dtype == tensord.bfloat16 and b.nbytes == 12
+    got = b.numpy()
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, torch.tensor(values).to(torch.bfloat16).float().numpy())
+    assert "dtype=bf16" in repr(b)
+    halves = np.array([[1.0, 0.1, -3.0], [6e4, 2.0 ** -24, 65519.0]]).astype(np.float16)
+    h = sess.tensor(halves)
+    assert h.dtype == np.float16 and h.numpy().dtype == np.float16
+    np.testing.assert_array_equal(h.numpy(), halves)
+    f = sess.tensor(values.astype(np.float32))
+    for spelling in ("bf16", tensord.bfloat16, torch.bfloat16):
+        c = sess.op("to_dtype", f, dtype=spelling)
+        assert c.dtype == "bf16"
+        np.testing.assert_array_equal(c.numpy(), got)
+    assert f.to("f16").dtype == np.float16
+    assert b.to("f16").to("f32").dtype == np.float32
+    # Inline literals of numpy float16 travel as f16.
+    s = sess.op("add", h, np.ones(3, np.float16))
+    assert s.dtype == np.float16
+
+
+def test_list_ops_names_both_wherever_f32_is(catalog):
+    for name, op in catalog.items():
+        assert ("bf16" in op["dtypes"]) == ("f32" in op["dtypes"]), name
+        assert ("f16" in op["dtypes"]) == ("f32" in op["dtypes"]), name
+    assert "bf16" not in catalog["bitwise_and"]["dtypes"]
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_ops_against_torch_native(dt, sess):
+    rng = np.random.default_rng(7)
+    low = TORCH[dt]
+
+    def put(shape):
+        x = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(low)
+        return x, sess.tensor(x.float().numpy(), dtype=dt)
+
+    def native(fn, *args, **kw):
+        """fn in the 2-byte dtype where this PyTorch has the CPU kernel (bf16 mostly does,
+        f16 mostly not), else in float32 rounded once: what PyTorch's kernels compute."""
+        try:
+            return fn(*args, **kw)
+        except RuntimeError:
+            return fn(*(t.float() for t in args), **kw).to(low)
+
+    def check(got, want, what):
+        assert dtypes.name(got.dtype) == dt, what
+        rtol, atol = TOL[dt]
+        np.testing.assert_allclose(np.asarray(got.numpy(), np.float32), want.float().numpy(),
+                                   rtol=rtol, atol=atol, err_msg=what)
+
+    a, ta = put((8, 16))
+    b, tb = put((16, 5))
+    bias, tbias = put((5,))
+    check(ta @ tb, native(torch.matmul, a, b), "matmul")
+    check(sess.op("linear", ta, sess.op("transpose", tb, dim0=0, dim1=1), tbias),
+          native(TF.linear, a, b.T.contiguous(), bias), "linear")
+    check(sess.op("relu", ta), native(torch.relu, a), "relu")
+    check(sess.op("sigmoid", ta), native(torch.sigmoid, a), "sigmoid")
+    check(ta * ta + ta, native(torch.add, native(torch.mul, a, a), a), "mul, add")
+    check(sess.op("sum", ta, dim=[1]), native(torch.sum, a, dim=1), "sum")
+    check(sess.op("mean", ta), native(torch.mean, a), "mean")
+    check(sess.op("amax", ta, dim=[0]), native(torch.amax, a, dim=0), "amax")
+    check(sess.op("softmax", ta, dim=1), native(torch.softmax, a, dim=1), "softmax")
+    x, tx = put((2, 3, 6, 6))
+    w, tw = put((4, 3, 3, 3))
+    check(sess.op("conv2d", tx, tw, padding=1), native(TF.conv2d, x, w, padding=1), "conv2d")
+
+
+@pytest.mark.parametrize("dt", ["bf16", "f16"])
+def test_gradients_in_the_leaf_dtype(dt, sess):
+    rng = np.random.default_rng(11)
+    xv = rng.standard_normal((4, 3)).astype(np.float32)
+    wv = rng.standard_normal((3, 2)).astype(np.float32)
+    with sess.autodiff() as ctx:
+        x = sess.tensor(xv, dtype=dt, requires_grad=True)
+        w = sess.tensor(wv, requires_grad=True)  # f32 leaf, cast down inside the graph
+        y = sess.op("sum", sess.op("relu", x @ w.to(dt)))
+        assert dtypes.name(y.dtype) == dt
+        grads = ctx.backward(y)
+        assert dtypes.name(grads[x].dtype) == dt and grads[w].dtype == np.float32
+        gx, gw = grads[x].numpy(), grads[w].numpy()  # gradients live as long as the context
+    tx = torch.from_numpy(xv).to(TORCH[dt]).float().requires_grad_()
+    tw = torch.from_numpy(wv).requires_grad_()
+    torch.relu(tx @ tw.to(TORCH[dt]).float()).sum().backward()
+    rtol, atol = TOL[dt]
+    np.testing.assert_allclose(np.asarray(gx, np.float32), tx.grad.numpy(), rtol=rtol, atol=atol)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=rtol, atol=atol)
