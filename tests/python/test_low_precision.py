@@ -52,6 +52,10 @@ def test_upload_download_and_casts(sess):
     h = sess.tensor(halves)
     assert h.dtype == np.float16 and h.numpy().dtype == np.float16
     np.testing.assert_array_equal(h.numpy(), halves)
+    with sess.autodiff():
+        again = sess.tensor(b, requires_grad=True)  # a copy of a bf16 tensor stays bf16
+        assert again.dtype == "bf16" and again.requires_grad
+        np.testing.assert_array_equal(again.numpy(), got)
     f = sess.tensor(values.astype(np.float32))
     for spelling in ("bf16", tensord.bfloat16, torch.bfloat16):
         c = sess.op("to_dtype", f, dtype=spelling)

@@ -346,6 +346,7 @@ class Session:
         if isinstance(value, Tensor) and dtype is None and not requires_grad and device is None:
             return value
         if isinstance(value, Tensor):
+            dtype = value.dtype if dtype is None else dtype  # a bf16 tensor stays bf16
             value = value.numpy()
         # bf16 (dtype="bf16") travels as its 16-bit patterns, rounded from the values here.
         array, wire = dtypes.encode(value, dtype)
