@@ -1,0 +1,36 @@
+#include "echo_service.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace tensord::bench {
+
+grpc::Status EchoService::Unary(grpc::ServerContext*, const Blob* in, Blob* out) {
+  *out = *in;
+  return grpc::Status::OK;
+}
+
+// Keeps the bytes, as a put does, so both sides pay for one copy into server memory.
+grpc::Status EchoService::Upload(grpc::ServerContext*, grpc::ServerReader<Blob>* reader,
+                                 Count* out) {
+  std::vector<char> kept;
+  Blob blob;
+  while (reader->Read(&blob)) kept.insert(kept.end(), blob.data().begin(), blob.data().end());
+  out->set_bytes(kept.size());
+  return grpc::Status::OK;
+}
+
+grpc::Status EchoService::Download(grpc::ServerContext*, const Count* in,
+                                   grpc::ServerWriter<Blob>* writer) {
+  const uint64_t chunk = in->chunk_bytes() ? in->chunk_bytes() : (1u << 20);
+  std::string data(std::min<uint64_t>(chunk, in->bytes()), 'x');
+  Blob blob;
+  for (uint64_t sent = 0; sent < in->bytes(); sent += chunk) {
+    blob.mutable_data()->assign(data.data(), std::min<uint64_t>(chunk, in->bytes() - sent));
+    if (!writer->Write(blob)) break;
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace tensord::bench

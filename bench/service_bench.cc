@@ -1,0 +1,204 @@
+// Service overhead benchmark. Prints three figures measured in one run, each as a ratio to a
+// baseline that does the same transport or compute work without tensord:
+//   1. a small op through Execute vs a bare unary echo on the same channel;
+//   2. a 2048x2048 f32 matmul on server-resident tensors vs oneDNN called in-process;
+//   3. put+get of 256 MiB vs the same bytes through a bare gRPC stream.
+// Usage: service_bench [--quick]   (--quick shrinks sizes and repetitions for CI smoke runs)
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <vector>
+
+#include "client/cpp/tensord.h"
+#include "dnnl.hpp"
+#include "echo_service.h"
+#include "server/service/server.h"
+#include "tensord/v1/service.grpc.pb.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+namespace tc = tensord::client;
+
+double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Median wall time of `reps` runs of `fn` after `warmup` untimed runs.
+double MedianSeconds(int warmup, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto a = Clock::now();
+    fn();
+    t.push_back(Seconds(a, Clock::now()));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+void Check(const absl::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "service_bench: %s: %s\n", what, std::string(s.message()).c_str());
+    std::exit(1);
+  }
+}
+void Check(const grpc::Status& s, const char* what) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "service_bench: %s: %s\n", what, s.error_message().c_str());
+    std::exit(1);
+  }
+}
+
+tc::HostTensor RandomMatrix(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  std::vector<float> v(rows * cols);
+  for (float& x : v) x = dist(gen);
+  return tc::HostTensor(v, {rows, cols});
+}
+
+void SmallOp(const std::shared_ptr<grpc::Channel>& channel, const std::string& session, int reps) {
+  auto stub = tensord::v1::Tensord::NewStub(channel);
+  auto echo = tensord::bench::Echo::NewStub(channel);
+  // add of two [4] f32 literals, result fetched inline: one round trip doing real op work.
+  tensord::v1::ExecuteRequest req;
+  req.set_session_id(session);
+  auto* call = req.add_calls();
+  call->set_op("add");
+  call->set_fetch(true);
+  for (int i = 0; i < 2; ++i) {
+    auto* lit = call->add_inputs()->mutable_literal();
+    lit->set_dtype(tensord::v1::DTYPE_F32);
+    lit->add_shape(4);
+    lit->set_data(std::string(16, '\0'));
+  }
+  tensord::v1::ReleaseRequest release;
+  release.set_session_id(session);
+  double op = MedianSeconds(50, reps, [&] {
+    grpc::ClientContext ctx;
+    tensord::v1::ExecuteResponse resp;
+    Check(stub->Execute(&ctx, req, &resp), "Execute add");
+    release.add_handles(resp.results(0).outputs(0).handle());
+  });
+  tensord::bench::Blob blob;
+  blob.set_data(std::string(32, '\0'));
+  double bare = MedianSeconds(50, reps, [&] {
+    grpc::ClientContext ctx;
+    tensord::bench::Blob out;
+    Check(echo->Unary(&ctx, blob, &out), "Echo.Unary");
+  });
+  grpc::ClientContext ctx;
+  tensord::v1::ReleaseResponse rr;
+  Check(stub->Release(&ctx, release, &rr), "Release");
+  std::printf(
+      "small op (add [4] f32, fetched)   %8.1f us   bare unary echo %8.1f us   ratio %.2f\n",
+      op * 1e6, bare * 1e6, op / bare);
+}
+
+void Matmul(tc::Session& session, int64_t n, int reps) {
+  tc::Tensor a = session.Put(RandomMatrix(n, n, 1)).value();
+  tc::Tensor b = session.Put(RandomMatrix(n, n, 2)).value();
+  double served = MedianSeconds(1, reps, [&] {
+    auto c = session.Op1("matmul", {a, b});
+    Check(c.status(), "matmul");
+  });
+
+  using dt = dnnl::memory::data_type;
+  using tag = dnnl::memory::format_tag;
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream strm(eng);
+  dnnl::memory::desc md({n, n}, dt::f32, tag::ab);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(md, md, md), eng);
+  dnnl::matmul prim(pd);
+  tc::HostTensor ha = RandomMatrix(n, n, 1), hb = RandomMatrix(n, n, 2);
+  std::vector<float> hc(n * n);
+  dnnl::memory ma(md, eng, const_cast<char*>(ha.bytes().data()));
+  dnnl::memory mb(md, eng, const_cast<char*>(hb.bytes().data()));
+  dnnl::memory mc(md, eng, hc.data());
+  double direct = MedianSeconds(1, reps, [&] {
+    prim.execute(strm, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    strm.wait();
+  });
+  const double flops = 2.0 * n * n * n;
+  std::printf(
+      "matmul %ldx%ld f32 (resident)     %8.2f ms (%5.1f GFLOP/s)   oneDNN in-process %8.2f ms "
+      "(%5.1f GFLOP/s)   ratio %.3f\n",
+      static_cast<long>(n), static_cast<long>(n), served * 1e3, flops / served * 1e-9, direct * 1e3,
+      flops / direct * 1e-9, served / direct);
+}
+
+void Transfer(const std::shared_ptr<grpc::Channel>& channel, tc::Session& session, int64_t bytes,
+              int reps) {
+  const int64_t n = bytes / 4;
+  std::vector<float> values(n, 1.5f);
+  tc::HostTensor host(values, {n});
+  double tensord_s = MedianSeconds(0, reps, [&] {
+    auto t = session.Put(host);
+    Check(t.status(), "Put");
+    auto back = t->ToHost();
+    Check(back.status(), "Get");
+    if (back->bytes().size() != host.bytes().size()) std::exit(2);
+  });
+
+  auto echo = tensord::bench::Echo::NewStub(channel);
+  const uint32_t chunk = 1u << 20;
+  double bare_s = MedianSeconds(0, reps, [&] {
+    {
+      grpc::ClientContext ctx;
+      tensord::bench::Count count;
+      auto writer = echo->Upload(&ctx, &count);
+      tensord::bench::Blob blob;
+      for (int64_t off = 0; off < bytes; off += chunk) {
+        blob.mutable_data()->assign(host.bytes().data() + off,
+                                    std::min<int64_t>(chunk, bytes - off));
+        writer->Write(blob);
+      }
+      writer->WritesDone();
+      Check(writer->Finish(), "Echo.Upload");
+    }
+    grpc::ClientContext ctx;
+    tensord::bench::Count req;
+    req.set_bytes(bytes);
+    req.set_chunk_bytes(chunk);
+    auto reader = echo->Download(&ctx, req);
+    tensord::bench::Blob blob;
+    std::string received;
+    received.reserve(bytes);
+    while (reader->Read(&blob)) received.append(blob.data());
+    Check(reader->Finish(), "Echo.Download");
+  });
+  const double mib = static_cast<double>(bytes) / (1 << 20);
+  std::printf(
+      "put+get %4.0f MiB                   %8.1f ms (%6.0f MiB/s)   bare gRPC stream %8.1f ms "
+      "(%6.0f MiB/s)   ratio %.2f\n",
+      mib, tensord_s * 1e3, 2 * mib / tensord_s, bare_s * 1e3, 2 * mib / bare_s,
+      tensord_s / bare_s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  tensord::bench::EchoService echo;
+  tensord::ServerOptions options;
+  options.address = "127.0.0.1:0";
+  options.extra_services.push_back(&echo);
+  auto server = tensord::TensordServer::Start(options);
+  Check(server.status(), "start server");
+  const std::string target = "127.0.0.1:" + std::to_string((*server)->port());
+
+  auto client = tc::Client::Connect(target).value();
+  auto session = client.CreateSession().value();
+  std::printf("tensord service_bench (%s run, one process, loopback)\n", quick ? "quick" : "full");
+  SmallOp(client.channel(), session.id(), quick ? 200 : 2000);
+  Matmul(session, quick ? 512 : 2048, quick ? 3 : 10);
+  Transfer(client.channel(), session, quick ? (int64_t{16} << 20) : (int64_t{256} << 20),
+           quick ? 2 : 5);
+  return 0;
+}
