@@ -10,7 +10,6 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "server/ops/op_helpers.h"
 
 namespace tensord {

@@ -377,6 +377,38 @@ TEST(OneDnn, PrimitiveCacheReusesPrimitives) {
   EXPECT_TRUE(AllClose(Run1("matmul", {a, b}), RunKernel("matmul", true, {a, b}, {})->at(0)));
 }
 
+TEST(OneDnn, PrimitiveCacheEvictsLeastRecentlyUsed) {
+  cpu::onednn::ClearCache();
+  // One real primitive under many keys: the factory is cheap, the bookkeeping is what counts.
+  dnnl::memory::desc md({4}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
+  dnnl::eltwise_forward::primitive_desc pd(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::eltwise_abs,
+                                  md, 0.f, 0.f),
+      cpu::onednn::Engine());
+  const cpu::onednn::CachedPrimitive shared{dnnl::eltwise_forward(pd), pd};
+  int built = 0;
+  auto get = [&](const std::string& key) {
+    return cpu::onednn::GetPrimitive(key, [&] {
+      ++built;
+      return shared;
+    });
+  };
+  const int64_t capacity = cpu::onednn::GetCacheStats().capacity;
+  get("first");
+  get("second");
+  for (int64_t i = 0; i < capacity - 2; ++i) get(absl::StrCat("k", i));
+  EXPECT_EQ(cpu::onednn::GetCacheStats().size, capacity);
+  get("first");  // a hit: now the most recently used, "second" the least
+  EXPECT_EQ(built, capacity);
+  get("one more");
+  EXPECT_EQ(cpu::onednn::GetCacheStats().size, capacity);
+  get("first");
+  EXPECT_EQ(built, capacity + 1);
+  get("second");  // evicted: built again
+  EXPECT_EQ(built, capacity + 2);
+  cpu::onednn::ClearCache();
+}
+
 TEST(OneDnn, CachedPrimitivesRunOnAnyThread) {
   // Primitives are created on this thread and then run from others at the same time: each
   // thread brings its own stream and scratchpad.

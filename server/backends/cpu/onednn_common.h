@@ -11,7 +11,6 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "dnnl.hpp"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/core/status.h"

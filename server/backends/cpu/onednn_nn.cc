@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "server/backends/cpu/nn_kernels.h"
 #include "server/backends/cpu/onednn_common.h"
 #include "server/ops/nn_geometry.h"
