@@ -85,7 +85,9 @@ cleanup() {
     for c in "$CTR" "$CTR-tls" "$CTR-probe"; do
       timeout 60 "${PODMAN[@]}" rm -f -t 0 "$c" >/dev/null 2>&1
     done
-    # Superseded layers of earlier builds; the current image and its cache stay.
+    # Working containers of an interrupted build, then superseded images of earlier builds;
+    # the current image and the base images stay as the cache.
+    timeout 120 buildah "${STORE_FLAGS[@]}" rm --all >/dev/null 2>&1
     timeout 120 "${PODMAN[@]}" image prune -f >/dev/null 2>&1
   fi
   [[ -n $WORK ]] && rm -rf "$WORK"
@@ -242,7 +244,8 @@ phase build "building docker/Dockerfile (-j$JOBS, log: $LOGS/build.log)"
 #                       mount keeps the recompile short. TENSORD_IMAGE_LAYERS=1 caches steps.
 #   nice -n 10          the compile leaves room for the rest of the machine
 layers=()
-[[ ${TENSORD_IMAGE_LAYERS:-0} == 1 ]] && layers=(--layers)
+# --force-rm: a failed step leaves no working container behind (a full copy with vfs).
+[[ ${TENSORD_IMAGE_LAYERS:-0} == 1 ]] && layers=(--layers --force-rm)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 stamp() { while IFS= read -r line; do printf '[%4ds] %s\n' $((SECONDS - PHASE_START)) "$line"; done; }
 if ! timeout --kill-after=30 "$BUILD_TIMEOUT" nice -n 10 "$(command -v buildah)" "${STORE_FLAGS[@]}" \
