@@ -241,6 +241,12 @@ def _act(fn, kind="normal", variants=()):
     return unary(fn, F, "d", kind=kind, variants=variants)
 
 
+def _prelu(rng, dt):
+    # weight of one element or of C = dim 1 elements; inputs away from the kink at 0
+    return [Case([arr(rng, s, dt, "nonzero"), arr(rng, (c,), dt)], TF.prelu, label=f"{s} w{c}")
+            for s, c in (((2, 3, 4), 3), ((2, 3), 3), ((4, 5), 1), ((2, 3, 2, 2), 1))]
+
+
 def _dim_act(fn):
     def gen(rng, dt):
         return [Case([arr(rng, s, dt)], lambda x, d=d: fn(x, dim=d), {"dim": d}, label=f"{s} {d}")
@@ -250,30 +256,30 @@ def _dim_act(fn):
 
 TABLE = {
     # elementwise unary math
-    "log1p": unary(torch.log1p, F, kind="pos"),
-    "expm1": unary(torch.expm1),
-    "log2": unary(torch.log2, F, kind="pos"),
-    "log10": unary(torch.log10, F, kind="pos"),
-    "exp2": unary(torch.exp2),
-    "sin": unary(torch.sin),
-    "cos": unary(torch.cos),
-    "tan": unary(torch.tan, kind="unit"),
-    "asin": unary(torch.asin, kind="unit"),
-    "acos": unary(torch.acos, kind="unit"),
-    "atan": unary(torch.atan),
-    "sinh": unary(torch.sinh),
-    "cosh": unary(torch.cosh),
-    "asinh": unary(torch.asinh),
-    "acosh": unary(torch.acosh, kind="gt1"),
-    "atanh": unary(torch.atanh, kind="unit"),
-    "erf": unary(torch.erf),
-    "erfc": unary(torch.erfc),
-    "erfinv": unary(torch.erfinv, kind="unit", tol32=(1e-4, 1e-5)),
+    "log1p": unary(torch.log1p, ALL, kind="pos"),
+    "expm1": unary(torch.expm1, ALL),
+    "log2": unary(torch.log2, ALL, kind="pos"),
+    "log10": unary(torch.log10, ALL, kind="pos"),
+    "exp2": unary(torch.exp2, ALL),
+    "sin": unary(torch.sin, ALL),
+    "cos": unary(torch.cos, ALL),
+    "tan": unary(torch.tan, ALL, kind="unit"),
+    "asin": unary(torch.asin, ALL, kind="unit"),
+    "acos": unary(torch.acos, ALL, kind="unit"),
+    "atan": unary(torch.atan, ALL),
+    "sinh": unary(torch.sinh, ALL),
+    "cosh": unary(torch.cosh, ALL),
+    "asinh": unary(torch.asinh, ALL),
+    "acosh": unary(torch.acosh, ALL, kind="gt1"),
+    "atanh": unary(torch.atanh, ALL, kind="unit"),
+    "erf": unary(torch.erf, ALL),
+    "erfc": unary(torch.erfc, ALL),
+    "erfinv": unary(torch.erfinv, ALL, kind="unit", tol32=(1e-4, 1e-5)),
     "lerp": _lerp(),
     # elementwise binary
     "remainder": binary(lambda a, b: torch.remainder(*ts(a, b)), FI, kb="nonzero"),
     "fmod": binary(lambda a, b: torch.fmod(*ts(a, b)), FI, kb="nonzero"),
-    "atan2": binary(lambda a, b: torch.atan2(*ts(a, b)), F, kb="nonzero", scalars=False),
+    "atan2": binary(lambda a, b: torch.atan2(*ts(a, b)), ALL, kb="nonzero", scalars=False),
     "hypot": binary(lambda a, b: torch.hypot(*ts(a, b)), F, ka="nonzero", scalars=False),
     "bitwise_and": binary(lambda a, b: torch.bitwise_and(*ts(a, b)), B_I, "n"),
     "bitwise_or": binary(lambda a, b: torch.bitwise_or(*ts(a, b)), B_I, "n"),
@@ -299,6 +305,7 @@ TABLE = {
         Case([arr(rng, s, dt, "wide")], lambda x: TF.threshold(x, 0.1, -2.0),
              {"threshold": 0.1, "value": -2.0}, label=str(s)) for s in unary_shapes(rng)], F, "d"),
     "glu": _dim_act(TF.glu),
+    "prelu": Spec(_prelu, F, "d"),
     "softmin": _dim_act(TF.softmin),
     # reductions and scans
     "prod": reduction(lambda x, **kw: torch.prod(x) if "dim" not in kw else
