@@ -201,8 +201,7 @@ absl::Status AssignKernel(KernelCall& c) {
     // Convert first (value-sized), then the broadcasting copy below moves same-dtype bytes.
     ASSIGN_OR_RETURN(Tensor converted,
                      Tensor::Empty(target.dtype(), value.shape(), value.device(), c.account));
-    ConvertLowPrecision(value.dtype(), value.raw(), target.dtype(), converted.raw(),
-                        value.numel());
+    ConvertLowPrecision(value.dtype(), value.raw(), target.dtype(), converted.raw(), value.numel());
     value = converted;
   }
   const std::vector<int64_t> strides = BroadcastStrides(value.shape(), target.shape());
