@@ -1,0 +1,3 @@
+"""Conformance table, tier-2 NN ops (norm family). Names, inputs and attributes follow PyTorch."""
+
+TABLE = {}
