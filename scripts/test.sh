@@ -16,3 +16,12 @@ if [[ -d tests/node ]]; then
   (cd client/node && npm install --no-audit --no-fund --silent)
   node --test tests/node/
 fi
+# The container image: built from docker/Dockerfile with podman/buildah and driven from the
+# host (docker/check-image.sh). Last, as the longest stage; the time box covers a cold machine
+# (debootstrap of both bases, the in-image compile) with room to spare. TENSORD_TEST_IMAGE=0
+# skips it on a developer machine.
+if [[ ${TENSORD_TEST_IMAGE:-1} == 1 ]]; then
+  echo "== Container image (docker/check-image.sh)"
+  TENSORD_BUILD_TIMEOUT=${TENSORD_BUILD_TIMEOUT:-2400} \
+    timeout --kill-after=60 "${TENSORD_IMAGE_CHECK_TIMEOUT:-3000}" docker/check-image.sh
+fi
