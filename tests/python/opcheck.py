@@ -161,6 +161,49 @@ def compare(got: np.ndarray, want: torch.Tensor, tol, what: str) -> None:
 
 
 # ---- running a case --------------------------------------------------------------------------
+def upload_inputs(sess, inputs, grad_idx, ctx, dtype_of=lambda i: None):
+    """The case's inputs as the op takes them (arrays become server tensors, scalars pass
+    through) and the autodiff leaves among them by input index; dtype_of(i) overrides the
+    upload dtype of input i."""
+    server_in, leaves = [], {}
+    for i, x in enumerate(inputs):
+        if not isinstance(x, np.ndarray):
+            server_in.append(x)
+            continue
+        t = sess.tensor(x, requires_grad=i in grad_idx, ctx=ctx, dtype=dtype_of(i))
+        if i in grad_idx:
+            leaves[i] = t
+        server_in.append(t)
+    return server_in, leaves
+
+
+def run_or_expect_error(sess, name: str, server_in, case: Case, what: str):
+    """The op's outputs as a tuple, or None when the case expects an error and got it."""
+    if case.error is not None:
+        try:
+            sess.op(name, *server_in, **case.attrs)
+        except case.error:
+            return None
+        raise AssertionError(f"{what}: expected {case.error.__name__}")
+    try:
+        return as_tuple(sess.op(name, *server_in, **case.attrs))
+    except tensord.TensordError as exc:
+        raise AssertionError(f"{what}: server error {exc}") from None
+
+
+def matched_grads(leaves: dict, grads: dict, t_grads, what: str):
+    """(input index, server gradient, torch gradient) for each leaf torch has a gradient for;
+    a leaf torch leaves unused must have no gradient or an all-zero one."""
+    for (i, leaf), tg in zip(leaves.items(), t_grads):
+        if tg is None:
+            if leaf in grads:
+                assert not np.any(grads[leaf].numpy()), \
+                    f"{what}: nonzero gradient for unused input {i}"
+            continue
+        assert leaf in grads, f"{what}: no gradient for input {i}"
+        yield i, grads[leaf], tg
+
+
 def describe(case: Case) -> str:
     def d(x):
         if isinstance(x, np.ndarray):
@@ -180,26 +223,10 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
     grad_idx = [i for i in grad_idx if i in float_inputs]
     ctx = sess.autodiff(checkpointing=checkpointing) if grad_idx else None
     try:
-        server_in, leaves = [], {}
-        for i, x in enumerate(case.inputs):
-            if isinstance(x, np.ndarray):
-                t = sess.tensor(x, requires_grad=i in grad_idx, ctx=ctx)
-                if i in grad_idx:
-                    leaves[i] = t
-                server_in.append(t)
-            else:
-                server_in.append(x)
-        if case.error is not None:
-            try:
-                sess.op(name, *server_in, **case.attrs)
-            except case.error:
-                return
-            raise AssertionError(f"{what}: expected {case.error.__name__}")
-        try:
-            out = sess.op(name, *server_in, **case.attrs)
-        except tensord.TensordError as exc:
-            raise AssertionError(f"{what}: server error {exc}") from None
-        outs = as_tuple(out)
+        server_in, leaves = upload_inputs(sess, case.inputs, grad_idx, ctx)
+        outs = run_or_expect_error(sess, name, server_in, case, what)
+        if outs is None:
+            return
         got = [o.numpy() for o in outs]
         if case.check is not None:
             case.check(got, case)
@@ -244,14 +271,8 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
         t_grads = torch.autograd.grad([w for _, w in roots], t_leaves,
                                       grad_outputs=[torch.from_numpy(s) for s in seeds],
                                       allow_unused=True)
-        for (i, leaf), tg in zip(leaves.items(), t_grads):
-            if tg is None:
-                if leaf in grads:
-                    g = grads[leaf].numpy()
-                    assert not np.any(g), f"{what}: nonzero gradient for unused input {i}"
-                continue
-            assert leaf in grads, f"{what}: no gradient for input {i}"
-            g = grads[leaf].numpy()
+        for i, got_grad, tg in matched_grads(leaves, grads, t_grads, what):
+            g = got_grad.numpy()
             compare(g, tg, tol_for(g), f"{what} grad of input {i}")
     finally:
         if ctx is not None:

@@ -25,7 +25,8 @@ import torch
 
 import tensord
 from tensord import dtypes
-from opcheck import Case, Spec, arr, as_tuple, compare, describe, to_torch
+from opcheck import (Case, Spec, arr, as_tuple, compare, describe, matched_grads,
+                     run_or_expect_error, to_torch, upload_inputs)
 
 LOW = ("bf16", "f16")
 FORWARD_TOL = {"bf16": (1e-2, 1e-3), "f16": (2e-3, 1e-4)}
@@ -82,29 +83,14 @@ def run_low_case(sess, name: str, spec: Spec, case: Case, dt: str, rng) -> None:
     grad_idx = [i for i in grad_idx if i in float_idx]
     ctx = sess.autodiff() if grad_idx else None
     try:
-        server_in, leaves = [], {}
-        for i, x in enumerate(inputs):
-            if isinstance(x, np.ndarray):
-                t = sess.tensor(x, requires_grad=i in grad_idx, ctx=ctx,
-                                dtype=dt if i in low_idx else None)
-                if i in low_idx:
-                    assert dtypes.name(t.dtype) == dt, f"{what}: input {i} uploaded as {t.dtype}"
-                if i in grad_idx:
-                    leaves[i] = t
-                server_in.append(t)
-            else:
-                server_in.append(x)
-        if case.error is not None:
-            try:
-                sess.op(name, *server_in, **case.attrs)
-            except case.error:
-                return
-            raise AssertionError(f"{what}: expected {case.error.__name__}")
-        try:
-            out = sess.op(name, *server_in, **case.attrs)
-        except tensord.TensordError as exc:
-            raise AssertionError(f"{what}: server error {exc}") from None
-        outs = as_tuple(out)
+        server_in, leaves = upload_inputs(sess, inputs, grad_idx, ctx,
+                                          dtype_of=lambda i: dt if i in low_idx else None)
+        for i in low_idx:
+            assert dtypes.name(server_in[i].dtype) == dt, \
+                f"{what}: input {i} uploaded as {server_in[i].dtype}"
+        outs = run_or_expect_error(sess, name, server_in, case, what)
+        if outs is None:
+            return
         got = [o.numpy() for o in outs]
         t_in = [to_torch(x, requires_grad=i in grad_idx) for i, x in enumerate(inputs)]
         t_outs = as_tuple(case.ref(*t_in))
@@ -132,17 +118,11 @@ def run_low_case(sess, name: str, spec: Spec, case: Case, dt: str, rng) -> None:
                                       grad_outputs=[torch.from_numpy(s) for s in seeds],
                                       allow_unused=True)
         grad_tol = widest(GRAD_TOL[dt], case.tol or spec.tol32)
-        for (i, leaf), tg in zip(leaves.items(), t_grads):
-            if tg is None:
-                if leaf in grads:
-                    assert not np.any(grads[leaf].numpy()), \
-                        f"{what}: nonzero gradient for unused input {i}"
-                continue
-            assert leaf in grads, f"{what}: no gradient for input {i}"
+        for i, got_grad, tg in matched_grads(leaves, grads, t_grads, what):
             if i in low_idx:
-                assert dtypes.name(grads[leaf].dtype) == dt, f"{what}: gradient of input {i} is " \
-                                                f"{grads[leaf].dtype}, expected {dt}"
-            compare(grads[leaf].numpy(), expected(tg, dt) if i in low_idx else tg, grad_tol,
+                assert dtypes.name(got_grad.dtype) == dt, \
+                    f"{what}: gradient of input {i} is {got_grad.dtype}, expected {dt}"
+            compare(got_grad.numpy(), expected(tg, dt) if i in low_idx else tg, grad_tol,
                     f"{what} grad of input {i}")
     finally:
         if ctx is not None:
