@@ -3,6 +3,7 @@
 // op reads an operand transposed in place, so backward materializes no transposes. Gradients of
 // broadcast batch dims come back at the broadcast shape and the engine sums them.
 #include "absl/strings/str_cat.h"
+#include "server/ops/linalg_tier2.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
 
@@ -195,6 +196,8 @@ void RegisterLinalgOps(OpRegistry& r) {
     return std::vector<TensorMeta>{{in[0].dtype, p.out}};
   };
   MustAdd(r, std::move(bm));
+
+  RegisterLinalgTier2Ops(r);
 }
 
 }  // namespace tensord

@@ -161,6 +161,9 @@ void AddBroadcastBias(const Tensor& bias, Tensor& out) {
       out.dtype(), [&] { BinaryLoop<T, T, T>(out, bias, out, [](T a, T b) { return a + b; }); });
 }
 
+// diagonal and diagonal_backward (linalg_tier2_kernels.cc).
+void RegisterLinalgTier2Kernels(KernelTable& t);
+
 void RegisterLinalgKernels(KernelTable& t) {
   for (const char* op : {"matmul", "mm", "bmm", "linear", "batch_matmul"}) {
     t.Add(op, std::string("loop_") + op, kFloat, [](KernelCall& call) -> absl::Status {
@@ -168,6 +171,7 @@ void RegisterLinalgKernels(KernelTable& t) {
       return RunLoopGemm<double>(call);
     });
   }
+  RegisterLinalgTier2Kernels(t);
 }
 
 }  // namespace tensord::cpu
