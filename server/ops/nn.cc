@@ -160,10 +160,12 @@ InferFn PoolBackwardInfer(const std::string& op, bool max_pool) {
 
 }  // namespace
 
-void RegisterNnNormOps(OpRegistry& r);  // nn_norm.cc
+void RegisterNnNormOps(OpRegistry& r);       // nn_norm.cc
+void RegisterNnNormTier2Ops(OpRegistry& r);  // nn_norm_tier2.cc
 
 void RegisterNnOps(OpRegistry& r) {
   RegisterNnNormOps(r);
+  RegisterNnNormTier2Ops(r);
   OpDef conv = NnOp("conv2d", {"input", "weight", "bias"}, 2);
   conv.attrs = ConvAttrs();
   conv.infer = Conv2dInfer;

@@ -77,6 +77,10 @@ struct OpDef {
   bool compute_bound = false;
   // Writes into its first input (assign). Refused on autodiff tensors while recording.
   bool in_place = false;
+  // Inputs the op writes into besides computing its outputs (batch_norm's running statistics,
+  // through `assign`). Unlike in_place, autodiff inputs are allowed; the service saves these
+  // targets so that a failing batch restores them.
+  std::vector<int> mutates_inputs;
   // The kernel returns a view of its input (shared storage): no output is pre-allocated.
   bool view = false;
   // Creation ops take no tensor inputs and produce their output on the session device.

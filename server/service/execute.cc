@@ -156,6 +156,9 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
     ASSIGN_OR_RETURN(leaf_ctx, session.OpenContextForLeaf(batch.context_id, "execute"));
   }
   if ((*def)->in_place && !inputs.empty()) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[0]));
+  for (int i : (*def)->mutates_inputs) {
+    if (i < static_cast<int>(inputs.size())) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[i]));
+  }
   std::vector<Tensor> outputs;
   ASSIGN_OR_RETURN(outputs, dispatcher.Call(call.op, std::move(inputs), call.attrs, env));
   if (leaf_ctx != nullptr) RETURN_IF_ERROR(MakeLeaves(call.op, k, *leaf_ctx, outputs));

@@ -160,7 +160,10 @@ absl::Status LoopLayerNormBackward(KernelCall& c) {
                                             : LayerNormBackward<double>(c);
 }
 
+void RegisterNormTier2Kernels(KernelTable& t);  // nn_norm_tier2_kernels.cc
+
 void RegisterNnKernels(KernelTable& t) {
+  RegisterNormTier2Kernels(t);
   RegisterConvKernels(t);
   RegisterPoolKernels(t);
   t.Add("layer_norm", "loop_layer_norm", kFloat, LoopLayerNorm);

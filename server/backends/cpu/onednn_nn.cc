@@ -395,7 +395,10 @@ void Add(KernelTable& t, const std::string& op, std::function<absl::Status(Kerne
 
 }  // namespace
 
+void RegisterNormTier2Kernels(KernelTable& t);  // onednn_norm_tier2.cc
+
 void RegisterNnKernels(KernelTable& t) {
+  RegisterNormTier2Kernels(t);
   Add(t, "conv2d", ConvForward);
   Add(t, "conv2d_backward_input", ConvBackwardInput);
   Add(t, "conv2d_backward_weight", ConvBackwardWeight);
