@@ -11,7 +11,7 @@
 #   4. build   docker/Dockerfile with no registry access (--pull=never)
 #   5. run     the container, waiting for its HEALTHCHECK (tensordctl health) to pass
 #   6. client  the Python client from the host: a backward pass and the two autodiff failures
-#   7. checks  the server process is not root, no compiler in the image, TLS variables refused
+#   7. checks  the server process is not root, no compiler in the image, misspelt TLS variable refused
 #   8. stop    SIGTERM, expecting a clean exit 0
 # and prints the image size and the time of each phase. Exits non-zero on the first failure.
 #
@@ -308,7 +308,7 @@ PYTHONPATH=$ROOT/client/python limit 300 "docker/smoke_client.py" \
   /usr/bin/python3 docker/smoke_client.py --address "127.0.0.1:$PORT"
 
 # ------------------------------------------------------------------------------------------
-phase checks "non-root process, no compiler, TLS variables refused"
+phase checks "non-root process, no compiler, misspelt TLS variable refused"
 top=$(timeout 30 "${PODMAN[@]}" top "$CTR" user huser pid args 2>&1) || fail "podman top: $top"
 echo "$top" | sed 's/^/  /'
 pid=$("${PODMAN[@]}" inspect --format '{{.State.Pid}}' "$CTR")
@@ -335,9 +335,9 @@ tls_out=$(timeout 60 "${PODMAN[@]}" run "${PROBE_FLAGS[@]}" --name "$CTR-tls" --
   -e TENSORD_ADDRESS=127.0.0.1:0 -e TENSORD_TLS_CERT_FILE=/run/secrets/tls.crt "$IMAGE" 2>&1) ||
   tls_rc=$?
 if [[ $tls_rc != 78 ]] || ! grep -q "refusing to serve" <<<"$tls_out"; then
-  fail "TENSORD_TLS_CERT_FILE on a build without TLS: want exit 78 and a refusal, got $tls_rc: $tls_out"
+  fail "TENSORD_TLS_CERT_FILE (tensord reads TENSORD_TLS_CERT): want exit 78 and a refusal, got $tls_rc: $tls_out"
 fi
-say "TENSORD_TLS_CERT_FILE without TLS support: refused (exit 78)"
+say "TENSORD_TLS_CERT_FILE, a variable tensord does not read: refused (exit 78)"
 
 # ------------------------------------------------------------------------------------------
 phase stop "SIGTERM and a clean exit"

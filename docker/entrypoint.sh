@@ -2,11 +2,13 @@
 # Container entrypoint: runs tensord (with any flags given), or another command of the image
 # such as `tensordctl demo`.
 #
-# Before starting tensord it checks the security-relevant variables: tensord reads one
-# TENSORD_* variable per flag (`tensord --helpfull` names it), so a TLS or token variable that
-# this build has no flag for would be ignored and the server would listen in the clear. It
-# refuses to start instead. Other TENSORD_* variables it does not know (typos, say) only draw
-# a warning.
+# Before starting tensord it checks the TENSORD_* variables against the ones tensord reads
+# (one per flag; `tensord --helpfull` names each): TENSORD_TLS_CERT, TENSORD_TLS_KEY,
+# TENSORD_TLS_CLIENT_CA and TENSORD_AUTH_TOKENS pass through to tensord like every known
+# variable (docs/security.md). An unknown variable that looks security-related (a misspelt
+# TENSORD_TLS_CRT, say) would be ignored and leave the server less protected than intended, so
+# the entrypoint refuses to start instead; other unknown variables only draw a warning.
+# TENSORD_TOKEN is tensordctl's (the bearer token of the health check and of client commands).
 set -eu
 
 if [ "$#" -eq 0 ] || [ "${1#-}" != "$1" ]; then
@@ -24,16 +26,18 @@ for var in $(env | sed -n 's/^\(TENSORD_[A-Z0-9_]*\)=.*/\1/p'); do
     continue
   fi
   case "$var" in
-    TENSORD_TLS_*|TENSORD_TOKENS_FILE|TENSORD_AUTH_*)
+    TENSORD_TOKEN)
+      continue ;;
+    TENSORD_TLS_*|TENSORD_TOKEN*|TENSORD_AUTH*)
       unknown_fatal="${unknown_fatal} ${var}" ;;
     *)
       echo "tensord-entrypoint: warning: ${var} is set but tensord reads no such variable; ignored" >&2 ;;
   esac
 done
 if [ -n "$unknown_fatal" ]; then
-  echo "tensord-entrypoint:${unknown_fatal} set, but this tensord build does not support" \
-       "TLS or token authentication yet; refusing to serve without them (unset the variable" \
-       "to serve insecurely on a trusted network)" >&2
+  echo "tensord-entrypoint:${unknown_fatal} set, but tensord reads no such variable; refusing" \
+       "to serve less protected than intended. Its security variables are TENSORD_TLS_CERT," \
+       "TENSORD_TLS_KEY, TENSORD_TLS_CLIENT_CA and TENSORD_AUTH_TOKENS (docs/security.md)" >&2
   exit 78
 fi
 exec "$@"

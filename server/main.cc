@@ -31,6 +31,19 @@ ABSL_FLAG(int64_t, shutdown_grace_ms, 5000,
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server; with --tls_key the port serves TLS only "
+          "(env TENSORD_TLS_CERT)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert (env TENSORD_TLS_KEY)");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate(s): clients must present a certificate it signed (mutual TLS) "
+          "(env TENSORD_TLS_CLIENT_CA)");
+ABSL_FLAG(std::string, auth_tokens, "",
+          "file of bearer tokens, one 'TOKEN TENANT' per line, '#' comments; every Tensord "
+          "call must then carry one (docs/security.md) (env TENSORD_AUTH_TOKENS)");
+ABSL_FLAG(int64_t, max_sessions_per_tenant, 64,
+          "sessions one tenant may hold at once; 0 = no limit "
+          "(env TENSORD_MAX_SESSIONS_PER_TENANT)");
 
 namespace {
 
@@ -45,6 +58,11 @@ bool ApplyEnvironment() {
       {"max_message_bytes", "TENSORD_MAX_MESSAGE_BYTES"},
       {"shutdown_grace_ms", "TENSORD_SHUTDOWN_GRACE_MS"},
       {"plugin", "TENSORD_PLUGINS"},
+      {"tls_cert", "TENSORD_TLS_CERT"},
+      {"tls_key", "TENSORD_TLS_KEY"},
+      {"tls_client_ca", "TENSORD_TLS_CLIENT_CA"},
+      {"auth_tokens", "TENSORD_AUTH_TOKENS"},
+      {"max_sessions_per_tenant", "TENSORD_MAX_SESSIONS_PER_TENANT"},
   };
   for (const auto& [flag, env] : kFlags) {
     const char* value = std::getenv(env);
@@ -115,6 +133,11 @@ int main(int argc, char** argv) {
   for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
     if (!plugin.empty()) options.plugins.push_back(plugin);
   }
+  options.tls_cert_path = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  options.auth_tokens_path = absl::GetFlag(FLAGS_auth_tokens);
+  options.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   auto server = tensord::TensordServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensord: %s\n", std::string(server.status().message()).c_str());
@@ -125,7 +148,8 @@ int main(int argc, char** argv) {
   if (colon != std::string::npos) {
     address = address.substr(0, colon + 1) + std::to_string((*server)->port());
   }
-  std::fprintf(stderr, "tensord listening on %s (insecure, %s backend, %d ops)\n", address.c_str(),
+  std::fprintf(stderr, "tensord listening on %s (%s; %s backend, %d ops)\n", address.c_str(),
+               (*server)->security_summary().c_str(),
                absl::StrJoin((*server)->backend_kinds(), "+").c_str(), (*server)->op_count());
   for (const std::string& plugin : options.plugins) {
     std::fprintf(stderr, "tensord: loaded plugin %s\n", plugin.c_str());

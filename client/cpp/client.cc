@@ -1,6 +1,8 @@
 #include "client/cpp/client.h"
 
 #include <chrono>
+#include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/internal.h"
@@ -22,11 +24,26 @@ void Connection::Prepare(grpc::ClientContext* context) const {
 
 }  // namespace internal
 
+absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::InvalidArgumentError(absl::StrCat("client: cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 absl::StatusOr<Client> Client::Connect(const std::string& target, const ClientOptions& options) {
+  if (options.client_certificate_chain.empty() != options.client_private_key.empty()) {
+    return absl::InvalidArgumentError(
+        "client: mutual TLS needs both a client certificate and its private key");
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials;
-  if (options.use_tls) {
+  if (options.use_tls || !options.root_certificates.empty() ||
+      !options.client_certificate_chain.empty()) {
     grpc::SslCredentialsOptions ssl;
     ssl.pem_root_certs = options.root_certificates;
+    ssl.pem_cert_chain = options.client_certificate_chain;
+    ssl.pem_private_key = options.client_private_key;
     credentials = grpc::SslCredentials(ssl);
   } else {
     credentials = grpc::InsecureChannelCredentials();

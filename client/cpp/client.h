@@ -24,11 +24,17 @@ struct Connection;
 }  // namespace internal
 
 struct ClientOptions {
-  // Transport security. Insecure by default; with use_tls the channel uses TLS with
-  // root_certificates (PEM; empty = the system roots).
+  // Transport security. Plaintext by default. TLS when use_tls is set or any PEM below is
+  // given: the server's certificate is verified against root_certificates (PEM contents;
+  // empty = the system roots) and its name against the target's host.
   bool use_tls = false;
   std::string root_certificates;
-  // Sent as "authorization: Bearer <token>" on every call when set.
+  // Mutual TLS: this client's certificate chain and private key (PEM contents), for a server
+  // started with --tls-client-ca. Both or neither.
+  std::string client_certificate_chain;
+  std::string client_private_key;
+  // Sent as "authorization: Bearer <token>" on every call when set (servers started with
+  // --auth-tokens; see docs/security.md). Use TLS too, or the token travels in the clear.
   std::string auth_token;
   // Deadline of every call; 0 = none.
   int64_t call_timeout_ms = 0;
@@ -55,8 +61,12 @@ struct DeviceInfo {
 
 using OpInfo = ::tensord::v1::OpInfo;
 
+// The contents of a (PEM) file, for ClientOptions; INVALID_ARGUMENT naming an unreadable path.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path);
+
 class Client {
  public:
+  // INVALID_ARGUMENT when only one of client_certificate_chain / client_private_key is given.
   static absl::StatusOr<Client> Connect(const std::string& target,
                                         const ClientOptions& options = {});
 

@@ -17,9 +17,13 @@ namespace tc = ::tensord::client;
 namespace {
 
 constexpr char kUsage[] =
-    R"(usage: tensordctl [--address HOST:PORT] [--timeout SECONDS] COMMAND [ARGS]
+    R"(usage: tensordctl [--address HOST:PORT] [--timeout SECONDS] [--tls-ca CA.pem]
+                  [--tls-cert CERT.pem --tls-key KEY.pem] [--token TOKEN] COMMAND [ARGS]
 
-The address defaults to $TENSORD_ADDRESS, else 127.0.0.1:50051.
+The address defaults to $TENSORD_ADDRESS, else 127.0.0.1:50051. --tls-ca connects with TLS and
+verifies the server against that CA; --tls-cert/--tls-key present a client certificate (mutual
+TLS). The bearer token defaults to $TENSORD_TOKEN (prefer it: a command line is visible to
+other local users).
 
 commands:
   devices                       list the server's devices
@@ -385,17 +389,41 @@ int main(int argc, char** argv) {
     address = env;
   }
   double timeout_s = 0;
+  std::string tls_ca, tls_cert, tls_key, token;
+  if (const char* env = std::getenv("TENSORD_TOKEN"); env != nullptr) token = env;
+  // The options that come before the command, as "--name value" or "--name=value".
+  const std::vector<std::pair<std::string, std::string*>> global = {{"address", &address},
+                                                                    {"tls-ca", &tls_ca},
+                                                                    {"tls-cert", &tls_cert},
+                                                                    {"tls-key", &tls_key},
+                                                                    {"token", &token}};
+  std::string timeout_text;
   std::vector<std::string> rest;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (rest.empty() && (a == "--address" || a == "--timeout") && i + 1 < argc) {
-      std::string v = argv[++i];
-      if (a == "--address") address = v;
-      if (a == "--timeout" && !absl::SimpleAtod(v, &timeout_s)) {
+    std::string* target = nullptr;
+    std::string value;
+    bool has_value = false;
+    if (rest.empty() && a.rfind("--", 0) == 0) {
+      const size_t eq = a.find('=');
+      const std::string name = a.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+      if (name == "timeout") target = &timeout_text;
+      for (const auto& [flag, dest] : global) {
+        if (name == flag) target = dest;
+      }
+      if (target != nullptr && eq != std::string::npos) {
+        value = a.substr(eq + 1);
+        has_value = true;
+      } else if (target != nullptr && i + 1 < argc) {
+        value = argv[++i];
+        has_value = true;
+      }
+    }
+    if (target != nullptr && has_value) {
+      *target = value;
+      if (target == &timeout_text && !absl::SimpleAtod(value, &timeout_s)) {
         return Usage("--timeout takes seconds");
       }
-    } else if (rest.empty() && a.rfind("--address=", 0) == 0) {
-      address = a.substr(10);
     } else if (rest.empty() && (a == "-h" || a == "--help" || a == "help")) {
       std::cout << kUsage;
       return 0;
@@ -409,6 +437,18 @@ int main(int argc, char** argv) {
 
   tc::ClientOptions options;
   options.call_timeout_ms = static_cast<int64_t>(timeout_s * 1000);
+  options.auth_token = token;
+  if (tls_cert.empty() != tls_key.empty()) return Usage("--tls-cert and --tls-key go together");
+  const std::vector<std::pair<const std::string*, std::string*>> pems = {
+      {&tls_ca, &options.root_certificates},
+      {&tls_cert, &options.client_certificate_chain},
+      {&tls_key, &options.client_private_key}};
+  for (const auto& [path, dest] : pems) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = tc::ReadPemFile(*path);
+    if (!pem.ok()) return Fail(pem.status());
+    *dest = *std::move(pem);
+  }
   if (command == "health") {
     // A container health check must answer, not hang on an unreachable server.
     if (options.call_timeout_ms == 0) options.call_timeout_ms = 5000;

@@ -49,6 +49,7 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kInternal, "INTERNAL", absl::StatusCode::kInternal},
     {Reason::kCancelled, "CANCELLED", absl::StatusCode::kCancelled},
     {Reason::kLimitExceeded, "LIMIT_EXCEEDED", absl::StatusCode::kResourceExhausted},
+    {Reason::kUnauthenticated, "UNAUTHENTICATED", absl::StatusCode::kUnauthenticated},
 };
 
 }  // namespace

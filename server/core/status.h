@@ -41,6 +41,7 @@ enum class Reason : int {
   kInternal = 24,
   kCancelled = 25,
   kLimitExceeded = 27,
+  kUnauthenticated = 28,
 };
 
 // Name as in the proto enum, e.g. "OPERATION_NOT_MARKED_FOR_AUTODIFF".

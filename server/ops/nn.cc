@@ -162,9 +162,11 @@ InferFn PoolBackwardInfer(const std::string& op, bool max_pool) {
 
 void RegisterNnNormOps(OpRegistry& r);       // nn_norm.cc
 void RegisterNnNormTier2Ops(OpRegistry& r);  // nn_norm_tier2.cc
+void RegisterNnConvTier2Ops(OpRegistry& r);  // nn_conv_tier2.cc
 
 void RegisterNnOps(OpRegistry& r) {
   RegisterNnNormOps(r);
+  RegisterNnConvTier2Ops(r);
   RegisterNnNormTier2Ops(r);
   OpDef conv = NnOp("conv2d", {"input", "weight", "bias"}, 2);
   conv.attrs = ConvAttrs();

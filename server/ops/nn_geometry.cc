@@ -1,5 +1,7 @@
 #include "server/ops/nn_geometry.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
@@ -220,6 +222,143 @@ absl::StatusOr<Shape> Pool2dOutputShape(const std::string& op, const Shape& inpu
                            " gives output ", ShapeToString(out), ", which is too small"));
     }
   }
+  return out;
+}
+
+namespace {
+
+absl::StatusOr<std::vector<int64_t>> IntsAtLeast(const std::string& op, const Attrs& attrs,
+                                                 const std::string& name, size_t n, int64_t min) {
+  ASSIGN_OR_RETURN(std::vector<int64_t> v, ExpandInts(op, name, attrs.GetInts(name), n));
+  for (int64_t x : v) {
+    if (x < min) {
+      return ops::AttrError(op, name,
+                            absl::StrCat("must be ", min == 0 ? "non-negative" : "positive",
+                                         ", got [", absl::StrJoin(v, ", "), "]"));
+    }
+  }
+  return v;
+}
+
+std::string Spatial(const Shape& s, size_t from) {
+  return absl::StrJoin(s.begin() + static_cast<std::ptrdiff_t>(from), s.end(), " x ");
+}
+
+}  // namespace
+
+absl::StatusOr<ConvNdParams> ReadConvNdParams(const std::string& op, const Attrs& attrs,
+                                              int spatial, bool transposed) {
+  ConvNdParams p;
+  p.spatial = spatial;
+  p.transposed = transposed;
+  const size_t n = static_cast<size_t>(spatial);
+  ASSIGN_OR_RETURN(p.stride, IntsAtLeast(op, attrs, "stride", n, 1));
+  ASSIGN_OR_RETURN(p.padding, IntsAtLeast(op, attrs, "padding", n, 0));
+  ASSIGN_OR_RETURN(p.dilation, IntsAtLeast(op, attrs, "dilation", n, 1));
+  p.output_padding.assign(n, 0);
+  if (transposed) {
+    ASSIGN_OR_RETURN(p.output_padding, IntsAtLeast(op, attrs, "output_padding", n, 0));
+    for (size_t i = 0; i < n; ++i) {
+      if (p.output_padding[i] >= std::max(p.stride[i], p.dilation[i])) {
+        return ops::AttrError(
+            op, "output_padding",
+            absl::StrCat("must be smaller than either stride or dilation, got output_padding [",
+                         absl::StrJoin(p.output_padding, ", "), "], stride [",
+                         absl::StrJoin(p.stride, ", "), "], dilation [",
+                         absl::StrJoin(p.dilation, ", "), "]"));
+      }
+    }
+  }
+  p.groups = attrs.GetInt("groups", 1);
+  if (p.groups < 1) {
+    return ops::AttrError(op, "groups", absl::StrCat("must be positive, got ", p.groups));
+  }
+  return p;
+}
+
+int64_t ConvNdOutChannels(const Shape& weight, const ConvNdParams& p) {
+  return p.transposed ? weight[1] * p.groups : weight[0];
+}
+
+absl::StatusOr<Shape> ConvNdOutputShape(const std::string& op, const Shape& input,
+                                        const Shape& weight, const ConvNdParams& p) {
+  const size_t sp = static_cast<size_t>(p.spatial);
+  if (weight.size() != sp + 2) {
+    return ops::ShapeError(op, absl::StrCat("weight must be ", sp + 2, "-d [",
+                                            p.transposed ? "in_channels, out_channels/groups"
+                                                         : "out_channels, in_channels/groups",
+                                            ", kernel...], got ", ShapeToString(weight)));
+  }
+  if (input.size() != sp + 1 && input.size() != sp + 2) {
+    return ops::ShapeError(op, absl::StrCat("input must be ", sp + 1, "-d (unbatched) or ", sp + 2,
+                                            "-d (batched), got ", ShapeToString(input)));
+  }
+  const size_t c_dim = input.size() - sp - 1;
+  const int64_t channels = input[c_dim];
+  if (!p.transposed && weight[0] % p.groups != 0) {
+    return ops::ShapeError(op, absl::StrCat("groups=", p.groups, " does not divide the ", weight[0],
+                                            " output channels of weight ", ShapeToString(weight)));
+  }
+  if (p.transposed && weight[0] % p.groups != 0) {
+    return ops::ShapeError(op, absl::StrCat("groups=", p.groups, " does not divide the ", weight[0],
+                                            " input channels of weight ", ShapeToString(weight)));
+  }
+  const int64_t expected = p.transposed ? weight[0] : weight[1] * p.groups;
+  if (channels != expected) {
+    return ops::ShapeError(
+        op, absl::StrCat("groups=", p.groups, ", weight of shape ", ShapeToString(weight),
+                         " expects input ", ShapeToString(input), " to have ", expected,
+                         " channels, but it has ", channels));
+  }
+  Shape out = input;
+  out[c_dim] = ConvNdOutChannels(weight, p);
+  bool too_small = false;
+  for (size_t i = 0; i < sp; ++i) {
+    const int64_t in = input[c_dim + 1 + i];
+    const int64_t eff = p.dilation[i] * (weight[2 + i] - 1) + 1;
+    if (p.transposed) {
+      out[c_dim + 1 + i] = (in - 1) * p.stride[i] - 2 * p.padding[i] + eff + p.output_padding[i];
+      too_small |= out[c_dim + 1 + i] < 1;
+    } else {
+      const int64_t padded = in + 2 * p.padding[i];
+      if (padded < eff) {
+        return ops::ShapeError(
+            op, absl::StrCat("padded input size ", padded,
+                             " is smaller than the dilated kernel size ", eff, " (input ",
+                             ShapeToString(input), ", weight ", ShapeToString(weight), ")"));
+      }
+      out[c_dim + 1 + i] = (padded - eff) / p.stride[i] + 1;
+    }
+  }
+  if (too_small) {
+    return ops::ShapeError(op, absl::StrCat("input size per channel (", Spatial(input, c_dim + 1),
+                                            ") gives output size (", Spatial(out, c_dim + 1),
+                                            "), which is too small"));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadAdaptiveOutputSize(const std::string& op,
+                                                            const Attrs& attrs) {
+  return IntsAtLeast(op, attrs, "output_size", 2, 0);
+}
+
+absl::StatusOr<Shape> AdaptivePool2dOutputShape(const std::string& op, const Shape& input,
+                                                const std::vector<int64_t>& output_size) {
+  if (input.size() != 3 && input.size() != 4) {
+    return ops::ShapeError(op, absl::StrCat("input must be 3-d (unbatched) or 4-d (batched), got ",
+                                            ShapeToString(input)));
+  }
+  const size_t r = input.size();
+  for (size_t d = r - 3; d < r; ++d) {
+    if (input[d] == 0) {
+      return ops::ShapeError(
+          op, absl::StrCat("input ", ShapeToString(input), " has an empty non-batch dimension"));
+    }
+  }
+  Shape out = input;
+  out[r - 2] = output_size[0];
+  out[r - 1] = output_size[1];
   return out;
 }
 

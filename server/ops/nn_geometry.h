@@ -74,4 +74,33 @@ struct Nchw {
 };
 Nchw AsNchw(const Shape& s);
 
+// ---- convolutions of 1 to 3 spatial dims (conv3d, conv_transpose2d) -----------------------------
+// One value per spatial dim; output_padding only for transposed convolutions.
+struct ConvNdParams {
+  int spatial = 2;
+  std::vector<int64_t> stride, padding, dilation, output_padding;
+  int64_t groups = 1;
+  bool transposed = false;
+};
+absl::StatusOr<ConvNdParams> ReadConvNdParams(const std::string& op, const Attrs& attrs,
+                                              int spatial, bool transposed);
+// Checks input [N, C, *spatial] or [C, *spatial] against the weight (conv: [O, C/groups, *k],
+// transposed: [C, O/groups, *k]) and returns the output shape (rank of the input).
+absl::StatusOr<Shape> ConvNdOutputShape(const std::string& op, const Shape& input,
+                                        const Shape& weight, const ConvNdParams& p);
+// The shape of a bias the weight accepts: its output channels.
+int64_t ConvNdOutChannels(const Shape& weight, const ConvNdParams& p);
+
+// ---- adaptive pooling -------------------------------------------------------------------------
+// output_size as (oH, oW) (one value: square), each non-negative.
+absl::StatusOr<std::vector<int64_t>> ReadAdaptiveOutputSize(const std::string& op,
+                                                            const Attrs& attrs);
+absl::StatusOr<Shape> AdaptivePool2dOutputShape(const std::string& op, const Shape& input,
+                                                const std::vector<int64_t>& output_size);
+// PyTorch's adaptive window of output index i: [floor(i*in/out), ceil((i+1)*in/out)).
+inline int64_t AdaptiveStart(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+inline int64_t AdaptiveEnd(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
 }  // namespace tensord::nn

@@ -24,8 +24,9 @@ Reason ClosestReason(absl::StatusCode code) {
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAborted:
     case absl::StatusCode::kPermissionDenied:
-    case absl::StatusCode::kUnauthenticated:
       return Reason::kInvalidRequest;
+    case absl::StatusCode::kUnauthenticated:
+      return Reason::kUnauthenticated;
     case absl::StatusCode::kOutOfRange:
       return Reason::kIndexOutOfRange;
     case absl::StatusCode::kResourceExhausted:

@@ -21,7 +21,7 @@ std::vector<std::unique_ptr<Backend>> MakeBackends() {
 ServiceCore::ServiceCore(ServiceConfig config)
     : config_(std::move(config)),
       dispatcher_(config_.registry ? *config_.registry : OpRegistry::Builtin(), MakeBackends()),
-      sessions_(config_.reap_interval) {
+      sessions_(config_.reap_interval, config_.max_sessions_per_tenant) {
   for (const OpDef* def : dispatcher_.registry().All()) {
     if (def->internal) continue;
     FillOpInfo(*def, dispatcher_.BackendsFor(*def), ops_.add_ops());
@@ -29,8 +29,10 @@ ServiceCore::ServiceCore(ServiceConfig config)
 }
 
 absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
+                                        const std::string& tenant,
                                         v1::CreateSessionResponse* resp) {
   SessionConfig config;
+  config.tenant = tenant;
   config.device = req.device().empty() ? "cpu" : req.device();
   RETURN_IF_ERROR(dispatcher_.BackendFor(config.device).status());
   const uint64_t ttl = req.ttl_seconds() ? req.ttl_seconds() : config_.default_ttl_seconds;
@@ -58,7 +60,8 @@ absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
   }
   config.quota_bytes = static_cast<int64_t>(quota);
   config.autodiff_enabled = !req.disable_autodiff();
-  std::shared_ptr<Session> session = sessions_.Create(config);
+  std::shared_ptr<Session> session;
+  ASSIGN_OR_RETURN(session, sessions_.Create(config));
   resp->set_session_id(session->id());
   resp->set_ttl_seconds(ttl);
   resp->set_memory_quota_bytes(quota);

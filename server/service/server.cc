@@ -1,7 +1,9 @@
 #include "server/service/server.h"
 
 #include <chrono>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +12,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "server/core/status.h"
 #include "server/plugins/plugin_loader.h"
+#include "server/service/auth.h"
 #include "server/service/service_core.h"
 #include "server/service/tensord_service.h"
 
@@ -41,6 +44,83 @@ absl::Status Validate(const ServerOptions& o) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateSecurity(const ServerOptions& o) {
+  auto bad = [](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("server: ", what));
+  };
+  if (o.tls_cert_path.empty() != o.tls_key_path.empty()) {
+    return bad("TLS needs both a certificate (--tls-cert) and its private key (--tls-key)");
+  }
+  if (!o.tls_client_ca_path.empty() && o.tls_cert_path.empty()) {
+    return bad(
+        "a client CA (--tls-client-ca) needs TLS: give the server's --tls-cert and --tls-key");
+  }
+  if (o.max_sessions_per_tenant < 0) {
+    return bad(absl::StrCat("max sessions per tenant must be >= 0 (0 = no limit), got ",
+                            o.max_sessions_per_tenant));
+  }
+  return absl::OkStatus();
+}
+
+// The contents of a PEM file; INVALID_ARGUMENT naming the file (never its contents).
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server: cannot read the TLS ", what, " file ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server: the TLS ", what, " file ", path, " is not PEM (no -----BEGIN line)"));
+  }
+  return text.str();
+}
+
+struct Security {
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  std::shared_ptr<const TokenTable> tokens;  // null: no authentication
+  std::string summary;
+};
+
+absl::StatusOr<Security> LoadSecurity(const ServerOptions& o) {
+  RETURN_IF_ERROR(ValidateSecurity(o));
+  Security out;
+  std::string transport = "plaintext";
+  if (o.tls_cert_path.empty()) {
+    out.credentials = grpc::InsecureServerCredentials();
+  } else {
+    grpc::SslServerCredentialsOptions ssl;
+    grpc::SslServerCredentialsOptions::PemKeyCertPair pair;
+    ASSIGN_OR_RETURN(pair.cert_chain, ReadPem(o.tls_cert_path, "certificate"));
+    ASSIGN_OR_RETURN(pair.private_key, ReadPem(o.tls_key_path, "private key"));
+    ssl.pem_key_cert_pairs.push_back(std::move(pair));
+    transport = "TLS";
+    if (!o.tls_client_ca_path.empty()) {
+      ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(o.tls_client_ca_path, "client CA"));
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+      transport = "mutual TLS";
+    }
+    out.credentials = grpc::SslServerCredentials(ssl);
+  }
+  if (!o.auth_tokens_path.empty()) {
+    TokenTable table;
+    ASSIGN_OR_RETURN(table, TokenTable::Load(o.auth_tokens_path));
+    out.tokens = std::make_shared<const TokenTable>(std::move(table));
+  }
+  if (out.tokens == nullptr && o.tls_cert_path.empty()) {
+    out.summary = "insecure: plaintext, no authentication";
+  } else if (out.tokens == nullptr) {
+    out.summary = absl::StrCat(transport, ", no token authentication");
+  } else {
+    out.summary = absl::StrCat(transport, ", ", out.tokens->size(), " bearer token(s)");
+    // Still served (a TLS-terminating proxy in front is a valid setup), but said plainly.
+    if (o.tls_cert_path.empty()) out.summary += " sent unencrypted";
+  }
+  return out;
+}
+
 }  // namespace
 
 TensordServer::TensordServer(const ServerOptions& options, std::unique_ptr<ServiceCore> core)
@@ -54,18 +134,22 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.max_quota_bytes = options.max_quota_bytes;
   config.reap_interval = absl::Milliseconds(options.reap_interval_ms);
   config.max_message_bytes = options.max_message_bytes;
+  config.max_sessions_per_tenant = options.max_sessions_per_tenant;
+  Security security;
+  ASSIGN_OR_RETURN(security, LoadSecurity(options));
   if (!options.plugins.empty()) {
     ASSIGN_OR_RETURN(config.registry,
                      plugins::RegistryWithPlugins(OpRegistry::Builtin(), options.plugins));
   }
   std::unique_ptr<TensordServer> server(
       new TensordServer(options, std::make_unique<ServiceCore>(config)));
-  server->service_ = std::make_unique<TensordService>(*server->core_);
+  server->service_ = std::make_unique<TensordService>(*server->core_, security.tokens);
+  server->security_summary_ = security.summary;
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.address, grpc::InsecureServerCredentials(), &server->port_);
+  builder.AddListeningPort(options.address, security.credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   for (grpc::Service* extra : options.extra_services) builder.RegisterService(extra);
   // Tensors larger than this stream in chunks, so the limit never caps a tensor's size.

@@ -1,5 +1,6 @@
 // The tensord gRPC server: the Tensord service, the standard health service and server
-// reflection, on one insecure port.
+// reflection, on one port: plaintext, TLS, or mutual TLS, with optional bearer tokens
+// (docs/security.md).
 #pragma once
 
 #include <cstdint>
@@ -34,6 +35,19 @@ struct ServerOptions {
   // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to
   // the built-in catalog. Start fails, naming the plugin, when one cannot be loaded.
   std::vector<std::string> plugins;
+
+  // Transport security (PEM files). With tls_cert_path and tls_key_path the port serves TLS
+  // only; with tls_client_ca_path as well, a client must present a certificate signed by that
+  // CA (mutual TLS) or the handshake fails. All empty: plaintext.
+  std::string tls_cert_path;
+  std::string tls_key_path;
+  std::string tls_client_ca_path;
+  // Bearer tokens ("TOKEN TENANT" per line, see TokenTable::Parse). When set, every call of the
+  // Tensord service must carry "authorization: Bearer <token>"; health and reflection stay
+  // open. Empty: no authentication, every caller is the one anonymous tenant.
+  std::string auth_tokens_path;
+  // Sessions one tenant may hold at once (0 = no limit).
+  int64_t max_sessions_per_tenant = 64;
 };
 
 class TensordServer {
@@ -53,6 +67,8 @@ class TensordServer {
 
   // For the start-up line: served ops (internal helpers excluded) and backend kinds.
   int op_count() const;
+  // "insecure (plaintext, no authentication)", "TLS, 3 bearer tokens", "mutual TLS, ...".
+  std::string security_summary() const { return security_summary_; }
   std::vector<std::string> backend_kinds() const;
 
  private:
@@ -63,6 +79,7 @@ class TensordServer {
   std::unique_ptr<TensordService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::string security_summary_;
   absl::Mutex shutdown_mu_;
   bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
 };

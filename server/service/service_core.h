@@ -23,6 +23,8 @@ struct ServiceConfig {
   absl::Duration reap_interval = absl::Seconds(1);
   // The transport's message limit: inline fetches and download chunks stay below it.
   int64_t max_message_bytes = 64 << 20;
+  // Sessions one tenant may hold at once; 0 = no limit.
+  int64_t max_sessions_per_tenant = 64;
   // The op table served; null serves OpRegistry::Builtin() (a server with plugins passes the
   // built-in table plus the plugins' ops).
   std::shared_ptr<const OpRegistry> registry;
@@ -39,7 +41,9 @@ class ServiceCore {
   ServiceCore(const ServiceCore&) = delete;
   ServiceCore& operator=(const ServiceCore&) = delete;
 
-  absl::Status CreateSession(const v1::CreateSessionRequest& req, v1::CreateSessionResponse* resp);
+  // The session belongs to `tenant` (see SessionManager::CheckTenant).
+  absl::Status CreateSession(const v1::CreateSessionRequest& req, const std::string& tenant,
+                             v1::CreateSessionResponse* resp);
   absl::Status KeepAlive(const v1::KeepAliveRequest& req, v1::KeepAliveResponse* resp);
   absl::Status CloseSession(const v1::CloseSessionRequest& req, v1::CloseSessionResponse* resp);
   absl::Status GetSessionInfo(const v1::GetSessionInfoRequest& req,

@@ -1,20 +1,52 @@
 #include "server/service/session.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
-#include "absl/random/random.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "server/core/status.h"
 
 namespace tensord {
+namespace {
+
+absl::Status NoSession(const std::string& id) {
+  return Error(Reason::kSessionNotFound,
+               absl::StrCat("session: no session '", id,
+                            "' (never created, closed, or expired past its TTL)"),
+               {{"session_id", id}});
+}
+
+absl::Status NoSessionToClose(const std::string& id) {
+  return Error(Reason::kSessionNotFound, absl::StrCat("session: no session '", id, "' to close"),
+               {{"session_id", id}});
+}
+
+}  // namespace
 
 std::string NewSessionId() {
-  // absl::BitGen is seeded from the OS entropy source: ids are unguessable, never sequential.
-  thread_local absl::BitGen gen;
-  uint64_t hi = absl::Uniform<uint64_t>(gen);
-  uint64_t lo = absl::Uniform<uint64_t>(gen);
-  return absl::StrFormat("%016x%016x", hi, lo);
+  // Without tokens a session id is the only thing that keeps one client out of another's
+  // session, so it comes from the kernel's CSPRNG rather than a fast general-purpose
+  // generator (absl::BitGen makes no cryptographic promise).
+  unsigned char bytes[16];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t n = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      // getrandom only fails on kernels older than 3.17; ids must never be predictable.
+      std::fprintf(stderr, "tensord: getrandom failed (errno %d); cannot make session ids\n",
+                   errno);
+      std::abort();
+    }
+    filled += static_cast<size_t>(n);
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bytes), sizeof(bytes)));
 }
 
 Session::Session(std::string id, SessionConfig config)
@@ -158,7 +190,8 @@ SessionRef::~SessionRef() {
   if (session_ != nullptr && manager_ != nullptr) manager_->Release(session_.get());
 }
 
-SessionManager::SessionManager(absl::Duration reap_interval) : reap_interval_(reap_interval) {
+SessionManager::SessionManager(absl::Duration reap_interval, int64_t max_sessions_per_tenant)
+    : reap_interval_(reap_interval), max_sessions_per_tenant_(max_sessions_per_tenant) {
   reaper_ = std::thread([this] { ReaperLoop(); });
 }
 
@@ -168,6 +201,7 @@ SessionManager::~SessionManager() {
   {
     absl::MutexLock lock(&mu_);
     sessions.swap(sessions_);
+    tenant_sessions_.clear();
   }
   for (auto& [id, s] : sessions) {
     absl::MutexLock lock(&s->mu_);
@@ -196,23 +230,52 @@ void SessionManager::ReaperLoop() {
   }
 }
 
-std::shared_ptr<Session> SessionManager::Create(SessionConfig config) {
+absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(SessionConfig config) {
   auto session = std::make_shared<Session>(NewSessionId(), std::move(config));
   absl::MutexLock lock(&mu_);
+  int64_t& held = tenant_sessions_[session->tenant()];
+  if (max_sessions_per_tenant_ > 0 && held >= max_sessions_per_tenant_) {
+    return Error(Reason::kLimitExceeded,
+                 absl::StrCat("session: tenant '", session->tenant(), "' already holds ", held,
+                              " sessions, the limit of this server (--max-sessions-per-tenant); "
+                              "close a session or let one expire"),
+                 {{"limit", "sessions_per_tenant"},
+                  {"value", absl::StrCat(max_sessions_per_tenant_)},
+                  {"tenant", session->tenant()}});
+  }
+  ++held;
   session->last_use_ = absl::Now();
   sessions_[session->id()] = session;
+  return session;
+}
+
+absl::Status SessionManager::CheckTenant(const std::string& tenant, const std::string& id,
+                                         bool closing) const {
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end() || it->second->tenant() == tenant) return absl::OkStatus();
+  return closing ? NoSessionToClose(id) : NoSession(id);
+}
+
+int64_t SessionManager::TenantSessions(const std::string& tenant) const {
+  absl::MutexLock lock(&mu_);
+  auto it = tenant_sessions_.find(tenant);
+  return it == tenant_sessions_.end() ? 0 : it->second;
+}
+
+std::shared_ptr<Session> SessionManager::EraseLocked(
+    std::map<std::string, std::shared_ptr<Session>>::iterator it) {
+  std::shared_ptr<Session> session = std::move(it->second);
+  sessions_.erase(it);
+  auto count = tenant_sessions_.find(session->tenant());
+  if (count != tenant_sessions_.end() && --count->second <= 0) tenant_sessions_.erase(count);
   return session;
 }
 
 absl::StatusOr<SessionRef> SessionManager::Find(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    return Error(Reason::kSessionNotFound,
-                 absl::StrCat("session: no session '", id,
-                              "' (never created, closed, or expired past its TTL)"),
-                 {{"session_id", id}});
-  }
+  if (it == sessions_.end()) return NoSession(id);
   it->second->active_calls_++;
   return SessionRef(this, it->second);
 }
@@ -228,12 +291,8 @@ absl::Status SessionManager::Close(const std::string& id) {
   {
     absl::MutexLock lock(&mu_);
     auto it = sessions_.find(id);
-    if (it == sessions_.end()) {
-      return Error(Reason::kSessionNotFound,
-                   absl::StrCat("session: no session '", id, "' to close"), {{"session_id", id}});
-    }
-    session = std::move(it->second);
-    sessions_.erase(it);
+    if (it == sessions_.end()) return NoSessionToClose(id);
+    session = EraseLocked(it);
   }
   absl::MutexLock lock(&session->mu_);
   session->Clear();
@@ -243,12 +302,7 @@ absl::Status SessionManager::Close(const std::string& id) {
 absl::StatusOr<absl::Duration> SessionManager::KeepAlive(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) {
-    return Error(Reason::kSessionNotFound,
-                 absl::StrCat("session: no session '", id,
-                              "' (never created, closed, or expired past its TTL)"),
-                 {{"session_id", id}});
-  }
+  if (it == sessions_.end()) return NoSession(id);
   it->second->last_use_ = absl::Now();
   return it->second->ttl();
 }
@@ -261,8 +315,9 @@ int SessionManager::Reap(absl::Time now) {
       Session& s = *it->second;
       // A session in use is never collected under a running call (a long upload, say).
       if (s.active_calls_ == 0 && now - s.last_use_ > s.ttl()) {
-        expired.push_back(std::move(it->second));
-        it = sessions_.erase(it);
+        auto next = std::next(it);
+        expired.push_back(EraseLocked(it));
+        it = next;
       } else {
         ++it;
       }

@@ -25,6 +25,8 @@ struct SessionConfig {
   absl::Duration ttl = absl::Minutes(10);
   int64_t quota_bytes = int64_t{4} << 30;
   bool autodiff_enabled = true;
+  // Who owns the session: only calls of this tenant can name it (see SessionManager).
+  std::string tenant;
 };
 
 // Every method but the accessors of immutable fields requires mu() to be held: the calls of
@@ -38,6 +40,7 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+  const std::string& tenant() const { return config_.tenant; }
   const std::string& device() const { return config_.device; }
   absl::Duration ttl() const { return config_.ttl; }
   bool autodiff_enabled() const { return config_.autodiff_enabled; }
@@ -124,14 +127,25 @@ class SessionRef {
 class SessionManager {
  public:
   // Starts the reaper, which collects sessions idle past their TTL every `reap_interval`.
-  explicit SessionManager(absl::Duration reap_interval);
+  // A tenant may hold at most `max_sessions_per_tenant` sessions at once (0 = no limit).
+  explicit SessionManager(absl::Duration reap_interval, int64_t max_sessions_per_tenant = 0);
   ~SessionManager();  // stops the reaper
   SessionManager(const SessionManager&) = delete;
   SessionManager& operator=(const SessionManager&) = delete;
 
-  std::shared_ptr<Session> Create(SessionConfig config);
+  // LIMIT_EXCEEDED when config.tenant already holds max_sessions_per_tenant sessions.
+  absl::StatusOr<std::shared_ptr<Session>> Create(SessionConfig config);
   // SESSION_NOT_FOUND (NOT_FOUND) for an id that does not exist, was closed or expired.
   absl::StatusOr<SessionRef> Find(const std::string& id);
+  // OK when `id` names a live session of `tenant`, or no session at all (the call itself then
+  // fails as for any unknown id). A session of another tenant gets the very error an unknown
+  // id gets from Find (or from Close, with `closing`), so a tenant cannot learn that another
+  // tenant's id exists. A session never changes tenant and ids are never reused, so a check
+  // before the call stays true for the whole call.
+  absl::Status CheckTenant(const std::string& tenant, const std::string& id,
+                           bool closing = false) const;
+  // Sessions `tenant` holds now.
+  int64_t TenantSessions(const std::string& tenant) const;
   // Frees the session at once (waits for a call holding its lock to finish).
   absl::Status Close(const std::string& id);
   // Resets the idle timer; returns the session's TTL.
@@ -145,15 +159,20 @@ class SessionManager {
   friend class SessionRef;
   void Release(Session* session);
   void ReaperLoop();
+  // Removes a session from the table (and its tenant's count); returns it.
+  std::shared_ptr<Session> EraseLocked(std::map<std::string, std::shared_ptr<Session>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const absl::Duration reap_interval_;
+  const int64_t max_sessions_per_tenant_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> tenant_sessions_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread reaper_;
 };
 
-// 128 random bits as 32 lowercase hex digits.
+// 128 bits from the operating system's CSPRNG (getrandom) as 32 lowercase hex digits.
 std::string NewSessionId();
 
 }  // namespace tensord

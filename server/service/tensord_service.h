@@ -1,6 +1,10 @@
 // The gRPC face of ServiceCore.
 #pragma once
 
+#include <memory>
+#include <string>
+
+#include "server/service/auth.h"
 #include "server/service/service_core.h"
 #include "tensord/v1/service.grpc.pb.h"
 
@@ -10,9 +14,15 @@ namespace tensord {
 // for as long as they run, and callback reactions must not block (they run on gRPC's own
 // polling threads), so the callback API would need a second thread pool in front of the core.
 // The synchronous server already runs every call on a pool thread sized by gRPC.
+//
+// Every handler first admits its call (Tenant, Admit): authentication when the server has tokens,
+// then the tenant check of the session the request names. Health and reflection are other services
+// and never pass through here.
 class TensordService final : public v1::Tensord::Service {
  public:
-  explicit TensordService(ServiceCore& core) : core_(core) {}
+  // `tokens` null: no authentication, every caller is kAnonymousTenant.
+  TensordService(ServiceCore& core, std::shared_ptr<const TokenTable> tokens)
+      : core_(core), tokens_(std::move(tokens)) {}
 
   grpc::Status CreateSession(grpc::ServerContext* ctx, const v1::CreateSessionRequest* req,
                              v1::CreateSessionResponse* resp) override;
@@ -44,7 +54,14 @@ class TensordService final : public v1::Tensord::Service {
                         v1::BackwardResponse* resp) override;
 
  private:
+  // The caller's tenant (UNAUTHENTICATED without a valid token).
+  absl::StatusOr<std::string> Tenant(const grpc::ServerContext& ctx);
+  // The same, and SESSION_NOT_FOUND when `session_id` names another tenant's session.
+  absl::Status Admit(const grpc::ServerContext& ctx, const std::string& session_id,
+                     bool closing = false);
+
   ServiceCore& core_;
+  const std::shared_ptr<const TokenTable> tokens_;
 };
 
 }  // namespace tensord

@@ -34,6 +34,8 @@ const char* CodeName(absl::StatusCode code) {
       return "INTERNAL";
     case absl::StatusCode::kCancelled:
       return "CANCELLED";
+    case absl::StatusCode::kUnauthenticated:
+      return "UNAUTHENTICATED";
     default:
       return "UNKNOWN";
   }

@@ -395,10 +395,13 @@ void Add(KernelTable& t, const std::string& op, std::function<absl::Status(Kerne
 
 }  // namespace
 
+void RegisterConvTier2Kernels(KernelTable& t);  // onednn_conv_tier2.cc
+
 void RegisterNormTier2Kernels(KernelTable& t);  // onednn_norm_tier2.cc
 
 void RegisterNnKernels(KernelTable& t) {
   RegisterNormTier2Kernels(t);
+  RegisterConvTier2Kernels(t);
   Add(t, "conv2d", ConvForward);
   Add(t, "conv2d_backward_input", ConvBackwardInput);
   Add(t, "conv2d_backward_weight", ConvBackwardWeight);
