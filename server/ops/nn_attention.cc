@@ -13,6 +13,24 @@ namespace tensord {
 namespace {
 using namespace ops;
 
+// bf16/f16 inputs are computed in f32 and the result rounded once, as the dispatcher does for
+// kernels: rounding each constituent's output would compound the error.
+absl::StatusOr<std::vector<Tensor>> InF32(OpRunner& run, absl::Span<const Tensor> in,
+                                          const Attrs& a, const CompositeFn& body) {
+  if (!IsLowPrecision(in[0].dtype())) return body(run, in, a);
+  const DType stored = in[0].dtype();
+  std::vector<Tensor> wide(in.begin(), in.end());
+  for (Tensor& t : wide) {
+    if (!IsLowPrecision(t.dtype())) continue;
+    ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string("f32")}}));
+  }
+  ASSIGN_OR_RETURN(std::vector<Tensor> outs, body(run, wide, a));
+  for (Tensor& t : outs) {
+    ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(stored))}}));
+  }
+  return outs;
+}
+
 absl::Status CheckAttentionInputs(const std::string& op, absl::Span<const Tensor> in) {
   static const char* kNames[] = {"query", "key", "value", "attn_mask"};
   for (size_t i = 0; i < 3; ++i) {
@@ -100,7 +118,9 @@ void RegisterNnAttentionOps(OpRegistry& r) {
   d.attrs = {FloatAttr("dropout_p", 0.0), BoolAttr("is_causal", false), OptionalFloatAttr("scale")};
   d.dtypes = kFloat;
   d.marking = Marking::kDifferentiable;
-  d.composite = Attention;
+  d.composite = [](OpRunner& run, absl::Span<const Tensor> in, const Attrs& a) {
+    return InF32(run, in, a, Attention);
+  };
   d.doc =
       "torch.nn.functional.scaled_dot_product_attention over [..., L, E] query, [..., S, E] "
       "key, [..., S, Ev] value; scale defaults to 1/sqrt(E); a bool attn_mask keeps where "
