@@ -411,12 +411,12 @@ void RegisterLinalgEinsumOps(OpRegistry& r) {
   d.attrs = {{"equation", AttrType::kString, {}, true}};
   d.dtypes = kFloat;
   d.marking = Marking::kDifferentiable;
-  d.composite = [](OpRunner& run, absl::Span<const Tensor> in,
-                   const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
+  d.composite = ComputeLowPrecisionInF32([](OpRunner& run, absl::Span<const Tensor> in,
+                                            const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
     Einsum e(run, a.GetString("equation"));
     ASSIGN_OR_RETURN(Tensor out, e.Run(in));
     return std::vector<Tensor>{out};
-  };
+  });
   d.doc =
       "torch.einsum: subscripts a-z A-Z, '...' broadcasts, repeated subscripts take "
       "diagonals, '->' names the output (implicit: '...' then the subscripts used once, in "

@@ -4,6 +4,8 @@
 // either of the two, by rank.
 #include "server/ops/linalg_tier2.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
@@ -199,6 +201,27 @@ absl::StatusOr<DiagonalSpec> ResolveDiagonal(const std::string& op, const Shape&
   return s;
 }
 
+CompositeFn ComputeLowPrecisionInF32(CompositeFn f) {
+  return [f](OpRunner& run, absl::Span<const Tensor> in,
+             const Attrs& a) -> absl::StatusOr<Tensors> {
+    const DType dtype = in.empty() ? DType::kF32 : in[0].dtype();
+    const bool low =
+        IsLowPrecision(dtype) &&
+        std::all_of(in.begin(), in.end(), [&](const Tensor& t) { return t.dtype() == dtype; });
+    if (!low) return f(run, in, a);
+    Tensors wide;
+    for (const Tensor& t : in) {
+      ASSIGN_OR_RETURN(Tensor w, run.Run1("to_dtype", {t}, {{"dtype", std::string("f32")}}));
+      wide.push_back(std::move(w));
+    }
+    ASSIGN_OR_RETURN(Tensors out, f(run, wide, a));
+    for (Tensor& t : out) {
+      ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(dtype))}}));
+    }
+    return out;
+  };
+}
+
 }  // namespace ops
 
 void RegisterLinalgTier2Ops(OpRegistry& r) {
@@ -215,7 +238,7 @@ void RegisterLinalgTier2Ops(OpRegistry& r) {
 
   OpDef addmm = LinalgOp("addmm", {"input", "mat1", "mat2"});
   addmm.attrs = {FloatAttr("beta", 1.0), FloatAttr("alpha", 1.0)};
-  addmm.composite = Addmm;
+  addmm.composite = ComputeLowPrecisionInF32(Addmm);
   addmm.doc =
       "torch.addmm: beta * input + alpha * (mat1 @ mat2); input broadcasts to [n, m]; "
       "beta = 0 ignores input's values";
@@ -223,7 +246,7 @@ void RegisterLinalgTier2Ops(OpRegistry& r) {
 
   OpDef baddbmm = LinalgOp("baddbmm", {"input", "batch1", "batch2"});
   baddbmm.attrs = {FloatAttr("beta", 1.0), FloatAttr("alpha", 1.0)};
-  baddbmm.composite = Baddbmm;
+  baddbmm.composite = ComputeLowPrecisionInF32(Baddbmm);
   baddbmm.doc =
       "torch.baddbmm: beta * input + alpha * bmm(batch1, batch2); input broadcasts to "
       "[b, n, m]; beta = 0 ignores input's values";

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/core/shape.h"
+#include "server/ops/op_def.h"
 #include "server/ops/registry.h"
 
 namespace tensord {
@@ -32,6 +33,11 @@ struct DiagonalSpec {
 // equal dims and dims past the rank are BAD_ATTRIBUTE naming `op`.
 absl::StatusOr<DiagonalSpec> ResolveDiagonal(const std::string& op, const Shape& in, int64_t offset,
                                              int64_t dim1, int64_t dim2);
+
+// Runs `f` on f32 copies of bf16/f16 operands (all of one dtype) and rounds its results back
+// once, as PyTorch's kernels accumulate in f32; a chain of 2-byte ops would round at every step.
+// Other calls go to `f` unchanged.
+CompositeFn ComputeLowPrecisionInF32(CompositeFn f);
 
 }  // namespace ops
 }  // namespace tensord

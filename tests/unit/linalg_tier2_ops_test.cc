@@ -166,6 +166,31 @@ TEST(LinalgTier2Ops, AddmmAndBaddbmm) {
             Reason::kShapeMismatch);
 }
 
+// bf16: 1.0078125^2 = 1.01568603515625 rounds to 1.015625 in bf16; adding -1.0078125 to the
+// rounded product would give 0.0078125, while one rounding of the f32 result keeps the exact
+// 0.00787353515625 (= 2^-7 * 1.0078125, a bf16 value), as PyTorch's f32 accumulation does.
+TEST(LinalgTier2Ops, MultiStepOpsRoundOnceInBf16) {
+  auto bf16 = [](double v) {
+    return Run1("to_dtype", {Values(DType::kF32, {1, 1}, {v})}, {{"dtype", std::string("bf16")}});
+  };
+  auto f32 = [](const Tensor& t) { return Run1("to_dtype", {t}, {{"dtype", std::string("f32")}}); };
+  Tensor c = bf16(-1.0078125), a = bf16(1.0078125);
+  Tensor out = Run1("addmm", {c, a, a});
+  EXPECT_EQ(out.dtype(), DType::kBF16);
+  EXPECT_TRUE(SameValues(f32(out), {1, 1}, {0.00787353515625}));
+  Tensor batched = Run1("baddbmm", {c, Run1("reshape", {a}, {{"shape", Ints{1, 1, 1}}}),
+                                    Run1("reshape", {a}, {{"shape", Ints{1, 1, 1}}})});
+  EXPECT_TRUE(SameValues(f32(batched), {1, 1, 1}, {0.00787353515625}));
+  // einsum multiplies the first two vectors, then contracts with the third: the same sum.
+  auto vec = [](double x, double y) {
+    return Run1("to_dtype", {Values(DType::kF32, {2}, {x, y})}, {{"dtype", std::string("bf16")}});
+  };
+  Tensor e = Run1("einsum", {vec(1.0078125, 1), vec(1.0078125, 1), vec(1, -1.0078125)},
+                  {{"equation", std::string("i,i,i->")}});
+  EXPECT_EQ(e.dtype(), DType::kBF16);
+  EXPECT_TRUE(SameValues(f32(e), {}, {0.00787353515625}));
+}
+
 TEST(LinalgTier2Ops, Trace) {
   for (DType d : kFloats) {
     SCOPED_TRACE(DTypeName(d));
