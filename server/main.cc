@@ -2,6 +2,7 @@
 // (handy in containers); a flag on the command line wins over its variable.
 #include <pthread.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "server/service/server.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051",
@@ -25,9 +27,23 @@ ABSL_FLAG(int64_t, max_quota_bytes, int64_t{64} << 30,
 ABSL_FLAG(int64_t, max_message_bytes, 64 << 20,
           "gRPC message size limit; larger tensors stream in chunks "
           "(env TENSORD_MAX_MESSAGE_BYTES)");
-ABSL_FLAG(int64_t, shutdown_grace_ms, 5000,
-          "on SIGTERM/SIGINT, how long in-flight calls may finish before they are cancelled "
+ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
+          "on SIGTERM/SIGINT, how long in-flight calls may finish before they are cancelled, "
+          "e.g. 5s or 500ms (env TENSORD_SHUTDOWN_GRACE)");
+ABSL_FLAG(int64_t, shutdown_grace_ms, -1,
+          "the same in milliseconds (older spelling; wins over --shutdown_grace when set) "
           "(env TENSORD_SHUTDOWN_GRACE_MS)");
+ABSL_FLAG(int64_t, max_tensor_bytes, int64_t{16} << 30,
+          "largest tensor (bytes) a put, literal, op output or gradient may have "
+          "(env TENSORD_MAX_TENSOR_BYTES)");
+ABSL_FLAG(int64_t, max_rank, 32, "most dimensions a tensor may have (env TENSORD_MAX_RANK)");
+ABSL_FLAG(int64_t, max_dim, int64_t{1} << 34,
+          "largest size of any one dimension (env TENSORD_MAX_DIM)");
+ABSL_FLAG(int64_t, max_calls_per_batch, 10000,
+          "most op calls in one Execute batch (env TENSORD_MAX_CALLS_PER_BATCH)");
+ABSL_FLAG(int64_t, max_contexts_per_session, 256,
+          "most autodiff contexts open at once in one session "
+          "(env TENSORD_MAX_CONTEXTS_PER_SESSION)");
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
@@ -56,7 +72,13 @@ bool ApplyEnvironment() {
       {"quota_bytes", "TENSORD_QUOTA_BYTES"},
       {"max_quota_bytes", "TENSORD_MAX_QUOTA_BYTES"},
       {"max_message_bytes", "TENSORD_MAX_MESSAGE_BYTES"},
+      {"shutdown_grace", "TENSORD_SHUTDOWN_GRACE"},
       {"shutdown_grace_ms", "TENSORD_SHUTDOWN_GRACE_MS"},
+      {"max_tensor_bytes", "TENSORD_MAX_TENSOR_BYTES"},
+      {"max_rank", "TENSORD_MAX_RANK"},
+      {"max_dim", "TENSORD_MAX_DIM"},
+      {"max_calls_per_batch", "TENSORD_MAX_CALLS_PER_BATCH"},
+      {"max_contexts_per_session", "TENSORD_MAX_CONTEXTS_PER_SESSION"},
       {"plugin", "TENSORD_PLUGINS"},
       {"tls_cert", "TENSORD_TLS_CERT"},
       {"tls_key", "TENSORD_TLS_KEY"},
@@ -77,6 +99,18 @@ bool ApplyEnvironment() {
   return true;
 }
 
+// --max-tensor-bytes=1 reads as --max_tensor_bytes=1: flag names are spelled with dashes in
+// the docs and with underscores by absl; both work. Values are left alone.
+std::string DashedToUnderscored(std::string arg) {
+  if (arg.size() < 2 || arg[0] != '-' || arg == "--") return arg;
+  const size_t start = arg.find_first_not_of('-');
+  const size_t end = std::min(arg.find('='), arg.size());
+  for (size_t i = start; i != std::string::npos && i < end; ++i) {
+    if (arg[i] == '-') arg[i] = '_';
+  }
+  return arg;
+}
+
 // absl keeps only the last occurrence of a flag; --plugin may be given several times, so its
 // occurrences are joined into one comma-separated --plugin before parsing.
 std::vector<std::string> JoinRepeatedPlugins(int argc, char** argv) {
@@ -84,7 +118,7 @@ std::vector<std::string> JoinRepeatedPlugins(int argc, char** argv) {
   std::vector<std::string> plugins;
   bool any = false;
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
+    std::string arg = DashedToUnderscored(argv[i]);
     if (arg == "--") {
       args.insert(args.end(), argv + i, argv + argc);
       break;
@@ -129,7 +163,14 @@ int main(int argc, char** argv) {
   options.default_quota_bytes = absl::GetFlag(FLAGS_quota_bytes);
   options.max_quota_bytes = absl::GetFlag(FLAGS_max_quota_bytes);
   options.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
-  options.shutdown_grace_ms = absl::GetFlag(FLAGS_shutdown_grace_ms);
+  options.shutdown_grace_ms = absl::GetFlag(FLAGS_shutdown_grace_ms) >= 0
+                                  ? absl::GetFlag(FLAGS_shutdown_grace_ms)
+                                  : absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_shutdown_grace));
+  options.max_tensor_bytes = absl::GetFlag(FLAGS_max_tensor_bytes);
+  options.max_rank = absl::GetFlag(FLAGS_max_rank);
+  options.max_dim = absl::GetFlag(FLAGS_max_dim);
+  options.max_calls_per_batch = absl::GetFlag(FLAGS_max_calls_per_batch);
+  options.max_contexts_per_session = absl::GetFlag(FLAGS_max_contexts_per_session);
   for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
     if (!plugin.empty()) options.plugins.push_back(plugin);
   }

@@ -10,6 +10,15 @@
 namespace tensord {
 
 absl::Status MemoryAccount::Charge(int64_t bytes) {
+  if (const int64_t max = max_charge_.load(); bytes > max) {
+    return Error(Reason::kLimitExceeded,
+                 absl::StrCat("session: allocating a tensor of ", bytes,
+                              " bytes is above the limit max_tensor_bytes of ", max),
+                 {{"limit", "max_tensor_bytes"},
+                  {"value", absl::StrCat(bytes)},
+                  {"max", absl::StrCat(max)},
+                  {"requested_bytes", absl::StrCat(bytes)}});
+  }
   int64_t before = used_.fetch_add(bytes);
   if (before + bytes > quota_) {
     used_.fetch_sub(bytes);
@@ -47,12 +56,19 @@ Storage::~Storage() {
 absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, std::string device,
                                      std::shared_ptr<MemoryAccount> account) {
   ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
+  // Up to 2^62 elements pass CheckedNumElements; times an 8-byte dtype that wraps around.
+  int64_t bytes;
+  if (__builtin_mul_overflow(n, static_cast<int64_t>(DTypeSize(dtype)), &bytes)) {
+    return Error(Reason::kLimitExceeded,
+                 absl::StrCat("storage: ", n, " elements of ", DTypeName(dtype),
+                              " overflow a 64-bit byte count"),
+                 {{"limit", "element_count"}, {"shape", ShapeToString(shape)}});
+  }
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.device_ = std::move(device);
-  ASSIGN_OR_RETURN(
-      t.storage_, Storage::Allocate(static_cast<size_t>(n) * DTypeSize(dtype), std::move(account)));
+  ASSIGN_OR_RETURN(t.storage_, Storage::Allocate(static_cast<size_t>(bytes), std::move(account)));
   return t;
 }
 

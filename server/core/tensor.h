@@ -26,10 +26,15 @@ class MemoryAccount {
   void Credit(int64_t bytes) { used_.fetch_sub(bytes); }
   int64_t used() const { return used_.load(); }
   int64_t quota() const { return quota_; }
+  // The most one allocation (one tensor) may take; above it Charge returns LIMIT_EXCEEDED
+  // (limit max_tensor_bytes) whatever the quota. Unlimited unless set.
+  void set_max_charge_bytes(int64_t bytes) { max_charge_.store(bytes); }
+  int64_t max_charge_bytes() const { return max_charge_.load(); }
 
  private:
   const int64_t quota_;
   std::atomic<int64_t> used_{0};
+  std::atomic<int64_t> max_charge_{INT64_MAX};
 };
 
 // A 64-byte aligned heap buffer. Allocation failure is reported, never thrown.

@@ -1,6 +1,7 @@
 #include "server/service/execute.h"
 
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -75,7 +76,8 @@ Tensor ScalarTensor(const OperandSpec::Scalar& s) {
 
 absl::StatusOr<Tensor> ResolveOperand(const OperandSpec& operand, size_t k, size_t i,
                                       const std::vector<std::vector<Tensor>>& done,
-                                      Session& session, const Dispatcher& dispatcher) {
+                                      Session& session, const Dispatcher& dispatcher,
+                                      const ServiceLimits& limits) {
   const auto& src = operand.source;
   if (const auto* h = std::get_if<OperandSpec::Handle>(&src)) return session.Get(h->handle);
   if (const auto* c = std::get_if<OperandSpec::CallOutput>(&src)) {
@@ -95,6 +97,7 @@ absl::StatusOr<Tensor> ResolveOperand(const OperandSpec& operand, size_t k, size
     return done[c->call][c->output];
   }
   if (const auto* lit = std::get_if<OperandSpec::Literal>(&src)) {
+    RETURN_IF_ERROR(CheckTensorLimits(limits, lit->dtype, lit->shape, "literal"));
     return LiteralTensor(dispatcher, session, *lit);
   }
   if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) return ScalarTensor(*s);
@@ -133,7 +136,7 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
                                             const std::vector<std::vector<Tensor>>& done,
                                             const BatchSpec& batch, const CallEnv& env,
                                             Session& session, const Dispatcher& dispatcher,
-                                            Transaction& txn) {
+                                            Transaction& txn, const ServiceLimits& limits) {
   if (env.cancelled && env.cancelled()) {
     return Error(Reason::kCancelled, absl::StrCat("execute: the call was cancelled before call ", k,
                                                   "; the batch was rolled back"));
@@ -145,9 +148,18 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
                  absl::StrCat("execute: unknown op '", call.op, "' (see ListOps)"),
                  {{"op", call.op}});
   }
+  // Shapes a creation or reshape call asks for, refused before its output is allocated.
+  for (const char* name : {"shape", "size"}) {
+    auto it = call.attrs.find(name);
+    if (it == call.attrs.end()) continue;
+    if (const auto* dims = std::get_if<std::vector<int64_t>>(&it->second)) {
+      absl::Status st = CheckShapeLimits(limits, *dims, call.op);
+      if (!st.ok()) return WithMetadata(st, {{"attribute", name}});
+    }
+  }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
-    auto t = ResolveOperand(call.inputs[i], k, i, done, session, dispatcher);
+    auto t = ResolveOperand(call.inputs[i], k, i, done, session, dispatcher, limits);
     if (!t.ok()) return WithMetadata(t.status(), {{"input_index", Str(i)}});
     inputs.push_back(*std::move(t));
   }
@@ -161,6 +173,13 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
   }
   std::vector<Tensor> outputs;
   ASSIGN_OR_RETURN(outputs, dispatcher.Call(call.op, std::move(inputs), call.attrs, env));
+  // Bytes were charged against max_tensor_bytes before allocation; rank and dims of outputs
+  // an op derives from its inputs (expand, repeat, unsqueeze...) are checked here, before the
+  // batch commits.
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    absl::Status st = CheckShapeLimits(limits, outputs[o].shape(), call.op);
+    if (!st.ok()) return WithMetadata(st, {{"output_index", Str(o)}});
+  }
   if (leaf_ctx != nullptr) RETURN_IF_ERROR(MakeLeaves(call.op, k, *leaf_ctx, outputs));
   return outputs;
 }
@@ -206,7 +225,20 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
     return WithMetadata(std::move(st), {{"call_index", Str(k)}, {"op", batch.calls[k].op}});
   };
   for (size_t k = 0; k < batch.calls.size(); ++k) {
-    auto outs = RunCall(batch.calls[k], k, done, batch, env, session, dispatcher, txn);
+    absl::StatusOr<std::vector<Tensor>> outs;
+    // Kernels report allocation failures themselves (the backend catches std::bad_alloc at
+    // its kernel boundary); what is left is host memory of the batch itself (undo copies of
+    // in-place targets, operand lists), which must roll back like any failure, not end the
+    // server.
+    try {
+      outs = RunCall(batch.calls[k], k, done, batch, env, session, dispatcher, txn,
+                     limits.tensor_limits);
+    } catch (const std::bad_alloc&) {
+      outs = Error(Reason::kOutOfMemory,
+                   absl::StrCat("execute: out of host memory in call ", k, " (", batch.calls[k].op,
+                                "); the batch was rolled back"),
+                   {{"op", batch.calls[k].op}});
+    }
     if (!outs.ok()) return fail(outs.status(), k);
     done.push_back(*std::move(outs));
   }

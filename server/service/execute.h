@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "server/dispatch/dispatcher.h"
+#include "server/service/limits.h"
 #include "server/service/session.h"
 
 namespace tensord {
@@ -63,6 +64,9 @@ struct ExecuteLimits {
   // Fetched bytes must fit the response message; above this the batch fails with
   // LIMIT_EXCEEDED (and rolls back) instead of failing later in the transport.
   int64_t max_fetch_bytes = int64_t{48} << 20;
+  // Literals are checked against these before they are allocated, shape attributes before
+  // each call, and op outputs (rank and dims; their bytes were charged) after it.
+  ServiceLimits tensor_limits;
 };
 
 // Runs `batch` in `session` (whose lock the caller holds). Atomic: on error no handle was

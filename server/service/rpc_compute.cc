@@ -25,6 +25,16 @@ CallEnv SessionEnv(Session& session, const ServiceCore::Cancelled& cancelled) {
 
 absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled& cancelled,
                                   v1::ExecuteResponse* resp) {
+  // Both refused before the request is converted (which copies every call).
+  if (const int64_t size = static_cast<int64_t>(req.ByteSizeLong());
+      size > config_.max_message_bytes) {
+    return LimitError("execute", "max_message_bytes", size, config_.max_message_bytes,
+                      "the request takes bytes:");
+  }
+  if (req.calls_size() > config_.limits.max_calls_per_batch) {
+    return LimitError("execute", "max_calls_per_batch", req.calls_size(),
+                      config_.limits.max_calls_per_batch, "the batch has calls:");
+  }
   BatchSpec batch;
   ASSIGN_OR_RETURN(batch, BatchFromProto(req));
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
@@ -33,6 +43,7 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
   ExecuteLimits limits;
   // Output infos and framing share the message with the fetched bytes.
   limits.max_fetch_bytes = config_.max_message_bytes / 8 * 7;
+  limits.tensor_limits = config_.limits;
   std::vector<CallOutcome> outcomes;
   ASSIGN_OR_RETURN(outcomes, ExecuteBatch(*session, dispatcher_, batch, cancelled, limits));
   for (CallOutcome& outcome : outcomes) {
@@ -55,6 +66,16 @@ absl::Status ServiceCore::OpenAutodiffContext(const v1::OpenAutodiffContextReque
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
   absl::MutexLock lock(&session->mu());
   RETURN_IF_ERROR(session->CheckLive());
+  int64_t open = 0;
+  for (const AutodiffContext* ctx : session->contexts()) {
+    open += ctx->state() == ContextState::kOpen;
+  }
+  if (open >= config_.limits.max_contexts_per_session) {
+    return WithMetadata(LimitError("autodiff", "max_contexts_per_session", open + 1,
+                                   config_.limits.max_contexts_per_session,
+                                   "opening one more context would make open contexts:"),
+                        {{"session_id", session->id()}});
+  }
   uint64_t id;
   ASSIGN_OR_RETURN(id, session->OpenContext(checkpointing));
   resp->set_context_id(id);

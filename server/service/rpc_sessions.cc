@@ -62,6 +62,8 @@ absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
   config.autodiff_enabled = !req.disable_autodiff();
   std::shared_ptr<Session> session;
   ASSIGN_OR_RETURN(session, sessions_.Create(config));
+  // No one tensor of the session may exceed max_tensor_bytes, however it is made.
+  session->account()->set_max_charge_bytes(config_.limits.max_tensor_bytes);
   resp->set_session_id(session->id());
   resp->set_ttl_seconds(ttl);
   resp->set_memory_quota_bytes(quota);

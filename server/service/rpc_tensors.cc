@@ -37,6 +37,7 @@ absl::Status ServiceCore::PutTensor(const std::function<bool(v1::PutTensorReques
   }
   PutSpec spec;
   ASSIGN_OR_RETURN(spec, PutSpecFromProto(msg.header()));
+  RETURN_IF_ERROR(CheckTensorLimits(config_.limits, spec.dtype, spec.shape, "put"));
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(msg.header().session_id()));
   std::optional<PendingPut> put;
   {
@@ -51,6 +52,12 @@ absl::Status ServiceCore::PutTensor(const std::function<bool(v1::PutTensorReques
       return Error(Reason::kInvalidRequest,
                    "put: a second header arrived; one stream carries one tensor",
                    {{"field", "header"}});
+    }
+    // The transport admits some slack above the limit so that this refusal can say why.
+    if (const int64_t size = static_cast<int64_t>(msg.ByteSizeLong());
+        size > config_.max_message_bytes) {
+      return LimitError("put", "max_message_bytes", size, config_.max_message_bytes,
+                        "a chunk message takes bytes:");
     }
     RETURN_IF_ERROR(put->Append(msg.chunk()));
   }

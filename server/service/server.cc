@@ -1,5 +1,6 @@
 #include "server/service/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <set>
@@ -20,8 +21,26 @@ namespace tensord {
 namespace {
 
 constexpr char kServiceName[] = "tensord.v1.Tensord";
-// Chunks, fetches and error trailers must fit in a message.
-constexpr int64_t kMinMessageBytes = int64_t{1} << 20;
+// Chunks, fetches and error trailers must fit in a message: a client's default 1 MiB put
+// chunk plus its framing.
+constexpr int64_t kMinMessageBytes = int64_t{2} << 20;
+
+// The transport admits messages up to twice the limit, so that a request a little over it
+// reaches the handler and is refused with LIMIT_EXCEEDED naming max_message_bytes (gRPC's own
+// refusal carries no details); far larger ones are still cut off by gRPC.
+int TransportReceiveLimit(int64_t max_message_bytes) {
+  return static_cast<int>(std::min<int64_t>(INT32_MAX, 2 * max_message_bytes));
+}
+
+ServiceLimits LimitsOf(const ServerOptions& o) {
+  ServiceLimits limits;
+  limits.max_tensor_bytes = o.max_tensor_bytes;
+  limits.max_rank = o.max_rank;
+  limits.max_dim = o.max_dim;
+  limits.max_calls_per_batch = o.max_calls_per_batch;
+  limits.max_contexts_per_session = o.max_contexts_per_session;
+  return limits;
+}
 
 absl::Status Validate(const ServerOptions& o) {
   auto bad = [](absl::string_view what) {
@@ -41,7 +60,11 @@ absl::Status Validate(const ServerOptions& o) {
     return bad(absl::StrCat("max message size must be in [", kMinMessageBytes, ", ", INT32_MAX,
                             "] bytes, got ", o.max_message_bytes));
   }
-  return absl::OkStatus();
+  if (o.shutdown_grace_ms < 0) {
+    return bad(
+        absl::StrCat("shutdown grace must not be negative, got ", o.shutdown_grace_ms, " ms"));
+  }
+  return ValidateLimits(LimitsOf(o));
 }
 
 absl::Status ValidateSecurity(const ServerOptions& o) {
@@ -134,6 +157,7 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.max_quota_bytes = options.max_quota_bytes;
   config.reap_interval = absl::Milliseconds(options.reap_interval_ms);
   config.max_message_bytes = options.max_message_bytes;
+  config.limits = LimitsOf(options);
   config.max_sessions_per_tenant = options.max_sessions_per_tenant;
   Security security;
   ASSIGN_OR_RETURN(security, LoadSecurity(options));
@@ -153,7 +177,7 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   builder.RegisterService(server->service_.get());
   for (grpc::Service* extra : options.extra_services) builder.RegisterService(extra);
   // Tensors larger than this stream in chunks, so the limit never caps a tensor's size.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  builder.SetMaxReceiveMessageSize(TransportReceiveLimit(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {

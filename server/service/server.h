@@ -30,6 +30,14 @@ struct ServerOptions {
   int64_t max_message_bytes = 64 << 20;  // gRPC send/receive limit
   // Shutdown waits this long for in-flight calls, then cancels them.
   int64_t shutdown_grace_ms = 5000;
+  // What one request may make the server create; each refusal is LIMIT_EXCEEDED naming the
+  // limit (docs/limits.md). One tensor's bytes, its rank and any one dimension:
+  int64_t max_tensor_bytes = int64_t{16} << 30;
+  int64_t max_rank = 32;
+  int64_t max_dim = int64_t{1} << 34;
+  // Calls in one Execute batch, and autodiff contexts open at once in one session.
+  int64_t max_calls_per_batch = 10000;
+  int64_t max_contexts_per_session = 256;
   // More services on the same port (benchmark baselines); not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
   // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/dispatch/dispatcher.h"
+#include "server/service/limits.h"
 #include "server/service/session.h"
 #include "tensord/v1/service.pb.h"
 
@@ -23,6 +24,8 @@ struct ServiceConfig {
   absl::Duration reap_interval = absl::Seconds(1);
   // The transport's message limit: inline fetches and download chunks stay below it.
   int64_t max_message_bytes = 64 << 20;
+  // What one request may make the server create (tensor size, rank, batch length, contexts).
+  ServiceLimits limits;
   // Sessions one tenant may hold at once; 0 = no limit.
   int64_t max_sessions_per_tenant = 64;
   // The op table served; null serves OpRegistry::Builtin() (a server with plugins passes the
