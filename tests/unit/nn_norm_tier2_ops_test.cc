@@ -7,7 +7,9 @@
 #include <cmath>
 #include <limits>
 
+#include "server/backends/cpu/kernel_table.h"
 #include "server/core/status.h"
+#include "server/ops/registry.h"
 #include "tests/support/op_test_util.h"
 
 namespace tensord {
@@ -385,6 +387,80 @@ TEST(NormTier2Agreement, OneDnnMatchesLoops) {
           {"mode", mode},
           {"input_size", x.shape()}},
          1e-4);
+  }
+}
+
+// Runs the first kernel of `op` (oneDNN for f32, which must claim the call) or the loop kernel
+// after it, on the same inputs.
+absl::StatusOr<std::vector<Tensor>> RunKernel(const std::string& op, bool loop,
+                                              std::vector<Tensor> inputs, const AttrMap& attrs) {
+  ASSIGN_OR_RETURN(const OpDef* def, OpRegistry::Builtin().Find(op));
+  ASSIGN_OR_RETURN(Attrs a, ValidateAttrs(op, def->attrs, attrs));
+  std::vector<TensorMeta> metas;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : inputs) {
+    metas.push_back(t.meta());
+    dtypes.push_back(t.dtype());
+  }
+  ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, a));
+  std::vector<Tensor> outputs;
+  for (const TensorMeta& m : out_metas) {
+    ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(m.dtype, m.shape));
+    outputs.push_back(t);
+  }
+  const auto& table = cpu::KernelTable::Get();
+  const cpu::Kernel* k =
+      loop ? table.FindAfter(op, "onednn_" + op, dtypes, &a) : table.Find(op, dtypes, &a);
+  if (k == nullptr) return absl::NotFoundError("no kernel");
+  if (!loop && k->name != "onednn_" + op) return absl::NotFoundError("not oneDNN: " + k->name);
+  KernelCall call{*def, inputs, a, outputs, out_metas, nullptr};
+  RETURN_IF_ERROR(k->run(call));
+  return outputs;
+}
+
+::testing::AssertionResult SameAsLoop(const std::string& op, const std::vector<Tensor>& in,
+                                      const AttrMap& attrs, double tol) {
+  auto fast = RunKernel(op, false, in, attrs);
+  auto slow = RunKernel(op, true, in, attrs);
+  if (!fast.ok()) return ::testing::AssertionFailure() << op << " oneDNN: " << fast.status();
+  if (!slow.ok()) return ::testing::AssertionFailure() << op << " loop: " << slow.status();
+  for (size_t k = 0; k < fast->size(); ++k) {
+    auto r = AllClose((*fast)[k], (*slow)[k], tol, tol);
+    if (!r) return r << " (" << op << " output " << k << ")";
+  }
+  return ::testing::AssertionSuccess();
+}
+
+TEST(NormTier2Agreement, OneDnnKernelsMatchF32Loops) {
+  Tensor x = Random(kF32, {6, 5, 7, 3}, 60, -2, 3), gy = Random(kF32, {6, 5, 7, 3}, 61);
+  Tensor w = Random(kF32, {5}, 62), b = Random(kF32, {5}, 63);
+  Tensor m = Random(kF32, {5}, 64), v = Random(kF32, {5}, 65, 0.5, 2);
+  for (bool training : {true, false}) {
+    const AttrMap a = {{"training", training}, {"eps", 1e-3}};
+    std::vector<Tensor> in = {x, w, b};
+    if (!training) in = {x, w, b, m, v};
+    EXPECT_TRUE(SameAsLoop("native_batch_norm", in, a, 1e-5)) << training;
+    EXPECT_TRUE(SameAsLoop("native_batch_norm_backward", {gy, x, w, m, v}, a, 1e-4)) << training;
+  }
+  // Geometries oneDNN computes itself, and ones it hands to the loops.
+  for (const auto& [size, mode, align] :
+       std::vector<std::tuple<Ints, std::string, bool>>{{{14, 6}, "linear", false},
+                                                        {{3, 2}, "linear", false},
+                                                        {{21, 9}, "nearest", false},
+                                                        {{10, 5}, "nearest", false},
+                                                        {{14, 6}, "linear", true}}) {
+    const AttrMap a = {{"output_size", size},
+                       {"scales", std::vector<double>{0.0, 0.0}},
+                       {"mode", mode},
+                       {"align_corners", align}};
+    EXPECT_TRUE(SameAsLoop("upsample", {x}, a, 1e-5)) << mode << " " << size[0];
+    AttrMap back = a;
+    back["input_size"] = x.shape();
+    Shape out = x.shape();
+    out[2] = size[0];
+    out[3] = size[1];
+    EXPECT_TRUE(SameAsLoop("upsample_backward", {Random(kF32, out, 66)}, back, 1e-5))
+        << mode << " " << size[0];
   }
 }
 
