@@ -1,9 +1,9 @@
 // einsum, lowered onto diagonal, permute, reshape, sum, mul and matmul (so it is
 // differentiable through them). Every operand is first aligned to one global dim order
-// (ellipsis dims, then the labels in ASCII order) with size 1 where it lacks a dim; labels only
-// one operand uses and the output drops are summed at once; operands are then contracted left
-// to right, each pair as one batched matmul [batch, left, sum] @ [batch, sum, right], or as a
-// broadcast multiply when nothing is summed. "ij,jk->ik" is therefore exactly one matmul.
+// (ellipsis dims, then the labels as they first appear) with size 1 where it lacks a dim; labels
+// only one operand uses and the output drops are summed at once; operands are then contracted
+// left to right, each pair as one batched matmul [batch, left, sum] @ [batch, sum, right], or
+// as a broadcast multiply when nothing is summed. "ij,jk->ik" is therefore exactly one matmul.
 #include <algorithm>
 #include <numeric>
 
@@ -206,11 +206,14 @@ class Einsum {
                                      eq_, "'"));
       }
       if (t.ellipsis) ellipsis_ = std::max(ellipsis_, in[i].rank() - named);
-      for (int l : t.labels) label_dim_[l] = 0;
     }
+    // Labels in order of first appearance: operands written in that order ("bhqd,bhkd") align
+    // without a copy, where an alphabetical order would permute them.
     dims_ = static_cast<int>(ellipsis_);
-    for (int l = 0; l < kLabels; ++l) {
-      if (label_dim_[l] == 0) label_dim_[l] = dims_++;
+    for (const Term& t : e.inputs) {
+      for (int l : t.labels) {
+        if (label_dim_[l] < 0) label_dim_[l] = dims_++;
+      }
     }
     in_output_.assign(dims_, false);
     const Term& o = e.output;
