@@ -142,6 +142,8 @@ absl::StatusOr<Tensors> Diag(OpRunner& run, absl::Span<const Tensor> in, const A
   const Tensor& x = in[0];
   const int64_t k = a.GetInt("diagonal");
   if (x.rank() == 2) {
+    // An offset past the matrix gives an empty vector, as torch.diagonal and numpy.diag do
+    // (torch 1.13's diag fails there with an internal size overflow instead).
     ASSIGN_OR_RETURN(Tensor out, run.Run1("diagonal", {x}, DiagonalAttrs(k, 0, 1)));
     return Tensors{out};
   }
