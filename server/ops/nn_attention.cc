@@ -14,7 +14,8 @@ namespace {
 using namespace ops;
 
 // bf16/f16 inputs are computed in f32 and the result rounded once, as the dispatcher does for
-// kernels: rounding each constituent's output would compound the error.
+// kernels: rounding each constituent's output would compound the error. Unlike
+// ops::ComputeLowPrecisionInF32 (linalg_tier2.h) this widens with a bool attn_mask present.
 absl::StatusOr<std::vector<Tensor>> InF32(OpRunner& run, absl::Span<const Tensor> in,
                                           const Attrs& a, const CompositeFn& body) {
   if (!IsLowPrecision(in[0].dtype())) return body(run, in, a);

@@ -10,6 +10,7 @@
 // group_norm is a composite over layer_norm: the groups of [N, C, *] are the rows of a
 // [N, G, C/G * prod(*)] view, so it shares layer_norm's kernels (oneDNN for f32).
 #include "absl/strings/str_cat.h"
+#include "server/ops/linalg_tier2.h"
 #include "server/ops/op_helpers.h"
 
 namespace tensord {
@@ -158,24 +159,6 @@ absl::StatusOr<std::vector<Tensor>> NativeBatchNormBackward(const GradContext& g
   return grads;
 }
 
-// bf16/f16 inputs are computed in f32 and the result rounded once, as the dispatcher does for
-// kernels: rounding each constituent's output would compound the error.
-absl::StatusOr<std::vector<Tensor>> InF32(OpRunner& run, absl::Span<const Tensor> in,
-                                          const Attrs& a, const CompositeFn& body) {
-  if (!IsLowPrecision(in[0].dtype())) return body(run, in, a);
-  const DType stored = in[0].dtype();
-  std::vector<Tensor> wide(in.begin(), in.end());
-  for (Tensor& t : wide) {
-    if (!IsLowPrecision(t.dtype())) continue;
-    ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string("f32")}}));
-  }
-  ASSIGN_OR_RETURN(std::vector<Tensor> outs, body(run, wide, a));
-  for (Tensor& t : outs) {
-    ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(stored))}}));
-  }
-  return outs;
-}
-
 // ---- group_norm -------------------------------------------------------------------------------
 
 absl::StatusOr<std::vector<Tensor>> GroupNorm(OpRunner& run, absl::Span<const Tensor> in,
@@ -306,9 +289,7 @@ void RegisterNnNormTier2Ops(OpRegistry& r) {
   gn.attrs = {RequiredIntAttr("num_groups"), FloatAttr("eps", 1e-5)};
   gn.dtypes = kFloat;
   gn.marking = Marking::kDifferentiable;
-  gn.composite = [](OpRunner& run, absl::Span<const Tensor> in, const Attrs& a) {
-    return InF32(run, in, a, GroupNorm);
-  };
+  gn.composite = ComputeLowPrecisionInF32(GroupNorm);
   gn.doc =
       "torch.nn.functional.group_norm over [N, C, *]: statistics per sample and group of "
       "C / num_groups channels";
