@@ -114,6 +114,16 @@ absl::Status BatchNormBackward(KernelCall& c) {
 
 }  // namespace
 
+void BatchNormMoments(const Tensor& x, float* mean, float* var) {
+  const ChannelLayout l = ChannelsOf(x.shape());
+  for (int64_t ch = 0; ch < l.c; ++ch) {
+    double m, v;
+    ChannelMoments(x.data<float>(), l, ch, &m, &v);
+    mean[ch] = static_cast<float>(m);
+    var[ch] = static_cast<float>(v);
+  }
+}
+
 absl::Status LoopBatchNorm(KernelCall& c) {
   return c.inputs[0].dtype() == DType::kF32 ? BatchNormForward<float>(c)
                                             : BatchNormForward<double>(c);

@@ -13,6 +13,8 @@
 namespace tensord::cpu {
 absl::Status LoopBatchNorm(KernelCall& c);          // nn_norm_tier2_kernels.cc
 absl::Status LoopBatchNormBackward(KernelCall& c);  // nn_norm_tier2_kernels.cc
+// Per-channel mean and biased variance of f32 [N, C, *], accumulated in double.
+void BatchNormMoments(const Tensor& x, float* mean, float* var);  // nn_norm_tier2_kernels.cc
 }  // namespace tensord::cpu
 
 namespace tensord::cpu::onednn {
@@ -56,25 +58,29 @@ BatchNormSetup SetupBatchNorm(const Shape& x, const Attrs& a) {
 
 absl::Status BatchNormForward(KernelCall& c) {
   if (c.inputs[0].numel() == 0) return LoopBatchNorm(c);
-  const bool training = c.attrs.GetBool("training");
-  BatchNormSetup s = SetupBatchNorm(c.inputs[0].shape(), c.attrs);
-  auto prim = GetPrimitive("bnorm_fwd|" + s.key, [&] {
-    using F = dnnl::batch_normalization_forward;
-    F::primitive_desc pd(
-        F::desc(training ? prop_kind::forward_training : prop_kind::forward_inference, s.data,
-                s.eps, s.flags),
-        Attr(), Engine());
-    return CachedPrimitive{F(pd), pd, IsReference(pd)};
-  });
-  if (prim->reference) return HandOn(c, "onednn_native_batch_norm");
-  // Training writes the batch statistics into the outputs; evaluation reads the given ones,
-  // which the op returns as its statistics outputs too.
-  if (!training) {
+  // oneDNN always normalizes with given statistics. Its own batch statistics accumulate in
+  // f32, which loses an order of magnitude against PyTorch on data far from zero mean, so
+  // training computes them in double first.
+  Attrs given = c.attrs;
+  if (c.attrs.GetBool("training")) {
+    BatchNormMoments(c.inputs[0], c.outputs[1].data<float>(), c.outputs[2].data<float>());
+    AttrMap m = c.attrs.map();
+    m["training"] = false;
+    given = Attrs(std::move(m));
+  } else {
     std::copy(c.inputs[3].data<float>(), c.inputs[3].data<float>() + c.inputs[3].numel(),
               c.outputs[1].data<float>());
     std::copy(c.inputs[4].data<float>(), c.inputs[4].data<float>() + c.inputs[4].numel(),
               c.outputs[2].data<float>());
   }
+  BatchNormSetup s = SetupBatchNorm(c.inputs[0].shape(), given);
+  auto prim = GetPrimitive("bnorm_fwd|" + s.key, [&] {
+    using F = dnnl::batch_normalization_forward;
+    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, s.flags), Attr(),
+                         Engine());
+    return CachedPrimitive{F(pd), pd, IsReference(pd)};
+  });
+  if (prim->reference) return HandOn(c, "onednn_native_batch_norm");
   Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.data)},
                   {DNNL_ARG_DST, Wrap(c.outputs[0], s.data)},
                   {DNNL_ARG_SCALE, Wrap(c.inputs[1], s.stat)},
