@@ -178,6 +178,8 @@ absl::StatusOr<std::vector<Tensor>> GroupNorm(OpRunner& run, absl::Span<const Te
                      " channels of input ", ShapeToString(x.shape()), ", got ", groups),
         {{"op", op}, {"attribute", "num_groups"}, {"value", absl::StrCat(groups)}});
   }
+  const double eps = a.GetFloat("eps");
+  if (eps < 0) return AttrError(op, "eps", absl::StrCat("must be non-negative, got ", eps));
   static const char* kNames[] = {"input", "weight", "bias"};
   for (size_t i = 1; i < in.size(); ++i) {
     RETURN_IF_ERROR(CheckChannelParam(op, kNames[i], in[i], x, channels));
@@ -188,9 +190,9 @@ absl::StatusOr<std::vector<Tensor>> GroupNorm(OpRunner& run, absl::Span<const Te
   const int64_t row = channels / groups * spatial;
   GradOps o(run);
   ASSIGN_OR_RETURN(Tensor rows, o.Reshape(x, {batch, groups, row}));
-  ASSIGN_OR_RETURN(Tensor normed, o.Op("layer_norm", {rows},
-                                       {{"normalized_shape", std::vector<int64_t>{row}},
-                                        {"eps", a.GetFloat("eps")}}));
+  ASSIGN_OR_RETURN(
+      Tensor normed,
+      o.Op("layer_norm", {rows}, {{"normalized_shape", std::vector<int64_t>{row}}, {"eps", eps}}));
   ASSIGN_OR_RETURN(Tensor y, o.Reshape(normed, x.shape()));
   // weight and bias broadcast over [C, 1, ..., 1].
   Shape param_shape(x.rank() - 1, 1);

@@ -492,6 +492,9 @@ TEST(NormTier2Errors, Reasons) {
   EXPECT_EQ(reason("group_norm", {x}, {{"num_groups", int64_t{3}}}), Reason::kBadAttribute);
   EXPECT_EQ(reason("group_norm", {x}, {{"num_groups", int64_t{0}}}), Reason::kBadAttribute);
   EXPECT_EQ(reason("group_norm", {x, c3}, {{"num_groups", int64_t{2}}}), Reason::kShapeMismatch);
+  auto neg_eps = RunOp("group_norm", {x}, {{"num_groups", int64_t{2}}, {"eps", -1.0}});
+  EXPECT_EQ(GetReason(neg_eps.status()), Reason::kBadAttribute);
+  EXPECT_EQ(GetMetadata(neg_eps.status())["op"], "group_norm");
   EXPECT_EQ(reason("interpolate", {x}, {}), Reason::kBadAttribute);  // neither size nor scale
   EXPECT_EQ(reason("interpolate", {x}, {{"size", Ints{4}}, {"scale_factor", 2.0}}),
             Reason::kBadAttribute);
