@@ -24,11 +24,12 @@ AttrSpec IntsDefault(std::string name, Ints def) {
 // PyTorch's argument order: conv(stride, padding, dilation, groups),
 // conv_transpose(stride, padding, output_padding, groups, dilation).
 std::vector<AttrSpec> ConvAttrs(bool transposed) {
-  std::vector<AttrSpec> a = {IntsDefault("stride", {1}), IntsDefault("padding", {0})};
-  if (transposed) a.push_back(IntsDefault("output_padding", {0}));
-  a.push_back(IntsDefault("dilation", {1}));
-  a.push_back(IntAttr("groups", 1));
-  return a;
+  if (transposed) {
+    return {IntsDefault("stride", {1}), IntsDefault("padding", {0}),
+            IntsDefault("output_padding", {0}), IntAttr("groups", 1), IntsDefault("dilation", {1})};
+  }
+  return {IntsDefault("stride", {1}), IntsDefault("padding", {0}), IntsDefault("dilation", {1}),
+          IntAttr("groups", 1)};
 }
 
 std::vector<AttrSpec> With(std::vector<AttrSpec> a, AttrSpec extra) {
@@ -139,12 +140,14 @@ BackwardFn ConvBackward(const std::string& op) {
   };
 }
 
-void AddConv(OpRegistry& r, const std::string& name, int spatial, bool transposed) {
+// `dims`: the spatial dims' names for the doc ("H, W").
+void AddConv(OpRegistry& r, const std::string& name, int spatial, bool transposed,
+             const std::string& dims) {
   OpDef d = ConvOp(name, transposed);
   d.infer = ConvInfer(name, spatial, transposed);
   d.backward = ConvBackward(name);
-  d.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, *", spatial,
-                       " spatial dims] or unbatched [C, *spatial] input");
+  d.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, ", dims, "] or [C, ", dims,
+                       "] input");
   MustAdd(r, std::move(d));
 
   const std::string bi_name = name + "_backward_input";
@@ -216,8 +219,8 @@ void RegisterNnPoolTier2Ops(OpRegistry& r);  // nn_pool_tier2.cc
 
 // Called from RegisterNnOps (nn.cc).
 void RegisterNnConvTier2Ops(OpRegistry& r) {
-  AddConv(r, "conv3d", 3, false);
-  AddConv(r, "conv_transpose2d", 2, true);
+  AddConv(r, "conv3d", 3, false, "D, H, W");
+  AddConv(r, "conv_transpose2d", 2, true, "H, W");
   AddConv1d(r, "conv1d", "conv2d", false);
   AddConv1d(r, "conv_transpose1d", "conv_transpose2d", true);
   RegisterNnPoolTier2Ops(r);
