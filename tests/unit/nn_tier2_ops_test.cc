@@ -358,6 +358,8 @@ TEST(Tier2OneDnn, AgreesWithLoops) {
                       {"padding", Ints{1, 0, 1}},
                       {"dilation", Ints{2, 1, 1}},
                       {"groups", int64_t{2}}};
+  const AttrMap c3_big = {{"stride", Ints{2}}, {"padding", Ints{1}}};
+  const AttrMap t2_big = {{"stride", Ints{2}}, {"padding", Ints{1}}, {"output_padding", Ints{1}}};
   auto with = [](AttrMap m, const std::string& k, Ints v) {
     m[k] = std::move(v);
     return m;
@@ -379,7 +381,26 @@ TEST(Tier2OneDnn, AgreesWithLoops) {
                                    {"conv_transpose2d_backward_weight",
                                     {2, 6, 10, 4},
                                     {2, 4, 5, 4},
-                                    with(t2, "weight_size", {4, 3, 3, 2})}};
+                                    with(t2, "weight_size", {4, 3, 3, 2})},
+                                   // Channel counts for which oneDNN picks blocked layouts.
+                                   {"conv3d", {2, 16, 7, 7, 7}, {32, 16, 3, 3, 3}, c3_big},
+                                   {"conv3d_backward_input",
+                                    {2, 32, 4, 4, 4},
+                                    {32, 16, 3, 3, 3},
+                                    with(c3_big, "input_size", {2, 16, 7, 7, 7})},
+                                   {"conv3d_backward_weight",
+                                    {2, 32, 4, 4, 4},
+                                    {2, 16, 7, 7, 7},
+                                    with(c3_big, "weight_size", {32, 16, 3, 3, 3})},
+                                   {"conv_transpose2d", {2, 32, 9, 9}, {32, 16, 3, 3}, t2_big},
+                                   {"conv_transpose2d_backward_input",
+                                    {2, 16, 18, 18},
+                                    {32, 16, 3, 3},
+                                    with(t2_big, "input_size", {2, 32, 9, 9})},
+                                   {"conv_transpose2d_backward_weight",
+                                    {2, 16, 18, 18},
+                                    {2, 32, 9, 9},
+                                    with(t2_big, "weight_size", {32, 16, 3, 3})}};
   uint32_t seed = 60;
   for (const Call& c : calls) {
     const cpu::Kernel* k =
