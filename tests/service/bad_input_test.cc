@@ -444,6 +444,25 @@ const std::vector<Row>& Rows() {
        kExhausted,
        v1::QUOTA_EXCEEDED,
        {{"quota_bytes", "1048576"}}},
+      {"BackwardOverSessionQuota",
+       [](const Fixture& f) -> absl::Status {
+         // The forward fits in 1 MiB (two 400 kB tensors); the gradients do not.
+         tc::SessionOptions small;
+         small.memory_quota_bytes = 1 << 20;
+         absl::StatusOr<tc::Session> s = f.client->CreateSession(small);
+         if (!s.ok()) return s.status();
+         absl::StatusOr<tc::AutodiffContext> ctx = s->OpenAutodiff();
+         if (!ctx.ok()) return ctx.status();
+         absl::StatusOr<tc::Tensor> w =
+             s->Put(tc::HostTensor(std::vector<float>(100000, 1.0f)), {true, ctx->id()});
+         if (!w.ok()) return w.status();
+         absl::StatusOr<std::vector<tc::Tensor>> wv = s->Op("mul", {*w, 2.0});
+         if (!wv.ok()) return wv.status();
+         absl::StatusOr<std::vector<tc::Tensor>> sum = s->Op("sum", {(*wv)[0]});
+         if (!sum.ok()) return sum.status();
+         return ctx->Backward({(*sum)[0]}).status();
+       },
+       kExhausted, v1::QUOTA_EXCEEDED, {{"quota_bytes", "1048576"}}},
       // -- operands
       {"OperandFromLaterCall",
        [](const Fixture& f) {
