@@ -29,7 +29,7 @@ absl::Status LimitError(absl::string_view what, absl::string_view limit, int64_t
                         absl::string_view detail) {
   return Error(
       Reason::kLimitExceeded,
-      absl::StrCat(what, ": ", detail, " ", value, " exceeds the limit ", limit, " = ", max),
+      absl::StrCat(what, ": ", detail, " = ", value, ", above the limit ", limit, " = ", max),
       {{"limit", std::string(limit)}, {"value", absl::StrCat(value)}, {"max", absl::StrCat(max)}});
 }
 
@@ -43,7 +43,7 @@ absl::Status CheckShapeLimits(const ServiceLimits& limits, const Shape& shape,
   for (size_t d = 0; d < shape.size(); ++d) {
     if (shape[d] > limits.max_dim) {
       return WithMetadata(LimitError(what, "max_dim", shape[d], limits.max_dim,
-                                     absl::StrCat("dimension ", d, " of size")),
+                                     absl::StrCat("size of dimension ", d)),
                           {{"dim", absl::StrCat(d)}, {"shape", ShapeToString(shape)}});
     }
   }
@@ -91,8 +91,8 @@ absl::Status CheckTensorLimits(const ServiceLimits& limits, DType dtype, const S
   if (bytes > limits.max_tensor_bytes) {
     return WithMetadata(
         LimitError(what, "max_tensor_bytes", bytes, limits.max_tensor_bytes,
-                   absl::StrCat("a ", DTypeName(dtype), " tensor of shape ", ShapeToString(shape),
-                                " takes")),
+                   absl::StrCat("bytes of a ", DTypeName(dtype), " tensor of shape ",
+                                ShapeToString(shape))),
         {{"shape", ShapeToString(shape)}, {"dtype", std::string(DTypeName(dtype))}});
   }
   return absl::OkStatus();

@@ -30,7 +30,7 @@ struct ServiceLimits {
 // INVALID_ARGUMENT naming the first limit that is not positive.
 absl::Status ValidateLimits(const ServiceLimits& limits);
 
-// LIMIT_EXCEEDED: "`what`: <detail> <value> exceeds the limit <limit> = <max>", metadata
+// LIMIT_EXCEEDED: "`what`: <detail> = <value>, above the limit <limit> = <max>", metadata
 // limit, value and max.
 absl::Status LimitError(absl::string_view what, absl::string_view limit, int64_t value, int64_t max,
                         absl::string_view detail);

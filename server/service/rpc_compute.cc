@@ -29,11 +29,11 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
   if (const int64_t size = static_cast<int64_t>(req.ByteSizeLong());
       size > config_.max_message_bytes) {
     return LimitError("execute", "max_message_bytes", size, config_.max_message_bytes,
-                      "the request takes bytes:");
+                      "request bytes");
   }
   if (req.calls_size() > config_.limits.max_calls_per_batch) {
     return LimitError("execute", "max_calls_per_batch", req.calls_size(),
-                      config_.limits.max_calls_per_batch, "the batch has calls:");
+                      config_.limits.max_calls_per_batch, "calls in the batch");
   }
   BatchSpec batch;
   ASSIGN_OR_RETURN(batch, BatchFromProto(req));
@@ -71,10 +71,10 @@ absl::Status ServiceCore::OpenAutodiffContext(const v1::OpenAutodiffContextReque
     open += ctx->state() == ContextState::kOpen;
   }
   if (open >= config_.limits.max_contexts_per_session) {
-    return WithMetadata(LimitError("autodiff", "max_contexts_per_session", open + 1,
-                                   config_.limits.max_contexts_per_session,
-                                   "opening one more context would make open contexts:"),
-                        {{"session_id", session->id()}});
+    return WithMetadata(
+        LimitError("autodiff", "max_contexts_per_session", open + 1,
+                   config_.limits.max_contexts_per_session, "open contexts with this one"),
+        {{"session_id", session->id()}});
   }
   uint64_t id;
   ASSIGN_OR_RETURN(id, session->OpenContext(checkpointing));

@@ -57,7 +57,7 @@ absl::Status ServiceCore::PutTensor(const std::function<bool(v1::PutTensorReques
     if (const int64_t size = static_cast<int64_t>(msg.ByteSizeLong());
         size > config_.max_message_bytes) {
       return LimitError("put", "max_message_bytes", size, config_.max_message_bytes,
-                        "a chunk message takes bytes:");
+                        "bytes of a chunk message");
     }
     RETURN_IF_ERROR(put->Append(msg.chunk()));
   }

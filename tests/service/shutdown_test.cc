@@ -1,6 +1,6 @@
 // The tensord binary on SIGTERM and SIGINT: it stops accepting, lets the batch in flight
 // finish within --shutdown_grace, and exits 0; a batch longer than the grace is cancelled
-// and the exit is still clean.
+// and the exit is still clean. Also: the limit flags and variables reach the server.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <regex>
 #include <string>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/cpp/tensord.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tensord/v1/service.grpc.pb.h"
@@ -189,6 +191,54 @@ TEST_P(ShutdownTest, BatchLongerThanTheGraceIsCancelledAndExitIsClean) {
   EXPECT_FALSE(status.ok()) << "the batch was cut off by the shutdown";
   EXPECT_LT(Clock::now() - signalled, std::chrono::seconds(8))
       << "the server stopped the batch between calls instead of running it out";
+}
+
+// Limits from dashed and underscored flags and from TENSORD_* variables.
+TEST(LimitFlagsTest, FlagsAndVariablesSetTheLimits) {
+  setenv("TENSORD_MAX_DIM", "100", 1);
+  setenv("TENSORD_SHUTDOWN_GRACE", "1s", 1);
+  Process server({"--max-rank=2", "--max_calls_per_batch=3"});
+  unsetenv("TENSORD_MAX_DIM");
+  unsetenv("TENSORD_SHUTDOWN_GRACE");
+  ASSERT_GT(server.port(), 0) << "tensord did not start (" << TensordPath() << ")";
+  auto stub = v1::Tensord::NewStub(grpc::CreateChannel(absl::StrCat("127.0.0.1:", server.port()),
+                                                       grpc::InsecureChannelCredentials()));
+  grpc::ClientContext c1;
+  v1::CreateSessionResponse session;
+  ASSERT_TRUE(stub->CreateSession(&c1, v1::CreateSessionRequest(), &session).ok());
+  auto execute = [&](std::vector<int64_t> shape, int calls) {
+    v1::ExecuteRequest r;
+    r.set_session_id(session.session_id());
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    for (int k = 0; k < calls; ++k) {
+      v1::OpCall* c = r.add_calls();
+      c->set_op("neg");
+      v1::TensorData* t = c->add_inputs()->mutable_literal();
+      t->set_dtype(v1::DTYPE_F32);
+      for (int64_t d : shape) t->add_shape(d);
+      t->set_data(std::string(n * 4, '\0'));
+    }
+    grpc::ClientContext context;
+    v1::ExecuteResponse response;
+    return client::FromGrpcStatus(stub->Execute(&context, r, &response));
+  };
+  auto limit_of = [](const absl::Status& s) {
+    std::map<std::string, std::string> md = client::MetadataOf(s);
+    return absl::StrCat(client::ReasonNameOf(s), " ", md["limit"], "=", md["max"]);
+  };
+  EXPECT_TRUE(execute({2, 100}, 3).ok());
+  EXPECT_EQ(limit_of(execute({1, 1, 1}, 1)), "LIMIT_EXCEEDED max_rank=2");
+  EXPECT_EQ(limit_of(execute({101}, 1)), "LIMIT_EXCEEDED max_dim=100");
+  EXPECT_EQ(limit_of(execute({1}, 4)), "LIMIT_EXCEEDED max_calls_per_batch=3");
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 0);
+}
+
+TEST(LimitFlagsTest, InvalidLimitIsRefusedAtStart) {
+  Process server({"--max_rank=0"});
+  EXPECT_EQ(server.port(), 0);
+  EXPECT_EQ(server.Wait(std::chrono::seconds(30)), 1);
 }
 
 INSTANTIATE_TEST_SUITE_P(Signals, ShutdownTest, ::testing::Values(SIGTERM, SIGINT),
