@@ -543,10 +543,39 @@ class Session {
   }
 }
 
+// PEM contents from a Buffer, or from a file path.
+function readPem(value, what) {
+  if (value === undefined || value === null || Buffer.isBuffer(value)) return value || null;
+  try {
+    return fs.readFileSync(value);
+  } catch (e) {
+    throw new Error(`tensord: cannot read the ${what} file ${value}: ${e.message}`);
+  }
+}
+
+// Channel credentials from the connect options: plaintext unless tls, tlsCa or a client
+// certificate is given.
+function channelCredentials(options) {
+  if (options.credentials) return options.credentials;
+  const ca = readPem(options.tlsCa, 'CA certificate');
+  const cert = readPem(options.tlsCert, 'client certificate');
+  const key = readPem(options.tlsKey, 'client key');
+  if (!cert !== !key) {
+    throw new Error('tensord: mutual TLS needs both a client certificate (tlsCert) and its key ' +
+                    '(tlsKey)');
+  }
+  if (!options.tls && !ca && !cert) return grpc.credentials.createInsecure();
+  return grpc.credentials.createSsl(ca, key, cert);
+}
+
 class Client {
+  // options: tlsCa (CA certificate, a path or a Buffer of PEM; implies TLS), tls (TLS with the
+  // system roots), tlsCert/tlsKey (client certificate and key for mutual TLS), token (sent as
+  // "authorization: Bearer <token>"; use TLS too), timeoutMs, channelOptions, credentials
+  // (ready-made grpc.ChannelCredentials, overriding the TLS options). See docs/security.md.
   constructor(address, options = {}) {
     this.address = address || process.env.TENSORD_ADDRESS || '127.0.0.1:50051';
-    const creds = options.credentials || grpc.credentials.createInsecure();
+    const creds = channelCredentials(options);
     const channelOptions = {'grpc.max_receive_message_length': -1,
       'grpc.max_send_message_length': -1, ...(options.channelOptions || {})};
     this.stub = new loaded.tensord.v1.Tensord(this.address, creds, channelOptions);

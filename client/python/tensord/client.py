@@ -54,15 +54,33 @@ def op_info_to_dict(info) -> dict:
     }
 
 
+def _pem(value, what: str) -> bytes | None:
+    """PEM bytes from bytes, or from a path (str or os.PathLike) to read."""
+    if value is None or isinstance(value, bytes):
+        return value
+    try:
+        with open(value, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ValueError(f"tensord: cannot read the {what} file {value}: {exc}") from None
+
+
 class Client:
     """A channel to one tensord server. Use `tensord.connect(...)`."""
 
     def __init__(self, address: str | None = None, *, tls: bool = False,
+                 tls_ca=None, tls_cert=None, tls_key=None,
                  root_certificates: bytes | None = None, private_key: bytes | None = None,
                  certificate_chain: bytes | None = None, token: str | None = None,
                  timeout: float | None = None, options=None):
         self.address = address or os.environ.get("TENSORD_ADDRESS") or DEFAULT_ADDRESS
         opts = list(_CHANNEL_OPTIONS) + list(options or [])
+        root_certificates = root_certificates or _pem(tls_ca, "CA certificate")
+        certificate_chain = certificate_chain or _pem(tls_cert, "client certificate")
+        private_key = private_key or _pem(tls_key, "client key")
+        if bool(certificate_chain) != bool(private_key):
+            raise ValueError("tensord: mutual TLS needs both a client certificate (tls_cert) and "
+                             "its key (tls_key)")
         if tls or root_certificates or private_key or certificate_chain:
             creds = grpc.ssl_channel_credentials(root_certificates, private_key,
                                                  certificate_chain)
@@ -173,7 +191,15 @@ class Client:
 def connect(address: str | None = None, **kwargs) -> Client:
     """Connects to a tensord server (default $TENSORD_ADDRESS or 127.0.0.1:50051).
 
-    Options: tls, root_certificates, private_key, certificate_chain, token (sent as a bearer
-    token), timeout (seconds, per call), options (extra gRPC channel options).
+    Options:
+      tls_ca: the CA certificate (PEM bytes or a file path) the server's certificate must chain
+        to; implies TLS. tls=True alone uses TLS with the system's roots.
+      tls_cert, tls_key: this client's certificate and key (PEM bytes or paths), for a server
+        that requires client certificates (mutual TLS).
+      token: sent as "authorization: Bearer <token>" on every call (servers started with
+        --auth-tokens; use TLS too, or the token travels in the clear).
+      timeout (seconds, per call), options (extra gRPC channel options).
+      root_certificates, certificate_chain, private_key: the same PEMs as bytes (older names).
+    See docs/security.md.
     """
     return Client(address, **kwargs)
