@@ -78,8 +78,8 @@ class SecureServer:
 @pytest.fixture(scope="module")
 def tls_server(pki, tmp_path_factory):
     server = SecureServer(tmp_path_factory.mktemp("tls") / "tensord.log",
-                          [f"--tls_cert={pki / 'server.pem'}", f"--tls_key={pki / 'server.key'}",
-                           f"--auth_tokens={pki / 'tokens.txt'}"],
+                          [f"--tls-cert={pki / 'server.pem'}", f"--tls-key={pki / 'server.key'}",
+                           f"--auth-tokens={pki / 'tokens.txt'}"],
                           tls_ca=str(pki / "ca.pem")).start()
     yield server
     server.stop()
@@ -88,8 +88,8 @@ def tls_server(pki, tmp_path_factory):
 @pytest.fixture(scope="module")
 def mtls_server(pki, tmp_path_factory):
     server = SecureServer(tmp_path_factory.mktemp("mtls") / "tensord.log",
-                          [f"--tls_cert={pki / 'server.pem'}", f"--tls_key={pki / 'server.key'}",
-                           f"--tls_client_ca={pki / 'ca.pem'}"],
+                          [f"--tls-cert={pki / 'server.pem'}", f"--tls-key={pki / 'server.key'}",
+                           f"--tls-client-ca={pki / 'ca.pem'}"],
                           tls_ca=str(pki / "ca.pem"), tls_cert=str(pki / "client.pem"),
                           tls_key=str(pki / "client.key")).start()
     yield server

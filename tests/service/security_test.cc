@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_replace.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -360,6 +361,26 @@ TEST_F(SecurityTest, SessionsPerTenantAreLimited) {
   ASSERT_OK_AND_ASSIGN(tc::Session a3, alice.CreateSession());
   EXPECT_TRUE(FailsWith(Status(alice.CreateSession()), absl::StatusCode::kResourceExhausted,
                         v1::LIMIT_EXCEEDED));
+}
+
+TEST_F(SecurityTest, ExpiredSessionsFreeTheirPlace) {
+  ServerOptions options = Options(false, false, /*tokens=*/true);
+  options.max_sessions_per_tenant = 1;
+  Start(options);
+  tc::Client alice = Connect(Plain(kTokenA));
+  tc::SessionOptions short_lived;
+  short_lived.ttl_seconds = 1;
+  ASSERT_OK_AND_ASSIGN(tc::Session s, alice.CreateSession(short_lived));
+  s.Detach();
+  EXPECT_TRUE(FailsWith(Status(alice.CreateSession()), absl::StatusCode::kResourceExhausted,
+                        v1::LIMIT_EXCEEDED));
+  // The reaper (every 100 ms here) collects the idle session and its tenant's count drops.
+  absl::Status created = Status(alice.CreateSession(short_lived));
+  for (int i = 0; i < 60 && !created.ok(); ++i) {
+    absl::SleepFor(absl::Milliseconds(100));
+    created = Status(alice.CreateSession(short_lived));
+  }
+  EXPECT_OK(created);
 }
 
 TEST_F(SecurityTest, AnonymousCallersShareOneTenantWithTheLimit) {
