@@ -34,7 +34,7 @@ absl::StatusOr<PendingPut> PendingPut::Begin(Session& session, const Dispatcher&
     return Error(Reason::kLimitExceeded,
                  absl::StrCat("put: shape ", ShapeToString(spec.shape), " of ",
                               DTypeName(spec.dtype), " overflows the byte count"),
-                 {{"shape", ShapeToString(spec.shape)}, {"limit", "bytes"}});
+                 {{"shape", ShapeToString(spec.shape)}, {"limit", "element_count"}});
   }
   if (spec.requires_grad) {
     if (!IsFloat(spec.dtype)) {
