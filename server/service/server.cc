@@ -182,8 +182,12 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
-    return absl::UnavailableError(absl::StrCat("server: cannot listen on ", options.address,
-                                               " (address in use, or not a valid host:port)"));
+    // gRPC only logs why; with TLS the likeliest cause is a key that is not the certificate's.
+    return absl::UnavailableError(absl::StrCat(
+        "server: cannot listen on ", options.address, " (address in use, or not a valid host:port",
+        options.tls_cert_path.empty()
+            ? ")"
+            : "; or the TLS private key does not belong to the certificate, see the log above)"));
   }
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
   if (health != nullptr) {

@@ -438,6 +438,11 @@ TEST_F(SecurityTest, BadSecurityOptionsFailStart) {
   o = Options(true, false, false);
   o.tls_cert_path = Path("tokens.txt");
   start_fails(o, "not PEM");
+  o = Options(true, false, false);
+  o.tls_key_path = Path("client.key");  // not the key of server.pem
+  absl::StatusOr<std::unique_ptr<TensordServer>> mismatched = TensordServer::Start(o);
+  EXPECT_FALSE(mismatched.ok());
+  EXPECT_THAT(std::string(mismatched.status().message()), HasSubstr("does not belong"));
   o = Options(false, false, true);
   o.auth_tokens_path = Path("no-tokens.txt");
   start_fails(o, "no-tokens.txt");
