@@ -248,7 +248,7 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(SessionConfig co
                  absl::StrCat("session: tenant '", session->tenant(), "' already holds ", held,
                               " sessions, the limit of this server (--max-sessions-per-tenant); "
                               "close a session or let one expire"),
-                 {{"limit", "sessions_per_tenant"},
+                 {{"limit", "max_sessions_per_tenant"},
                   {"value", absl::StrCat(max_sessions_per_tenant_)},
                   {"tenant", session->tenant()}});
   }

@@ -351,8 +351,9 @@ TEST_F(SecurityTest, SessionsPerTenantAreLimited) {
   ASSERT_OK_AND_ASSIGN(tc::Session a1, alice.CreateSession());
   ASSERT_OK_AND_ASSIGN(tc::Session a2, alice.CreateSession());
   absl::Status third = Status(alice.CreateSession());
-  EXPECT_TRUE(FailsWith(third, absl::StatusCode::kResourceExhausted, v1::LIMIT_EXCEEDED,
-                        {{"limit", "sessions_per_tenant"}, {"value", "2"}, {"tenant", "alice"}}));
+  EXPECT_TRUE(
+      FailsWith(third, absl::StatusCode::kResourceExhausted, v1::LIMIT_EXCEEDED,
+                {{"limit", "max_sessions_per_tenant"}, {"value", "2"}, {"tenant", "alice"}}));
   EXPECT_THAT(std::string(third.message()), HasSubstr("2"));
   // The limit is per tenant: bob is not affected by alice's sessions.
   ASSERT_OK_AND_ASSIGN(tc::Session b1, bob.CreateSession());
