@@ -145,6 +145,11 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
                                                      std::vector<Tensor> inputs,
                                                      const AttrMap& attr_map,
                                                      const CallEnv& env) const {
+  // A caller that has gone (deadline, cancel, server shutdown) stops a backward pass between
+  // the ops of its rules, and a composite between its parts; nothing is committed by then.
+  if (env.cancelled && env.cancelled()) {
+    return Error(Reason::kCancelled, absl::StrCat(op, ": the call was cancelled"), {{"op", op}});
+  }
   ASSIGN_OR_RETURN(const OpDef* def, registry_.Find(op));
   const int n = static_cast<int>(inputs.size());
   if (n < def->min_inputs || (def->max_inputs != kVariadic && n > def->max_inputs)) {

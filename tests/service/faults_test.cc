@@ -55,9 +55,9 @@ TEST(CancelledBatch, StopsBetweenCallsAndRollsBack) {
     if (k == 2) call.inputs.push_back({OperandSpec::Scalar(0.0)});
     batch.calls.push_back(std::move(call));
   }
-  int checks = 0;
-  // Cancelled once three calls (one of them an in-place write) have run.
-  auto cancelled = [&checks] { return ++checks > 3; };
+  // Cancelled as soon as the in-place write of call 2 has happened.
+  const uint64_t version = x->storage()->version();
+  auto cancelled = [&] { return x->storage()->version() != version; };
   absl::StatusOr<std::vector<CallOutcome>> r = ExecuteBatch(session, dispatcher, batch, cancelled);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kCancelled);
@@ -138,6 +138,59 @@ TEST_F(FaultsTest, DeadlineStopsTheBatchAndRollsItBack) {
     EXPECT_EQ(after, before);
     EXPECT_LT(stopped, full * 3 / 4) << "the batch ran on after the client gave up";
   }
+}
+
+TEST_F(FaultsTest, DeadlineStopsABackwardWhichKeepsItsGraph) {
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(
+      tc::Tensor w,
+      session().Put(tc::HostTensor::Zeros(tc::DType::kF32, {512, 512}), {true, ctx.id()}));
+  // A long recorded chain: its backward runs two matmuls per node.
+  std::unique_ptr<v1::Tensord::Stub> stub = RawStub();
+  v1::ExecuteRequest chain;
+  chain.set_session_id(session().id());
+  chain.set_context_id(ctx.id());
+  for (int k = 0; k < 100; ++k) {
+    v1::OpCall* c = chain.add_calls();
+    c->set_op("matmul");
+    if (k == 0) {
+      c->add_inputs()->set_handle(w.handle());
+    } else {
+      c->add_inputs()->mutable_call_output()->set_call(k - 1);
+    }
+    c->add_inputs()->set_handle(w.handle());
+  }
+  v1::OpCall* sum = chain.add_calls();
+  sum->set_op("sum");
+  sum->add_inputs()->mutable_call_output()->set_call(99);
+  Clock::time_point start = Clock::now();
+  v1::ExecuteResponse forward;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Execute(&context, chain, &forward).ok());
+  }
+  const auto forward_time = Clock::now() - start;
+  const uint64_t root = forward.results(100).outputs(0).handle();
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
+
+  v1::BackwardRequest backward;
+  backward.set_session_id(session().id());
+  backward.set_context_id(ctx.id());
+  backward.add_roots(root);
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + forward_time / 5);
+    v1::BackwardResponse response;
+    EXPECT_EQ(stub->Backward(&context, backward, &response).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, session().Info());
+  EXPECT_EQ(after, before) << "no gradient stored, no graph freed";
+  // The graph is whole: the same backward, given time, runs.
+  grpc::ClientContext context;
+  v1::BackwardResponse response;
+  ASSERT_TRUE(stub->Backward(&context, backward, &response).ok());
+  EXPECT_EQ(response.gradients_size(), 1);
 }
 
 TEST_F(FaultsTest, DisconnectMidPutLeavesNothing) {
