@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_join.h"
 #include "server/backends/cpu/onednn_common.h"
+#include "server/backends/cpu/onednn_layout.h"
 #include "server/ops/nn_geometry.h"
 
 namespace tensord::cpu::onednn {
@@ -21,54 +22,6 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
-using Args = std::unordered_map<int, memory>;
-
-void Reorder(const memory& from, const memory& to) {
-  auto prim =
-      GetPrimitive(absl::StrCat("reorder|", DescKey(from.get_desc()), DescKey(to.get_desc())), [&] {
-        dnnl::reorder::primitive_desc pd(from, to, Attr());
-        return CachedPrimitive{dnnl::reorder(pd), pd};
-      });
-  Execute(*prim, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
-}
-
-// Binds plain tensors to a primitive that chose its own layouts (as conv2d's kernels do).
-class Binder {
- public:
-  explicit Binder(const CachedPrimitive& p) : p_(p) {}
-
-  void In(int arg, const Tensor& t, const memory::desc& plain) {
-    const memory::desc want = p_.pd.query_md(dnnl::query::exec_arg_md, arg);
-    if (want == plain) {
-      args_.emplace(arg, Wrap(t, plain));
-      return;
-    }
-    memory tmp(want, Engine());
-    Reorder(Wrap(t, plain), tmp);
-    args_.emplace(arg, tmp);
-  }
-
-  void Out(int arg, Tensor& t, const memory::desc& plain) {
-    const memory::desc want = p_.pd.query_md(dnnl::query::exec_arg_md, arg);
-    if (want == plain) {
-      args_.emplace(arg, Wrap(t, plain));
-      return;
-    }
-    memory tmp(want, Engine());
-    args_.emplace(arg, tmp);
-    back_.emplace_back(tmp, Wrap(t, plain));
-  }
-
-  void Run() {
-    Execute(p_, args_);
-    for (const auto& [from, to] : back_) Reorder(from, to);
-  }
-
- private:
-  const CachedPrimitive& p_;
-  Args args_;
-  std::vector<std::pair<memory, memory>> back_;
-};
 
 // A convolution from x [N, C, *s] to y [N, O, *s'] with weight [O, C/g, *k] (batch 1 when
 // unbatched).
