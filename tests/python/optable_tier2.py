@@ -1,4 +1,4 @@
-"""Conformance table, part 4: tier-2 ops of OPS.md (skipped until the server lists them).
+"""Conformance table, part 4: tier-2 ops of OPS.md.
 Names, inputs and attributes follow PyTorch, as every tensord op does."""
 import numpy as np
 import torch
