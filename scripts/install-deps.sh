@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages tensord needs, only those missing (fast when all are present).
-# Usage: scripts/install-deps.sh [build|test]   (test adds the Python test oracle)
+# Usage: scripts/install-deps.sh [build|test]   (test adds the Python test oracle and clang)
 set -euo pipefail
 
 packages=(
@@ -10,7 +10,10 @@ packages=(
 )
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch
-             libopenblas0-pthread protobuf-compiler-grpc nodejs)
+             libopenblas0-pthread protobuf-compiler-grpc nodejs
+             # The fuzz stage (scripts/fuzz.sh): clang, and libFuzzer with clang's sanitizer
+             # runtimes, which clang-14 only recommends.
+             clang libclang-rt-14-dev)
 fi
 
 missing=()
