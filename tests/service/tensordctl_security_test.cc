@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -30,13 +31,18 @@ struct Result {
 class TensordctlSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new std::string(::testing::TempDir() + "/tensordctl_security_certs");
+    // A directory of this process's own: ctest runs each test as a process, in parallel.
+    std::string pattern = ::testing::TempDir() + "/tensordctl_security_certs.XXXXXX";
+    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << pattern;
+    dir_ = new std::string(pattern);
     const std::string command = absl::StrCat("sh ", TENSORD_SOURCE_DIR,
                                              "/scripts/make-test-certs.sh ", *dir_, " >/dev/null");
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     std::ofstream(Path("tokens.txt")) << kToken << " ops-team\n";
   }
   static void TearDownTestSuite() {
+    std::error_code ignored;  // a leftover temporary directory is not a test failure
+    std::filesystem::remove_all(*dir_, ignored);
     delete dir_;
     dir_ = nullptr;
   }
@@ -55,7 +61,7 @@ class TensordctlSecurityTest : public ::testing::Test {
 
   // Runs `ENV tensordctl --address localhost:PORT --timeout 10 ARGS`.
   Result Run(const std::string& args, const std::string& env = "") {
-    const std::string err_path = ::testing::TempDir() + "/tensordctl_security_stderr.txt";
+    const std::string err_path = *dir_ + "/stderr.txt";
     const std::string command =
         absl::StrCat(env, " ", TENSORDCTL_PATH, " --address localhost:", server_->port(),
                      " --timeout 10 ", args, " 2>", err_path);
