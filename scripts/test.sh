@@ -1,20 +1,53 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs every test suite; fails on any failure.
+# After the normal suites come the robustness stages, all on by default (CI runs them):
+#   TENSORD_CI_SANITIZERS=0  skip the ASan+UBSan (all C++ tests) and TSan (service tests) stages
+#   TENSORD_CI_FUZZ=0        skip the bounded libFuzzer run (TENSORD_FUZZ_SECONDS, default 60)
+#   TENSORD_CI_LOAD=0        skip the load/soak run (TENSORD_LOAD_SECONDS, default 20)
+# Each stage prints how long it took (docs/testing.md lists the times measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+stage_start=$SECONDS
+stage() {
+  echo "== $1 took $((SECONDS - stage_start)) s"
+  stage_start=$SECONDS
+}
 scripts/install-deps.sh test
+stage "install-deps"
 scripts/build.sh
+stage "build"
 echo "== C++ tests (ctest)"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j"$(nproc)" --timeout 600
+stage "C++ tests"
 export TENSORD_BIN="${TENSORD_BIN:-$PWD/${BUILD_DIR:-build}/tensord}"
 if [[ -d tests/python ]]; then
   echo "== Python tests (pytest)"
   /usr/bin/python3 -m pytest -q tests/python
+  stage "Python tests"
 fi
 if [[ -d tests/node ]]; then
   echo "== Node tests"
   (cd client/node && npm install --no-audit --no-fund --silent)
   node --test tests/node/
+  stage "Node tests"
+fi
+if [[ "${TENSORD_CI_LOAD:-1}" != 0 ]]; then
+  echo "== Load (${TENSORD_LOAD_SECONDS:-20} s, 32 clients)"
+  BUILD_DIR="${BUILD_DIR:-build}" scripts/load.sh --seconds "${TENSORD_LOAD_SECONDS:-20}"
+  stage "load"
+fi
+if [[ "${TENSORD_CI_SANITIZERS:-1}" != 0 ]]; then
+  echo "== C++ tests under ASan + UBSan (build-asan)"
+  scripts/sanitize.sh asan
+  stage "ASan + UBSan"
+  echo "== Service tests under TSan (build-tsan)"
+  scripts/sanitize.sh tsan
+  stage "TSan"
+fi
+if [[ "${TENSORD_CI_FUZZ:-1}" != 0 ]]; then
+  echo "== Fuzzing (${TENSORD_FUZZ_SECONDS:-60} s, build-fuzz)"
+  scripts/fuzz.sh "${TENSORD_FUZZ_SECONDS:-60}"
+  stage "fuzz"
 fi
 # The container image: built from docker/Dockerfile with podman/buildah and driven from the
 # host (docker/check-image.sh). Last, as the longest stage; the time box covers a cold machine
@@ -24,4 +57,5 @@ if [[ ${TENSORD_TEST_IMAGE:-1} == 1 ]]; then
   echo "== Container image (docker/check-image.sh)"
   TENSORD_BUILD_TIMEOUT=${TENSORD_BUILD_TIMEOUT:-2400} \
     timeout --kill-after=60 "${TENSORD_IMAGE_CHECK_TIMEOUT:-3000}" docker/check-image.sh
+  stage "container image"
 fi

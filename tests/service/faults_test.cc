@@ -25,9 +25,19 @@ using Clock = std::chrono::steady_clock;
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// The sanitizer runtimes' allocator statistics (gcc ships no header declaring it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
 int64_t HeapBytes() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer replaces malloc: glibc's mallinfo would see none of the heap.
+  return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
+#else
   struct mallinfo2 info = mallinfo2();
   return static_cast<int64_t>(info.uordblks + info.hblkhd);
+#endif
 }
 
 std::string Bytes(const std::vector<float>& v) {

@@ -16,9 +16,19 @@ namespace {
 
 // Bytes the process has allocated on the heap. The server runs in this process, so its tensor
 // storage shows up here; 64 MiB blocks are mmapped by glibc and returned at once when freed.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// The sanitizer runtimes' allocator statistics (gcc ships no header declaring it).
+extern "C" size_t __sanitizer_get_current_allocated_bytes();
+#endif
+
 int64_t HeapBytes() {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // A sanitizer replaces malloc: glibc's mallinfo would see none of the heap.
+  return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
+#else
   struct mallinfo2 info = mallinfo2();
   return static_cast<int64_t>(info.uordblks + info.hblkhd);
+#endif
 }
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
