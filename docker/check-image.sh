@@ -12,7 +12,10 @@
 #   5. run     the container, waiting for its HEALTHCHECK (tensordctl health) to pass
 #   6. client  the Python client from the host: a backward pass and the two autodiff failures
 #   7. checks  the server process is not root, no compiler in the image, misspelt TLS variable refused
-#   8. stop    SIGTERM, expecting a clean exit 0
+#   8. tls     a second container serving TLS with bearer tokens (certificates, tokens file and
+#              settings through TENSORD_* variables and a read-only mount), driven the same way
+#              with the CA and a token, and refusing a call without the token
+#   9. stop    SIGTERM, expecting a clean exit 0
 # and prints the image size and the time of each phase. Exits non-zero on the first failure.
 #
 # Environment:
@@ -82,7 +85,7 @@ cleanup() {
   local rc=$?
   set +e
   if command -v podman >/dev/null; then
-    for c in "$CTR" "$CTR-tls" "$CTR-probe"; do
+    for c in "$CTR" "$CTR-tls" "$CTR-secure" "$CTR-probe"; do
       timeout 60 "${PODMAN[@]}" rm -f -t 0 "$c" >/dev/null 2>&1
     done
     # Working containers of an interrupted build, then superseded images of earlier builds;
@@ -109,7 +112,7 @@ flock -w 60 9 || fail "another check-image.sh holds $CACHE/.lock"
 phase deps "installing what is missing from Debian"
 [[ $(id -u) -eq 0 ]] || fail "needs root: rootful podman/buildah with the vfs driver (run with sudo)"
 # fuse-overlayfs and uidmap are not needed: rootful, vfs, and no user namespace remapping.
-packages=(podman buildah runc conmon debootstrap coreutils util-linux tar
+packages=(podman buildah runc conmon debootstrap coreutils util-linux tar openssl
           python3 python3-grpcio python3-protobuf python3-numpy protobuf-compiler
           protobuf-compiler-grpc)
 missing=()
@@ -338,6 +341,40 @@ if [[ $tls_rc != 78 ]] || ! grep -q "refusing to serve" <<<"$tls_out"; then
   fail "TENSORD_TLS_CERT_FILE (tensord reads TENSORD_TLS_CERT): want exit 78 and a refusal, got $tls_rc: $tls_out"
 fi
 say "TENSORD_TLS_CERT_FILE, a variable tensord does not read: refused (exit 78)"
+
+# ------------------------------------------------------------------------------------------
+phase tls "a second container with TLS and bearer tokens from TENSORD_* variables"
+# Throw-away certificates and a token made now; the container user (uid 10001, the same uid
+# on the host: no user namespace) must be able to read them through the read-only mount.
+SECRETS=$WORK/secrets
+limit 60 "make-test-certs.sh" sh scripts/make-test-certs.sh "$SECRETS" >/dev/null
+token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+printf '# token tenant\n%s smoke\n' "$token" >"$SECRETS/tokens"
+chown -R 10001:10001 "$SECRETS"
+TLS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# The image's HEALTHCHECK speaks plaintext; with TLS on, the check is run with the CA instead.
+limit 120 "podman run (TLS)" "${PODMAN[@]}" run -d --name "$CTR-secure" "${RUN_FLAGS[@]}" \
+  --no-healthcheck -v "$SECRETS:/run/secrets:ro" \
+  -e TENSORD_ADDRESS="127.0.0.1:$TLS_PORT" \
+  -e TENSORD_TLS_CERT=/run/secrets/server.pem -e TENSORD_TLS_KEY=/run/secrets/server.key \
+  -e TENSORD_AUTH_TOKENS=/run/secrets/tokens "$IMAGE" >/dev/null 2>>"$LOGS/run.log"
+tls_health=""
+for _ in $(seq 1 30); do
+  tls_health=$(timeout 20 "${PODMAN[@]}" exec "$CTR-secure" tensordctl --address "localhost:$TLS_PORT" \
+    --tls-ca /run/secrets/ca.pem --timeout 3 health 2>&1) && break
+  tls_health=""
+  sleep 1
+done
+[[ -n $tls_health ]] || { "${PODMAN[@]}" logs "$CTR-secure" >&2 || true; fail "the TLS container did not become healthy"; }
+say "TLS container healthy: $tls_health"
+"${PODMAN[@]}" logs "$CTR-secure" 2>&1 | grep -v '^time="' | sed 's/^/  server: /'
+PYTHONPATH=$ROOT/client/python limit 300 "docker/smoke_client.py over TLS with a token" \
+  /usr/bin/python3 docker/smoke_client.py --address "localhost:$TLS_PORT" \
+  --tls-ca "$SECRETS/ca.pem" --token "$token"
+limit 60 "podman stop (TLS)" "${PODMAN[@]}" stop -t 20 "$CTR-secure" >/dev/null 2>>"$LOGS/run.log"
+tls_code=$("${PODMAN[@]}" inspect --format '{{.State.ExitCode}}' "$CTR-secure")
+[[ $tls_code == 0 ]] || fail "the TLS server exited with $tls_code after SIGTERM"
+limit 60 "podman rm (TLS)" "${PODMAN[@]}" rm "$CTR-secure" >/dev/null 2>>"$LOGS/run.log"
 
 # ------------------------------------------------------------------------------------------
 phase stop "SIGTERM and a clean exit"

@@ -5,6 +5,9 @@ Checks a backward pass against the analytic gradient, then provokes the two auto
 failures the server exists to report and prints their reasons. Exits non-zero on any surprise.
 
     PYTHONPATH=client/python /usr/bin/python3 docker/smoke_client.py --address 127.0.0.1:50051
+
+Against a server with TLS and bearer tokens, --tls-ca and --token connect as a user would; the
+client then also checks that a call without the token is refused as UNAUTHENTICATED.
 """
 import argparse
 import sys
@@ -30,13 +33,27 @@ def report(label: str, err: tensord.TensordError) -> None:
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--address", required=True)
+    parser.add_argument("--tls-ca", help="CA certificate (PEM file) of a TLS server")
+    parser.add_argument("--token", help="bearer token of a server started with --auth-tokens")
     args = parser.parse_args()
+    security = {k: v for k, v in (("tls_ca", args.tls_ca), ("token", args.token)) if v}
+
+    if args.token:
+        print("no token: every Tensord call must be refused")
+        try:
+            with tensord.connect(args.address, timeout=30, tls_ca=args.tls_ca) as anonymous:
+                anonymous.session().close()
+            check(False, "a session was opened without the token")
+        except tensord.Unauthenticated as e:
+            report("Unauthenticated", e)
+            check(e.code == grpc.StatusCode.UNAUTHENTICATED, f"code {e.code}")
+            check(args.token not in str(e), "the error echoes the token")
 
     rng = np.random.default_rng(0)
     x_np = rng.standard_normal((8, 4)).astype(np.float32)
     w_np = rng.standard_normal((4, 2)).astype(np.float32)
 
-    with tensord.connect(args.address, timeout=30) as client, client.session() as sess:
+    with tensord.connect(args.address, timeout=30, **security) as client, client.session() as sess:
         devices = [d["name"] for d in client.devices()]
         print(f"connected to {args.address}: devices {devices}")
 
