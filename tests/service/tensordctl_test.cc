@@ -2,6 +2,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -32,7 +33,7 @@ class TensordctlTest : public ServiceTest {
 
   // Runs `tensordctl ARGS` (ARGS already shell-quoted where needed).
   Result Run(const std::string& args, const std::string& env = "") {
-    const std::string err_path = ::testing::TempDir() + "/tensordctl_stderr.txt";
+    const std::string err_path = Path("stderr.txt");
     const std::string command = absl::StrCat(env, " ", TENSORDCTL_PATH, " ", args, " 2>", err_path);
     Result r;
     FILE* pipe = popen(command.c_str(), "r");
@@ -52,7 +53,15 @@ class TensordctlTest : public ServiceTest {
     return Run(absl::StrCat("--address ", Address(), " ", args));
   }
 
-  std::string Path(const std::string& name) { return ::testing::TempDir() + "/" + name; }
+  // Files of this process only: ctest runs each test as its own process, several at once.
+  static std::string Path(const std::string& name) {
+    static const std::string* dir = [] {
+      std::string pattern = ::testing::TempDir() + "/tensordctl_test.XXXXXX";
+      if (mkdtemp(pattern.data()) == nullptr) pattern = ::testing::TempDir();
+      return new std::string(pattern);
+    }();
+    return *dir + "/" + name;
+  }
 };
 
 TEST_F(TensordctlTest, HealthExitsZeroOnlyWhenServing) {
