@@ -11,19 +11,6 @@ namespace tensord {
 namespace {
 using namespace ops;
 
-absl::Status SameDtype(const std::string& op, absl::Span<const TensorMeta> in) {
-  for (size_t i = 1; i < in.size(); ++i) {
-    if (in[i].dtype != in[0].dtype) {
-      return Error(
-          Reason::kDtypeMismatch,
-          absl::StrCat(op, ": expected all operands to have one dtype, got ",
-                       DTypeName(in[0].dtype), " and ", DTypeName(in[i].dtype), " (input ", i, ")"),
-          {{"op", op}, {"dtype", std::string(DTypeName(in[i].dtype))}});
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<Tensor> BatchMatmul(GradOps& o, const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return o.Op("batch_matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }

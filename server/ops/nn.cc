@@ -35,17 +35,6 @@ std::vector<AttrSpec> With(std::vector<AttrSpec> a, AttrSpec extra) {
   return a;
 }
 
-absl::Status SameDtype(const std::string& op, absl::Span<const TensorMeta> in) {
-  for (size_t i = 1; i < in.size(); ++i) {
-    if (in[i].dtype != in[0].dtype) {
-      return DtypeError(
-          op, absl::StrCat("input 0 is ", DTypeName(in[0].dtype), " but input ", i, " is ",
-                           DTypeName(in[i].dtype), "; they must have one dtype"));
-    }
-  }
-  return absl::OkStatus();
-}
-
 OpDef NnOp(const std::string& name, std::vector<std::string> inputs, int min_inputs) {
   OpDef d;
   d.name = name;

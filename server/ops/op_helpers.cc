@@ -55,6 +55,17 @@ absl::Status DtypeError(const std::string& op, const std::string& what) {
   return Error(Reason::kDtypeMismatch, absl::StrCat(op, ": ", what), {{"op", op}});
 }
 
+absl::Status SameDtype(const std::string& op, absl::Span<const TensorMeta> in) {
+  for (size_t i = 1; i < in.size(); ++i) {
+    if (in[i].dtype != in[0].dtype) {
+      return DtypeError(
+          op, absl::StrCat("input 0 is ", DTypeName(in[0].dtype), " but input ", i, " is ",
+                           DTypeName(in[i].dtype), "; they must have one dtype"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 Tensor GradOps::Scalar(double v) {
   Tensor t = Tensor::Scalar<double>(v);
   t.set_wrapped_number(true);

@@ -55,6 +55,8 @@ InferFn BroadcastTo(DType out);
 absl::Status ShapeError(const std::string& op, const std::string& what);
 absl::Status AttrError(const std::string& op, const std::string& attr, const std::string& what);
 absl::Status DtypeError(const std::string& op, const std::string& what);
+// DTYPE_MISMATCH unless every input has input 0's dtype (ops that do not promote).
+absl::Status SameDtype(const std::string& op, absl::Span<const TensorMeta> in);
 
 // ---- Backward vocabulary (runs ops without recording) -----------------------------------------
 // Each returns StatusOr<Tensor>; compose with ASSIGN_OR_RETURN.

@@ -1,8 +1,6 @@
 // Faults: a cancelled or timed-out batch stops between calls and rolls back; a client that
 // disconnects in the middle of a streamed put leaves nothing behind; a vanished client's
 // session is collected at its TTL with all of its memory.
-#include <malloc.h>
-
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -17,6 +15,7 @@
 #include "server/service/execute.h"
 #include "server/service/service_core.h"
 #include "tests/service/service_env.h"
+#include "tests/support/heap_bytes.h"
 
 namespace tensord::service_test {
 namespace {
@@ -25,20 +24,7 @@ using Clock = std::chrono::steady_clock;
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// The sanitizer runtimes' allocator statistics (gcc ships no header declaring it).
-extern "C" size_t __sanitizer_get_current_allocated_bytes();
-#endif
-
-int64_t HeapBytes() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // A sanitizer replaces malloc: glibc's mallinfo would see none of the heap.
-  return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
-#else
-  struct mallinfo2 info = mallinfo2();
-  return static_cast<int64_t>(info.uordblks + info.hblkhd);
-#endif
-}
+using ::tensord::testing::HeapBytes;
 
 std::string Bytes(const std::vector<float>& v) {
   return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));

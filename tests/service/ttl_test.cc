@@ -1,7 +1,5 @@
 // Idle sessions expire past their TTL: later calls get SESSION_NOT_FOUND and the session's
 // memory is freed. KeepAlive (and any call) resets the idle timer.
-#include <malloc.h>
-
 #include <chrono>
 #include <string>
 #include <thread>
@@ -10,26 +8,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/service/service_env.h"
+#include "tests/support/heap_bytes.h"
 
 namespace tensord::service_test {
 namespace {
 
-// Bytes the process has allocated on the heap. The server runs in this process, so its tensor
-// storage shows up here; 64 MiB blocks are mmapped by glibc and returned at once when freed.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-// The sanitizer runtimes' allocator statistics (gcc ships no header declaring it).
-extern "C" size_t __sanitizer_get_current_allocated_bytes();
-#endif
-
-int64_t HeapBytes() {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  // A sanitizer replaces malloc: glibc's mallinfo would see none of the heap.
-  return static_cast<int64_t>(__sanitizer_get_current_allocated_bytes());
-#else
-  struct mallinfo2 info = mallinfo2();
-  return static_cast<int64_t>(info.uordblks + info.hblkhd);
-#endif
-}
+using ::tensord::testing::HeapBytes;
 
 void SleepMs(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
