@@ -2,7 +2,6 @@
 // sessions, the sessions-per-tenant limit and session ids. Certificates are made at test time
 // (scripts/make-test-certs.sh, openssl CLI) in a temporary directory.
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <regex>
@@ -18,6 +17,7 @@
 #include "server/core/status.h"
 #include "server/service/auth.h"
 #include "tests/service/service_env.h"
+#include "tests/service/test_certs.h"
 
 namespace tensord::service_test {
 namespace {
@@ -42,19 +42,13 @@ std::string ReadAll(const std::string& path) {
 class SecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // A directory of this process's own: ctest runs each test as a process, in parallel.
-    std::string pattern = ::testing::TempDir() + "/tensord_security_certs.XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << pattern;
-    dir_ = new std::string(pattern);
-    const std::string command = absl::StrCat("sh ", TENSORD_SOURCE_DIR,
-                                             "/scripts/make-test-certs.sh ", *dir_, " >/dev/null");
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    dir_ = new std::string(MakeTestCerts("tensord_security_certs"));
+    ASSERT_FALSE(dir_->empty()) << "scripts/make-test-certs.sh failed";
     std::ofstream tokens(Path("tokens.txt"));
     tokens << "# test tenants\n\n" << kTokenA << " alice\n" << kTokenB << "\tbob\n";
   }
   static void TearDownTestSuite() {
-    std::error_code ignored;  // a leftover temporary directory is not a test failure
-    std::filesystem::remove_all(*dir_, ignored);
+    RemoveTestCerts(*dir_);
     delete dir_;
     dir_ = nullptr;
   }

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -12,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/service/service_env.h"
+#include "tests/service/test_certs.h"
 
 namespace tensord::service_test {
 namespace {
@@ -31,18 +31,12 @@ struct Result {
 class TensordctlSecurityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    // A directory of this process's own: ctest runs each test as a process, in parallel.
-    std::string pattern = ::testing::TempDir() + "/tensordctl_security_certs.XXXXXX";
-    ASSERT_NE(mkdtemp(pattern.data()), nullptr) << pattern;
-    dir_ = new std::string(pattern);
-    const std::string command = absl::StrCat("sh ", TENSORD_SOURCE_DIR,
-                                             "/scripts/make-test-certs.sh ", *dir_, " >/dev/null");
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+    dir_ = new std::string(MakeTestCerts("tensordctl_security_certs"));
+    ASSERT_FALSE(dir_->empty()) << "scripts/make-test-certs.sh failed";
     std::ofstream(Path("tokens.txt")) << kToken << " ops-team\n";
   }
   static void TearDownTestSuite() {
-    std::error_code ignored;  // a leftover temporary directory is not a test failure
-    std::filesystem::remove_all(*dir_, ignored);
+    RemoveTestCerts(*dir_);
     delete dir_;
     dir_ = nullptr;
   }
