@@ -7,8 +7,9 @@ import time
 import grpc
 
 from . import dtypes
-from ._pb import ops_pb2, service_pb2, service_pb2_grpc
+from ._pb import health_modules, ops_pb2, service_pb2, service_pb2_grpc
 from .errors import from_rpc_error
+from .session import Session
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 # The server streams large tensors, but fetched values and literals travel inline.
@@ -116,7 +117,6 @@ class Client:
     def session(self, device: str | None = None, ttl_s: int | None = None,
                 memory_quota_bytes: int | None = None, autodiff: bool = True):
         """Opens a session; use it as a context manager to close it."""
-        from .session import Session
         resp = self._call("CreateSession", service_pb2.CreateSessionRequest(
             device=device or "", ttl_seconds=int(ttl_s or 0),
             memory_quota_bytes=int(memory_quota_bytes or 0), disable_autodiff=not autodiff))
@@ -149,7 +149,6 @@ class Client:
 
     def health(self, service: str = "", timeout: float = 5.0) -> str:
         """The gRPC health status name ("SERVING", ...)."""
-        from ._pb import health_modules
         health_pb2, health_pb2_grpc = health_modules()
         stub = health_pb2_grpc.HealthStub(self._channel)
         try:

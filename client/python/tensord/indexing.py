@@ -31,11 +31,14 @@ def _normalize_key(key, rank):
 
 
 def index(t, key):
-    from .tensor import Tensor
+    # A key of the indexed tensor's own class is a server tensor. Taking the class from `t`
+    # keeps this module independent of tensor.py, which imports it for Tensor.__getitem__.
+    tensor_type = type(t)
     session = t.session
     shape = None if t.is_lazy else t.shape
-    if isinstance(key, (Tensor, np.ndarray, list)):
-        arr_dtype = key.dtype if isinstance(key, (Tensor, np.ndarray)) else np.asarray(key).dtype
+    if isinstance(key, (tensor_type, np.ndarray, list)):
+        arr_dtype = (key.dtype if isinstance(key, (tensor_type, np.ndarray))
+                     else np.asarray(key).dtype)
         if arr_dtype == np.bool_:
             return session.op("masked_select", t, key)
     key = _normalize_key(key, None if shape is None else len(shape))
@@ -79,8 +82,8 @@ def index(t, key):
                 out = session.op("slice", out, **attrs)
                 out = session.op("squeeze", out, dim=d)
                 o += 1
-            elif isinstance(k, (Tensor, np.ndarray, list)):
-                idx = k if isinstance(k, Tensor) else np.asarray(k)
+            elif isinstance(k, (tensor_type, np.ndarray, list)):
+                idx = k if isinstance(k, tensor_type) else np.asarray(k)
                 if isinstance(idx, np.ndarray):
                     if idx.dtype.kind not in "iu" or idx.ndim != 1:
                         raise IndexError("tensord: tensor indices must be 1-d integer arrays")

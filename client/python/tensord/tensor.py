@@ -5,6 +5,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import BatchPendingError, TensordClientError
+from .indexing import index
 
 
 class Tensor:
@@ -314,5 +315,4 @@ class Tensor:
                         "value) (inside sess.no_grad() for autodiff tensors)")
 
     def __getitem__(self, key):
-        from .indexing import index
         return index(self, key)

@@ -1,0 +1,144 @@
+'use strict';
+// Session: uploads and downloads (streamed), single ops, batches, autodiff contexts and
+// releases, all scoped to one server session.
+
+const {DTYPES, WIRE_TO_DTYPE, dtypeOf, numel, toBuffer, fromBytes} = require('./dtypes');
+const {fromServiceError} = require('./errors');
+const {Tensor} = require('./tensor');
+const {Batch, opCall} = require('./batch');
+const {AutodiffContext, contextIdOf} = require('./autodiff');
+
+const PUT_CHUNK_BYTES = 1 << 20;
+
+class Session {
+  constructor(client, resp) {
+    this.client = client;
+    this.id = resp.session_id;
+    this.device = resp.device;
+    this.ttlSeconds = Number(resp.ttl_seconds);
+    this.memoryQuotaBytes = Number(resp.memory_quota_bytes);
+    this.autodiffEnabled = resp.autodiff_enabled;
+    this._contexts = [];
+    this._tensors = new Map();  // handle -> WeakRef(Tensor), to key gradients by leaf
+    this.closed = false;
+  }
+
+  _unary(method, req) {
+    return this.client._unary(method, req);
+  }
+
+  _track(t) {
+    this._tensors.set(t.handle, new WeakRef(t));
+    if (this._tensors.size > 4096) {
+      for (const [h, ref] of this._tensors) if (!ref.deref()) this._tensors.delete(h);
+    }
+    return t;
+  }
+
+  _execute(calls, noGrad, contextId) {
+    return this._unary('Execute', {session_id: this.id, calls, no_grad: !!noGrad,
+      context_id: contextId || '0'});
+  }
+
+  // Uploads a typed array with a shape (default 1-d), streamed in chunks.
+  // options: requiresGrad, ctx (default: the most recent open context), device, dtype ('bool'
+  // for a Uint8Array is implied).
+  tensor(data, shape, options = {}) {
+    const dtype = options.dtype || dtypeOf(data);
+    if (!(data instanceof DTYPES[dtype].Array)) {
+      throw new TypeError(`tensord: dtype ${dtype} needs a ${DTYPES[dtype].Array.name}`);
+    }
+    shape = shape || [data.length];
+    if (numel(shape) !== data.length) {
+      throw new Error(`tensord: ${data.length} elements do not fill shape [${shape}]`);
+    }
+    const header = {session_id: this.id, dtype: DTYPES[dtype].wire, shape,
+      device: options.device || '', requires_grad: !!options.requiresGrad,
+      context_id: options.requiresGrad ? contextIdOf(this, options.ctx) : '0'};
+    const bytes = toBuffer(data);
+    return new Promise((resolve, reject) => {
+      const call = this.client.stub.PutTensor(this.client._metadata(), this.client._callOptions(),
+          (err, resp) => {
+            if (err) reject(fromServiceError(err));
+            else resolve(this._track(new Tensor(this, resp.tensor)));
+          });
+      call.write({header});
+      for (let off = 0; off < bytes.length; off += PUT_CHUNK_BYTES) {
+        call.write({chunk: bytes.subarray(off, off + PUT_CHUNK_BYTES)});
+      }
+      call.end();
+    });
+  }
+
+  _download(handle) {
+    return new Promise((resolve, reject) => {
+      const call = this.client.stub.GetTensor({session_id: this.id, handle},
+          this.client._metadata(), this.client._callOptions());
+      let info = null;
+      const parts = [];
+      call.on('data', (msg) => {
+        if (msg.info) info = msg.info;
+        if (msg.chunk && msg.chunk.length) parts.push(msg.chunk);
+      });
+      call.on('error', (err) => reject(fromServiceError(err)));
+      call.on('end', () => {
+        if (!info) return reject(new Error(`tensord: GetTensor(${handle}) sent no TensorInfo`));
+        const dtype = WIRE_TO_DTYPE[info.dtype];
+        const shape = info.shape.map(Number);
+        try {
+          resolve({dtype, shape, data: fromBytes(Buffer.concat(parts), dtype, shape)});
+        } catch (e) {
+          reject(e);
+        }
+      });
+    });
+  }
+
+  // Runs one op. inputs: see operand(); attrs: {name: value} (integers are sent as ints, other
+  // numbers as floats, arrays of integers as int lists). options: requiresGrad, ctx, noGrad.
+  // Resolves to a Tensor, or an array of Tensors for multi-output ops.
+  async op(name, inputs = [], attrs = {}, options = {}) {
+    const call = opCall(name, inputs, attrs, options, null);
+    const resp = await this._execute([call], options.noGrad,
+        options.requiresGrad ? contextIdOf(this, options.ctx) : '0');
+    const outs = resp.results[0].outputs.map((info) => this._track(new Tensor(this, info)));
+    return outs.length === 1 && !options.tuple ? outs[0] : outs;
+  }
+
+  batch() {
+    return new Batch(this);
+  }
+
+  async autodiff({checkpointing = 'none'} = {}) {
+    const cp = {none: 'CHECKPOINTING_NONE', balanced: 'CHECKPOINTING_BALANCED'}[checkpointing];
+    if (!cp) throw new Error(`tensord: checkpointing must be none or balanced, got ${checkpointing}`);
+    const resp = await this._unary('OpenAutodiffContext', {session_id: this.id, checkpointing: cp});
+    const ctx = new AutodiffContext(this, resp.context_id, checkpointing);
+    this._contexts.push(ctx);
+    return ctx;
+  }
+
+  async release(tensors) {
+    const handles = tensors.map((t) => (t instanceof Tensor ? t.handle : String(t)));
+    for (const t of tensors) if (t instanceof Tensor) t.released = true;
+    if (!handles.length) return 0;
+    const resp = await this._unary('Release', {session_id: this.id, handles});
+    return resp.released;
+  }
+
+  info() {
+    return this._unary('GetSessionInfo', {session_id: this.id});
+  }
+
+  keepAlive() {
+    return this._unary('KeepAlive', {session_id: this.id});
+  }
+
+  async close() {
+    if (this.closed) return;
+    this.closed = true;
+    await this._unary('CloseSession', {session_id: this.id});
+  }
+}
+
+module.exports = {Session};
