@@ -4,6 +4,7 @@
 #   TENSORD_CI_SANITIZERS=0  skip the ASan+UBSan (all C++ tests) and TSan (service tests) stages
 #   TENSORD_CI_FUZZ=0        skip the bounded libFuzzer run (TENSORD_FUZZ_SECONDS, default 60)
 #   TENSORD_CI_LOAD=0        skip the load/soak run (TENSORD_LOAD_SECONDS, default 20)
+#   TENSORD_CI_ISA=0         skip the reruns with oneDNN capped at AVX2 and SSE4.1
 # Each stage prints how long it took (docs/testing.md lists the times measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,16 @@ if [[ -d tests/python ]]; then
   echo "== Python tests (pytest)"
   /usr/bin/python3 -m pytest -q tests/python
   stage "Python tests"
+fi
+# oneDNN dispatches on the CPU's instruction set: the kernel, gradient and Python op tests run
+# again with it capped at AVX2 and at SSE4.1, so a kernel right on one ISA only fails on every
+# machine (scripts/capped-isa.sh).
+if [[ "${TENSORD_CI_ISA:-1}" != 0 ]]; then
+  for isa in AVX2 SSE41; do
+    echo "== oneDNN capped at $isa (scripts/capped-isa.sh)"
+    BUILD_DIR="${BUILD_DIR:-build}" scripts/capped-isa.sh "$isa"
+    stage "capped ISA $isa"
+  done
 fi
 if [[ -d tests/node ]]; then
   echo "== Node tests"

@@ -1,14 +1,23 @@
 """Machinery of the op conformance suite: input generation, the Case/Spec table entries, and
 running one case against the server and against PyTorch (forward values and gradients).
 
+The reference does not depend on the CPU it runs on: PyTorch picks its kernels by the CPU's
+features (vector width, FMA, AVX-512 BF16), so its float32 results differ from machine to
+machine in the last bits, and more where it accumulates. Values and gradients are therefore
+computed by PyTorch in float64 on the same inputs (float32 arrays widened exactly) and rounded
+once to the dtype PyTorch's own typed call gives (float32 for a float32 op); that typed call
+only says which dtypes and requires-grad flags the results must have.
+
 Tolerances (stated here, overridable per op in the table):
   f64: rtol 1e-7, atol 1e-10 (forward and gradients)
-  f32: rtol 1e-5, atol 1e-6 by default; ops that accumulate (matmul, conv, reductions, norms,
-       losses) state looser f32 tolerances in their table entry.
+  f32: rtol 1e-5, atol 1e-6 by default (about 80 ulp: an elementwise op is a few ulp from the
+       rounded exact value); ops that accumulate (matmul, conv, reductions, norms, losses)
+       state looser f32 tolerances in their table entry, growing with the reduction length.
 Integer and bool results must match exactly; NaNs must be NaN in both.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Callable, Optional, Sequence
 
@@ -148,6 +157,49 @@ def as_tuple(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
 
+@contextlib.contextmanager
+def default_dtype(dtype):
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
+def widen(x):
+    """A float32 array as float64 (exactly); anything else unchanged."""
+    if isinstance(x, np.ndarray) and x.dtype == np.float32:
+        return x.astype(np.float64)
+    return x
+
+
+def exact_reference(ref: Callable, inputs: list, grad_idx) -> tuple:
+    """(torch inputs, outputs) of `ref` evaluated in float64 on `inputs` with every float32
+    array widened exactly (tensors the reference makes itself default to float64 too): the
+    CPU-independent reference (see the module doc)."""
+    t_in = [to_torch(widen(x), requires_grad=i in grad_idx) for i, x in enumerate(inputs)]
+    with default_dtype(torch.float64):
+        return t_in, as_tuple(ref(*t_in))
+
+
+def narrow(exact, like):
+    """An exact result rounded once to the floating dtype of `like`, PyTorch's typed result."""
+    if (isinstance(exact, torch.Tensor) and isinstance(like, torch.Tensor) and
+            like.dtype.is_floating_point and exact.dtype != like.dtype):
+        return exact.detach().to(like.dtype)
+    return exact
+
+
+def exact_grads(roots: list, leaves: list, seeds: list):
+    """Gradients of the exact outputs `roots` for the exact `leaves`, seeded with `seeds`
+    (numpy arrays, widened to each root's dtype)."""
+    return torch.autograd.grad(roots, leaves,
+                               grad_outputs=[torch.from_numpy(np.asarray(s)).to(r.dtype)
+                                             for r, s in zip(roots, seeds)],
+                               allow_unused=True)
+
+
 def compare(got: np.ndarray, want: torch.Tensor, tol, what: str) -> None:
     want_np = want.detach().numpy() if isinstance(want, torch.Tensor) else np.asarray(want)
     assert got.shape == want_np.shape, f"{what}: shape {got.shape} != torch {want_np.shape}"
@@ -236,7 +288,8 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
                                                 "is an autodiff tensor"
             return
         t_in = [to_torch(x, requires_grad=i in grad_idx) for i, x in enumerate(case.inputs)]
-        t_outs = as_tuple(case.ref(*t_in))
+        t_outs = as_tuple(case.ref(*t_in))  # dtypes and requires-grad flags only
+        x_in, x_outs = exact_reference(case.ref, case.inputs, grad_idx)
         assert len(outs) == len(t_outs), f"{what}: {len(outs)} outputs, torch has {len(t_outs)}"
         # A computation that ran in f32 anywhere (mixed f32/f64 operands) is held to the f32
         # tolerance, gradients of its f64 inputs included.
@@ -245,8 +298,8 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
 
         def tol_for(a):
             return case.tol or spec.tol(np.float32 if mixed else a.dtype)
-        for k, (g, w) in enumerate(zip(got, t_outs)):
-            compare(g, w, tol_for(g), f"{what} output {k}")
+        for k, (g, w, x) in enumerate(zip(got, t_outs, x_outs)):
+            compare(g, narrow(x, w), tol_for(g), f"{what} output {k}")
         if not leaves:
             return
         if spec.grad == "n":
@@ -254,7 +307,7 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
                 assert not o.requires_grad, f"{what}: output {k} of a non-differentiable op " \
                                             "is an autodiff tensor"
             return
-        roots = [(o, w) for o, w in zip(outs, t_outs)
+        roots = [(o, x) for o, w, x in zip(outs, t_outs, x_outs)
                  if w.dtype.is_floating_point and w.requires_grad]
         for k, (o, w) in enumerate(zip(outs, t_outs)):
             if w.dtype.is_floating_point and w.requires_grad:
@@ -262,18 +315,15 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
         if not roots or not case.grads:
             return
         seeds = [arr(rng, w.shape, "f32" if w.dtype == torch.float32 else "f64")
-                 for _, w in roots]
+                 for w in t_outs if w.dtype.is_floating_point and w.requires_grad]
         try:
             grads = ctx.backward([o for o, _ in roots], seed=seeds)
         except tensord.TensordError as exc:
             raise AssertionError(f"{what}: backward failed: {exc}") from None
-        t_leaves = [t_in[i] for i in leaves]
-        t_grads = torch.autograd.grad([w for _, w in roots], t_leaves,
-                                      grad_outputs=[torch.from_numpy(s) for s in seeds],
-                                      allow_unused=True)
+        t_grads = exact_grads([x for _, x in roots], [x_in[i] for i in leaves], seeds)
         for i, got_grad, tg in matched_grads(leaves, grads, t_grads, what):
             g = got_grad.numpy()
-            compare(g, tg, tol_for(g), f"{what} grad of input {i}")
+            compare(g, narrow(tg, t_in[i]), tol_for(g), f"{what} grad of input {i}")
     finally:
         if ctx is not None:
             ctx.close()

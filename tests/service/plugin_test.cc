@@ -16,6 +16,7 @@
 #include "server/plugins/plugin_loader.h"
 #include "server/service/service_core.h"
 #include "tests/service/service_env.h"
+#include "tests/support/source_path.h"
 
 namespace tensord::service_test {
 namespace {
@@ -489,8 +490,8 @@ TEST(PluginStartTest, BadPluginsAreRefusedWithAClearMessage) {
                       "cannot open: No such file or directory"));
   EXPECT_TRUE(Refused({kExample, kExample}, kExample, "given twice"));
   // Not a shared library at all.
-  EXPECT_TRUE(Refused({TENSORD_SOURCE_DIR "/include/tensord/plugin.h"},
-                      TENSORD_SOURCE_DIR "/include/tensord/plugin.h", "cannot load: "));
+  const std::string header = tensord::testing::SourcePath("include/tensord/plugin.h");
+  EXPECT_TRUE(Refused({header}, header, "cannot load: "));
 }
 
 TEST(PluginStartTest, RefusalsLeaveNothingBehind) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/support/source_path.h"
 
 namespace tensord::service_test {
 
@@ -17,8 +18,8 @@ namespace tensord::service_test {
 inline std::string MakeTestCerts(const std::string& name) {
   std::string dir = ::testing::TempDir() + "/" + name + ".XXXXXX";
   if (mkdtemp(dir.data()) == nullptr) return "";
-  const std::string command =
-      absl::StrCat("sh ", TENSORD_SOURCE_DIR, "/scripts/make-test-certs.sh ", dir, " >/dev/null");
+  const std::string command = absl::StrCat(
+      "sh ", tensord::testing::SourcePath("scripts/make-test-certs.sh"), " ", dir, " >/dev/null");
   return std::system(command.c_str()) == 0 ? dir : "";
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "tests/support/op_test_util.h"
+#include "tests/support/source_path.h"
 
 namespace tensord {
 namespace {
@@ -233,7 +234,7 @@ const std::map<std::string, Marking>& Tier2() {
 
 // Op names of OPS.md rows of the given tier; empty when the file is not beside the checkout.
 std::set<std::string> OpsMdNames(const std::string& tier) {
-  std::ifstream in(std::string(TENSORD_SOURCE_DIR) + "/../shared/OPS.md");
+  std::ifstream in(testing::SourcePath("../shared/OPS.md"));
   std::set<std::string> names;
   std::string line;
   while (std::getline(in, line)) {

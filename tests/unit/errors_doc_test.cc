@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "server/core/status.h"
+#include "tests/support/source_path.h"
 
 namespace tensord {
 namespace {
@@ -42,7 +43,7 @@ const char* CodeName(absl::StatusCode code) {
 }
 
 TEST(ErrorsDoc, EveryReasonHasARowWithItsCode) {
-  const std::string doc = ReadFile(std::string(TENSORD_SOURCE_DIR) + "/docs/errors.md");
+  const std::string doc = ReadFile(testing::SourcePath("docs/errors.md"));
   ASSERT_FALSE(doc.empty());
   for (const auto& [reason, code] : ReasonCodes()) {
     if (reason == Reason::kUnspecified) continue;
@@ -55,8 +56,7 @@ TEST(ErrorsDoc, EveryReasonHasARowWithItsCode) {
 }
 
 TEST(ErrorsDoc, ProtoEnumMatchesTheReasonTable) {
-  const std::string proto =
-      ReadFile(std::string(TENSORD_SOURCE_DIR) + "/proto/tensord/v1/errors.proto");
+  const std::string proto = ReadFile(testing::SourcePath("proto/tensord/v1/errors.proto"));
   for (const auto& [reason, code] : ReasonCodes()) {
     const std::string entry =
         std::string(ReasonName(reason)) + " = " + std::to_string(static_cast<int>(reason)) + ";";

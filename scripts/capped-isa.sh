@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Reruns the kernel unit tests, the gradient tests and the Python op tests with oneDNN capped at
+# one instruction set. oneDNN picks its kernels by the CPU it runs on, so a kernel (or a fallback
+# when oneDNN has none at that ISA) that is right on one ISA only would otherwise fail only on
+# the machines that lack the bigger one; capped, it fails everywhere.
+#   scripts/capped-isa.sh ISA [pytest args...]   ISA: SSE41, AVX, AVX2, AVX512_CORE, ...
+# BUILD_DIR is the Release tree (default build/), built by scripts/build.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+isa=${1:?usage: scripts/capped-isa.sh ISA (SSE41, AVX, AVX2, AVX512_CORE, ...) [pytest args]}
+shift
+dir=${BUILD_DIR:-build}
+export ONEDNN_MAX_CPU_ISA=$isa
+
+# The cap must have taken: oneDNN names the ISA it dispatches to when verbose. A machine whose
+# best ISA is below the cap runs at its own, which is as good a check.
+probe=$(ONEDNN_VERBOSE=1 "$dir/tests/onednn_kernels_test" --gtest_filter='*EltwiseMatches*' 2>&1 |
+  grep -m1 -o 'isa:[^,]*' || true)
+echo "capped-isa: ONEDNN_MAX_CPU_ISA=$isa, oneDNN reports ${probe:-nothing}"
+case "$isa:$probe" in
+  SSE41:*"SSE4.1"* | AVX:*"AVX"* | AVX2:*"AVX2"* | AVX512*:*"AVX-512"* | AVX512*:*"AVX2"*) ;;
+  *)
+    echo "capped-isa: oneDNN did not take the cap $isa (it reports '${probe:-nothing}')" >&2
+    exit 1
+    ;;
+esac
+
+echo "== kernel and gradient tests (ctest -L unit|autodiff) at $isa"
+ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" --timeout 600 -L 'unit|autodiff'
+echo "== Python op tests at $isa"
+TENSORD_BIN="${TENSORD_BIN:-$PWD/$dir/tensord}" /usr/bin/python3 -m pytest -q \
+  tests/python/test_conformance.py tests/python/test_low_precision.py \
+  tests/python/test_batch_norm.py "$@"
