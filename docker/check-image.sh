@@ -5,7 +5,7 @@
 # reachable but no container registry, and no Docker daemon. So it uses rootful podman/buildah
 # from Debian and makes the two base images itself with debootstrap:
 #   1. deps    install podman, buildah, runc, debootstrap, the Python client's packages, npm
-#   2. lint    dockerfilelint (npm, installed into build/npm-tools) on docker/Dockerfile
+#   2. lint    dockerfilelint (npm, installed into $TENSORD_IMAGE_CACHE/npm-tools) on docker/Dockerfile
 #   3. base    debian:bookworm and debian:bookworm-slim from debootstrap (rootfs tarballs
 #              cached in $TENSORD_IMAGE_CACHE), imported into a private image store
 #   4. build   docker/Dockerfile with no registry access (--pull=never)
@@ -20,8 +20,9 @@
 #
 # Environment:
 #   TENSORD_IMAGE_CACHE    cache folder: base rootfs tarballs, the image store (default
-#                          build/image-cache); a second run with a warm cache skips debootstrap
-#                          and reuses the build's layers
+#                          /var/cache/tensord/image-check, outside the checkout, so every clone
+#                          on the machine shares it); a second run with a warm cache skips
+#                          debootstrap and reuses the build's layers
 #   TENSORD_IMAGE_REFRESH  1: rebuild the base rootfs tarballs
 #   TENSORD_BUILD_JOBS     compile jobs in the build stage (default 2)
 #   TENSORD_BUILD_TIMEOUT  seconds allowed for the image build (default 3600)
@@ -30,10 +31,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 
-CACHE=${TENSORD_IMAGE_CACHE:-build/image-cache}
+CACHE=${TENSORD_IMAGE_CACHE:-/var/cache/tensord/image-check}
 mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 STORE=$CACHE/storage
+# Podman's run root (its locks, conmon's sockets) must be a short path: podman refuses one over
+# 50 characters, and a socket path over 108 cannot be bound. So it lives under /run, named after
+# the store it belongs to (libpod records it in the store and refuses a different one later),
+# wherever the checkout and the cache are.
+RUNTIME=/run/tensord-check/$(printf '%s' "$STORE" | sha256sum | cut -c1-12)
 LOGS=$CACHE/logs
 IMAGE=localhost/tensord:check
 JOBS=${TENSORD_BUILD_JOBS:-2}
@@ -73,12 +79,12 @@ limit() {
 # nor touches other images on the machine and its layers survive for the next run.
 #   --storage-driver vfs   no overlayfs mount is needed (none inside many sandboxes and VMs);
 #                          each layer is a plain copy
-#   --runroot, --tmpdir    fixed paths: libpod records them and refuses a different one later
+#   --runroot, --tmpdir    fixed, short paths (see RUNTIME above)
 #   --cgroup-manager cgroupfs   no systemd as PID 1 here, so no systemd cgroup manager
 #   --runtime runc         Debian's OCI runtime
 #   --events-backend file  no journald
-STORE_FLAGS=(--root "$STORE/root" --runroot "$STORE/run" --storage-driver vfs)
-PODMAN=(podman "${STORE_FLAGS[@]}" --tmpdir "$STORE/libpod" --cgroup-manager cgroupfs
+STORE_FLAGS=(--root "$STORE/root" --runroot "$RUNTIME/run" --storage-driver vfs)
+PODMAN=(podman "${STORE_FLAGS[@]}" --tmpdir "$RUNTIME/libpod" --cgroup-manager cgroupfs
         --runtime runc --events-backend file)
 
 cleanup() {
@@ -130,7 +136,7 @@ fi
 
 # ------------------------------------------------------------------------------------------
 phase lint "dockerfilelint docker/Dockerfile"
-NPM_TOOLS=$ROOT/build/npm-tools
+NPM_TOOLS=$CACHE/npm-tools
 if [[ ! -x $NPM_TOOLS/node_modules/.bin/dockerfilelint ]]; then
   mkdir -p "$NPM_TOOLS"
   limit 300 "npm install dockerfilelint" \
