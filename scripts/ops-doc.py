@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes docs/ops.md, the op catalog as a running tensord serves it (ListOps): every op with
-its inputs, attributes and defaults, dtypes, autodiff marking and tier, grouped by category.
+its inputs, attributes and defaults, dtypes and autodiff marking, grouped by category.
 
     scripts/ops-doc.py                      # starts build/tensord (or $TENSORD_BIN) on a free port
     scripts/ops-doc.py --address HOST:PORT  # asks a running server
@@ -74,13 +74,41 @@ def render(ops: list) -> str:
     out.append(f"{len(ops)} ops in {len(by_category)} categories.\n")
     for category in sorted(by_category):
         out.append(f"## {category}\n")
-        out.append("| op | inputs | attributes | dtypes | marking | tier | notes |")
-        out.append("|---|---|---|---|---|---|---|")
+        out.append("| op | inputs | attributes | dtypes | marking | notes |")
+        out.append("|---|---|---|---|---|---|")
         for op in sorted(by_category[category], key=lambda o: o["name"]):
             attrs = "; ".join(_attr(a) for a in op["attrs"]) or "—"
             cells = [f"`{op['name']}`", _inputs(op) or "—", attrs, " ".join(op["dtypes"]),
-                     op["marking"], str(op["tier"]), op["doc"]]
+                     op["marking"], op["doc"]]
             out.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+        out.append("")
+    out.append(_differences())
+    return "\n".join(out)
+
+
+def _differences() -> str:
+    """Where tensord differs from PyTorch, from the known differences of the PyTorch-sample
+    conformance suite (tests/python/torch_samples.py), which fails when one no longer holds."""
+    sys.path.insert(0, str(ROOT / "tests" / "python"))
+    import torch_samples
+    intro = {
+        torch_samples.STRICT: "tensord refuses, on purpose, calls PyTorch accepts:",
+        torch_samples.PYTORCH_FORM: "PyTorch spellings and forms not served yet (each refused "
+                                    "with a typed error; where tensord has its own spelling, "
+                                    "it says which):",
+        torch_samples.BUG: "Known bugs, to be fixed:",
+    }
+    out = ["## Differences from PyTorch\n",
+           "Every op also runs PyTorch's own sample inputs (OpInfo) in the test suite; these are "
+           "the differences it knows of.\n"]
+    for group in (torch_samples.STRICT, torch_samples.PYTORCH_FORM, torch_samples.BUG):
+        rows = [k for k in torch_samples.KNOWN if k.group == group]
+        if not rows:
+            continue
+        out.append(intro[group] + "\n")
+        for k in rows:
+            reason = f" ({k.reason})" if k.reason else ""
+            out.append(f"- `{k.op}`, {_cell(k.form)}: {_cell(k.why)}{reason}")
         out.append("")
     return "\n".join(out)
 

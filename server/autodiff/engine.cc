@@ -208,7 +208,16 @@ absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
         return WithMetadata(result.status(), {{"backward_of", node->op->name}});
       }
       grads = std::move(*result);
-      grads.resize(needs.size());
+      // A rule answers for every input (an undefined Tensor where it has no gradient). Padding a
+      // short answer would silently give the wrong inputs no gradient.
+      if (grads.size() != needs.size()) {
+        return Error(Reason::kInternal,
+                     absl::StrCat("autodiff: the backward rule of '", node->op->name, "' returned ",
+                                  grads.size(), " gradients for ", needs.size(), " inputs"),
+                     {{"op", node->op->name},
+                      {"gradients", absl::StrCat(grads.size())},
+                      {"inputs", absl::StrCat(needs.size())}});
+      }
     }
     for (size_t i = 0; i < needs.size(); ++i) {
       if (!needs[i] || !grads[i].defined()) continue;

@@ -216,7 +216,6 @@ void RegisterCreationOps(OpRegistry& r) {
   OpDef eye;
   eye.name = "eye";
   eye.category = "creation";
-  eye.tier = 2;
   eye.min_inputs = eye.max_inputs = 0;
   eye.attrs = {RequiredIntAttr("n"), OptionalIntAttr("m"), DTypeAttr("dtype")};
   eye.dtypes = kFloatInt;

@@ -1,4 +1,4 @@
-// Shared pieces of the elementwise op families (elementwise*.cc, activation*.cc).
+// Shared pieces of the elementwise op families (elementwise_*.cc, activation_*.cc).
 #pragma once
 
 #include <optional>
@@ -14,12 +14,12 @@ namespace tensord {
 // Registered by RegisterElementwiseOps after the binary arithmetic ops.
 void RegisterUnaryMathOps(OpRegistry& r);   // elementwise_unary.cc
 void RegisterComparisonOps(OpRegistry& r);  // elementwise_compare.cc
-// Tier 2: remainder, fmod, atan2, hypot, bitwise ops, lerp; registered by RegisterElementwiseOps.
-void RegisterElementwiseTier2Ops(OpRegistry& r);  // elementwise_tier2.cc
-// Tier 2: log1p ... erfinv; registered by RegisterElementwiseOps.
-void RegisterUnaryTier2Ops(OpRegistry& r);  // elementwise_unary_tier2.cc
-// Tier 2 activations; registered by RegisterActivationOps.
-void RegisterActivationTier2Ops(OpRegistry& r);  // activation_tier2.cc
+// remainder, fmod, atan2, hypot, bitwise ops, lerp; registered by RegisterElementwiseOps.
+void RegisterBinaryFunctionOps(OpRegistry& r);  // elementwise_binary_functions.cc
+// log1p ... erfinv; registered by RegisterElementwiseOps.
+void RegisterUnaryTranscendentalOps(OpRegistry& r);  // elementwise_unary_transcendental.cc
+// softmax, log_softmax, softmin, prelu, glu; registered by RegisterActivationOps.
+void RegisterActivationDimOps(OpRegistry& r);  // activation_dim.cc
 
 namespace ops {
 
@@ -59,7 +59,7 @@ enum class Saved { kInput, kOutput };
 // Registers the pointwise activation `name` and its internal `<name>_backward` op, which takes
 // (grad_output, saved) and the forward's attributes.
 void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, InferFn infer,
-                  Saved saved, std::vector<AttrSpec> attrs = {}, int tier = 1);
+                  Saved saved, std::vector<AttrSpec> attrs = {});
 
 }  // namespace ops
 }  // namespace tensord

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "server/ops/linalg_tier2.h"
+#include "server/ops/linalg_products.h"
 #include "server/ops/op_helpers.h"
 
 namespace tensord {
@@ -407,7 +407,6 @@ void RegisterLinalgEinsumOps(OpRegistry& r) {
   OpDef d;
   d.name = "einsum";
   d.category = "linalg";
-  d.tier = 2;
   d.min_inputs = 1;
   d.max_inputs = kVariadic;
   d.input_names = {"operands"};

@@ -243,7 +243,9 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
     args.insert(args.end(), g.inputs.begin(), g.inputs.end());
     ASSIGN_OR_RETURN(Tensor gx,
                      g.run.Run1("cross_entropy_nll_backward", std::move(args), g.attrs.map()));
-    return std::vector<Tensor>{gx};  // no gradient for the target or the class weights
+    std::vector<Tensor> grads(g.inputs.size());  // none for the target or the class weights
+    grads[0] = std::move(gx);
+    return grads;
   };
   MustAdd(r, std::move(nll_prim));
 

@@ -15,7 +15,7 @@ using namespace ops;
 
 // bf16/f16 inputs are computed in f32 and the result rounded once, as the dispatcher does for
 // kernels: rounding each constituent's output would compound the error. Unlike
-// ops::ComputeLowPrecisionInF32 (linalg_tier2.h) this widens with a bool attn_mask present.
+// ops::ComputeLowPrecisionInF32 (linalg_products.h) this widens with a bool attn_mask present.
 absl::StatusOr<std::vector<Tensor>> InF32(OpRunner& run, absl::Span<const Tensor> in,
                                           const Attrs& a, const CompositeFn& body) {
   if (!IsLowPrecision(in[0].dtype())) return body(run, in, a);
@@ -112,7 +112,6 @@ void RegisterNnAttentionOps(OpRegistry& r) {
   OpDef d;
   d.name = "scaled_dot_product_attention";
   d.category = "nn";
-  d.tier = 2;
   d.input_names = {"query", "key", "value", "attn_mask"};
   d.min_inputs = 3;
   d.max_inputs = 4;

@@ -124,7 +124,6 @@ void RegisterNnResampleOps(OpRegistry& r) {
   OpDef d;
   d.name = "interpolate";
   d.category = "nn";
-  d.tier = 2;
   d.input_names = {"input"};
   d.attrs = {IntsAttr("size"),
              {"scale_factor", AttrType::kFloats, {}},
@@ -143,7 +142,6 @@ void RegisterNnResampleOps(OpRegistry& r) {
   OpDef up;
   up.name = "upsample";
   up.category = "nn";
-  up.tier = 2;
   up.internal = true;
   up.input_names = {"input"};
   up.attrs = UpsampleAttrs();
@@ -165,7 +163,6 @@ void RegisterNnResampleOps(OpRegistry& r) {
   OpDef back;
   back.name = "upsample_backward";
   back.category = "nn";
-  back.tier = 2;
   back.internal = true;
   back.input_names = {"grad_output"};
   back.attrs = UpsampleAttrs();

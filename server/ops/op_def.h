@@ -60,7 +60,6 @@ inline constexpr int kVariadic = -1;
 struct OpDef {
   std::string name;
   std::string category;  // "elementwise", "reduction", ... (ListOps and docs)
-  int tier = 1;
   int min_inputs = 1;
   int max_inputs = 1;  // kVariadic: any number >= min_inputs
   std::vector<std::string> input_names;

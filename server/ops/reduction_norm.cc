@@ -1,4 +1,4 @@
-// norm (tier 2): the vector p-norm over a dim list (absent = every dim), as torch.norm with a
+// norm: the vector p-norm over a dim list (absent = every dim), as torch.norm with a
 // numeric p (torch.linalg.vector_norm): p = inf / -inf is the largest / smallest |x|, p = 0
 // counts the non-zero elements. Its gradient is an internal op following PyTorch's
 // norm_backward, including its choices at zero (p = 2 at a zero norm gives 0).
@@ -39,7 +39,6 @@ OpDef Norm() {
   OpDef d;
   d.name = "norm";
   d.category = "reduction";
-  d.tier = 2;
   d.input_names = {"input"};
   d.attrs = {FloatAttr("p", 2.0), IntsAttr("dim"), BoolAttr("keepdim", false)};
   d.dtypes = kFloat;

@@ -1,4 +1,4 @@
-// Products and scans (tier 2): prod over one dim or all, cumsum and cumprod along a dim.
+// Products and scans: prod over one dim or all, cumsum and cumprod along a dim.
 // Integer and bool inputs accumulate in i64 unless a dtype is given, as in PyTorch. The
 // gradients of prod and cumprod are internal ops built from exclusive prefix and suffix
 // products, never a division by the input, so they are right with one or several zeros.
@@ -26,7 +26,6 @@ OpDef Prod() {
   OpDef d;
   d.name = "prod";
   d.category = "reduction";
-  d.tier = 2;
   d.input_names = {"input"};
   d.attrs = {OptionalIntAttr("dim"), BoolAttr("keepdim", false), DTypeAttr("dtype")};
   d.dtypes = kAll;
@@ -57,7 +56,6 @@ OpDef Scan(const std::string& name) {
   OpDef d;
   d.name = name;
   d.category = "reduction";
-  d.tier = 2;
   d.input_names = {"input"};
   d.attrs = {RequiredIntAttr("dim"), DTypeAttr("dtype")};
   d.dtypes = kAll;

@@ -1,4 +1,4 @@
-// The op table. Families register their entries from their own files (elementwise.cc,
+// The op table. Families register their entries from their own files (elementwise_arithmetic.cc,
 // reduction.cc, ...); the registry is built once and is immutable afterwards.
 #pragma once
 

@@ -301,9 +301,9 @@ void RegisterShapeOps(OpRegistry& r) {
   RegisterShapeSliceOps(r);
   RegisterIndexingOps(r);
   RegisterShapeDeviceOps(r);
-  RegisterShapeTier2Ops(r);
+  RegisterShapeRearrangeOps(r);
   RegisterPadOps(r);
-  RegisterIndexingTier2Ops(r);
+  RegisterIndexingScatterSelectOps(r);
   RegisterSortingOps(r);
 }
 

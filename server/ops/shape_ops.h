@@ -1,5 +1,5 @@
 // Shared by the shape and indexing op files (shape.cc, shape_join.cc, shape_slice.cc,
-// indexing.cc, shape_device.cc, shape_tier2.cc, shape_pad.cc, indexing_tier2.cc, sorting.cc):
+// indexing_gather.cc, shape_device.cc, shape_rearrange.cc, shape_pad.cc, indexing_scatter_select.cc, sorting.cc):
 // the family's registration pieces and the attribute resolution their kernels share.
 #pragma once
 
@@ -18,10 +18,10 @@ void RegisterShapeJoinOps(OpRegistry& r);    // cat, stack, split, chunk
 void RegisterShapeSliceOps(OpRegistry& r);   // narrow, slice, slice_backward
 void RegisterIndexingOps(OpRegistry& r);     // index_select, gather, masked_fill, one_hot
 void RegisterShapeDeviceOps(OpRegistry& r);  // to_device, assign
-void RegisterShapeTier2Ops(OpRegistry& r);   // flip, roll, repeat, tile, tril, triu
+void RegisterShapeRearrangeOps(OpRegistry& r);   // flip, roll, repeat, tile, tril, triu
 void RegisterPadOps(OpRegistry& r);          // pad, pad_backward
 // scatter, scatter_add, index_add, masked_select, nonzero
-void RegisterIndexingTier2Ops(OpRegistry& r);
+void RegisterIndexingScatterSelectOps(OpRegistry& r);
 void RegisterSortingOps(OpRegistry& r);  // sort, argsort, topk
 
 namespace ops {

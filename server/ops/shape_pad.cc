@@ -64,7 +64,6 @@ OpDef PadLike(const std::string& name) {
   OpDef d;
   d.name = name;
   d.category = "shape";
-  d.tier = 2;
   d.input_names = {"input"};
   d.dtypes = kFloat;
   d.marking = Marking::kDifferentiable;

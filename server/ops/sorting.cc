@@ -13,7 +13,6 @@ OpDef Sorting(const std::string& name, Marking marking) {
   OpDef d;
   d.name = name;
   d.category = "sorting";
-  d.tier = 2;
   d.input_names = {"input"};
   d.dtypes = kFloatInt;
   d.marking = marking;

@@ -331,7 +331,6 @@ std::vector<OpDef> MakeOpDefs(const std::shared_ptr<const PluginOp>& op) {
   OpDef d;
   d.name = op->name;
   d.category = "plugin";
-  d.tier = 0;  // outside the catalog's tiers
   d.min_inputs = op->min_inputs;
   d.max_inputs = op->max_inputs;
   d.input_names = op->input_names;
@@ -371,7 +370,6 @@ std::vector<OpDef> MakeOpDefs(const std::shared_ptr<const PluginOp>& op) {
   OpDef b;
   b.name = backward_name;
   b.category = "plugin";
-  b.tier = 0;
   b.internal = true;
   b.min_inputs = op->min_inputs + extra;
   b.max_inputs = op->max_inputs == kVariadic ? kVariadic : op->max_inputs + extra;

@@ -146,7 +146,6 @@ absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, int k, int i
 void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::OpInfo* info) {
   info->set_name(def.name);
   info->set_category(def.category);
-  info->set_tier(def.tier);
   info->set_min_inputs(def.min_inputs);
   info->set_max_inputs(def.max_inputs);
   for (const std::string& n : def.input_names) info->add_input_names(n);

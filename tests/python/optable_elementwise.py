@@ -1,14 +1,11 @@
-"""Conformance table, part 1: creation, elementwise binary/unary, activations.
-
-Each entry: op name -> Spec(gen(rng, dtype) -> [Case], dtypes, expected marking, f32/f64
-tolerances). References are PyTorch calls on the same inputs.
-"""
+"""Conformance table: elementwise ops. Arithmetic, comparison, logic and where; unary math
+(rounding, exp/log, trigonometric and hyperbolic functions, erf, erfc, erfinv, the isnan family);
+remainder, fmod, atan2, hypot, the bitwise ops and lerp."""
 import numpy as np
 import torch
-import torch.nn.functional as TF
 
-from opcheck import (ALL, FI, NP, TORCH, B, Case, F, I, Spec, arr, binary_shapes, rshape,
-                     scalar, unary_shapes)
+from opcheck import (ALL, FI, NP, B, Case, F, I, Spec, arr, binary_shapes, rshape, scalar,
+                     unary_shapes)
 
 
 def _wrap(x, like):
@@ -40,118 +37,7 @@ def ts(*xs):
     return out[0] if len(out) == 1 else out
 
 
-# ---- creation --------------------------------------------------------------------------------
-def _filled(kind):
-    def gen(rng, dt):
-        cases = []
-        for shape in [(), (0,), rshape(rng, 1), rshape(rng, 3), (2, 0)]:
-            attrs = {"shape": list(shape), "dtype": dt}
-            value = True if dt == "bool" else (3 if dt in I else -1.25)
-            if kind == "zeros":
-                ref = lambda s=shape, d=dt: torch.zeros(s, dtype=TORCH[d])
-            elif kind == "ones":
-                ref = lambda s=shape, d=dt: torch.ones(s, dtype=TORCH[d])
-            else:
-                attrs["value"] = value
-                ref = lambda s=shape, d=dt, v=value: torch.full(s, v, dtype=TORCH[d])
-            cases.append(Case([], ref, attrs))
-        if dt == "f32" and kind != "full":  # default dtype is f32, as in torch
-            cases.append(Case([], lambda: getattr(torch, kind)((2, 3)), {"shape": [2, 3]}))
-        return cases
-    return Spec(gen, ALL, "n")
-
-
-def _filled_like(kind):
-    def gen(rng, dt):
-        cases = []
-        for shape in [(), (0, 2), rshape(rng, 2)]:
-            x = arr(rng, shape, dt)
-            if kind == "full_like":
-                v = True if dt == "bool" else (2 if dt in I else 0.5)
-                cases.append(Case([x], lambda t, v=v: torch.full_like(t, v), {"value": v}))
-            else:
-                cases.append(Case([x], getattr(torch, kind)))
-        other = "i64" if dt != "i64" else "f64"
-        x = arr(rng, (2, 3), dt)
-        attrs = {"dtype": other, **({"value": 1} if kind == "full_like" else {})}
-        if kind == "full_like":
-            ref = lambda t, o=other: torch.full_like(t, 1, dtype=TORCH[o])
-        else:
-            ref = lambda t, o=other, k=kind: getattr(torch, k)(t, dtype=TORCH[o])
-        cases.append(Case([x], ref, attrs, label="dtype attr"))
-        return cases
-    return Spec(gen, ALL, "n")
-
-
-def _arange_gen(rng, dt):
-    if dt in I:
-        combos = [(0, 5, 1), (-3, 7, 2), (5, 0, -1), (2, 2, 1), (0, 10, 3)]
-    else:
-        combos = [(0.0, 1.0, 0.1), (-1.5, 2.5, 0.5), (3.0, -1.0, -0.75), (0.0, 0.0, 1.0)]
-    cases = [Case([], lambda s=s, e=e, st=st: torch.arange(s, e, st, dtype=TORCH[dt]),
-                  {"start": s, "end": e, "step": st, "dtype": dt}) for s, e, st in combos]
-    if dt == "i64":  # integer arguments without a dtype give i64, as in torch
-        cases.append(Case([], lambda: torch.arange(1, 9, 2), {"start": 1, "end": 9, "step": 2}))
-    if dt == "f32":  # a float argument without a dtype gives the default float dtype
-        cases.append(Case([], lambda: torch.arange(0.5, 3.0, 0.5),
-                          {"start": 0.5, "end": 3.0, "step": 0.5}))
-    return cases
-
-
-def _random_check(kind, dt, shape, low=None, high=None):
-    def check(got, case):
-        (g,) = got
-        assert g.shape == tuple(shape) and g.dtype == np.dtype(NP[dt]), (g.shape, g.dtype)
-        if g.size == 0:
-            return
-        if kind == "rand":
-            assert g.min() >= 0 and g.max() < 1
-            if g.size >= 10000:
-                assert abs(g.mean() - 0.5) < 0.02 and abs(g.std() - 12 ** -0.5) < 0.02
-        elif kind == "randn":
-            if g.size >= 10000:
-                assert abs(g.mean()) < 0.05 and abs(g.std() - 1) < 0.05
-        else:
-            assert g.min() >= low and g.max() < high
-            np.testing.assert_array_equal(g, np.round(g))
-            if g.size >= 10000:
-                assert set(np.unique(g)) == set(range(low, high))
-    return check
-
-
-def _random(kind):
-    def gen(rng, dt):
-        cases = []
-        for shape in [(), (0, 3), rshape(rng, 2), (100, 100)]:
-            attrs = {"shape": list(shape), "dtype": dt, "seed": int(rng.integers(1, 1 << 30))}
-            low = high = None
-            if kind == "randint":
-                low, high = -3, 5
-                attrs.update(low=low, high=high)
-            cases.append(Case([], attrs=attrs, check=_random_check(kind, dt, shape, low, high)))
-        return cases
-    return Spec(gen, FI if "int" in kind else F, "n", run=_run_random(kind))
-
-
-def _run_random(kind):
-    """Random ops: generic statistics cases plus determinism of the seed."""
-    from opcheck import run_case
-
-    def run(sess, name, spec, dt, rng):
-        for case in spec.gen(rng, dt):
-            run_case(sess, name, spec, case, dt, rng)
-        attrs = {"shape": [50], "dtype": dt, "seed": 1234}
-        if kind == "randint":
-            attrs.update(low=0, high=1000)
-        a = sess.op(name, **attrs).numpy()
-        b = sess.op(name, **attrs).numpy()
-        c = sess.op(name, **{**attrs, "seed": 4321}).numpy()
-        np.testing.assert_array_equal(a, b, err_msg=f"{name}: same seed, different values")
-        assert not np.array_equal(a, c), f"{name}: different seeds gave the same values"
-    return run
-
-
-# ---- elementwise binary ----------------------------------------------------------------------
+# ---- binary ----------------------------------------------------------------------------------
 def binary(ref, dtypes, grad="d", ka="normal", kb="normal", scalars=True, variants=(),
            extra=None, **tol):
     """ref(a, b) on torch tensors / Python scalars; variants: (attrs, ref) applied to two
@@ -300,7 +186,22 @@ def _where():
     return Spec(gen, ALL, "d")
 
 
-# ---- elementwise unary -----------------------------------------------------------------------
+B_I = I + ("bool",)
+
+
+def _lerp():
+    def gen(rng, dt):
+        cases = []
+        for sa, sb, sw in (((2, 3), (2, 3), (2, 3)), ((2, 3), (3,), (2, 1)), ((), (2,), ())):
+            cases.append(Case([arr(rng, sa, dt), arr(rng, sb, dt), arr(rng, sw, dt, "prob")],
+                              torch.lerp, label=f"{sa},{sb},{sw}"))
+        cases.append(Case([arr(rng, (3,), dt), arr(rng, (3,), dt), 0.3],
+                          lambda a, b, w: torch.lerp(a, b, w), label="scalar weight"))
+        return cases
+    return Spec(gen, F, "d")
+
+
+# ---- unary -----------------------------------------------------------------------------------
 def unary(ref, dtypes=F, grad="d", kind="normal", variants=(), extra=None, **tol):
     """variants: [(attrs, ref)] or a function dt -> such a list."""
     def gen(rng, dt):
@@ -352,34 +253,8 @@ def _clamp():
     return Spec(gen, FI, "d")
 
 
-# ---- activations -----------------------------------------------------------------------------
-def _softmax(fn, tol32=(1e-5, 1e-6)):
-    def gen(rng, dt):
-        cases = []
-        for s in unary_shapes(rng):
-            dims = [-1] + ([0] if len(s) >= 1 else []) + ([1] if len(s) >= 2 else [])
-            for d in dims:
-                cases.append(Case([arr(rng, s, dt)], lambda x, d=d: fn(x, dim=d), {"dim": d},
-                                  label=f"{s} dim={d}"))
-        x = arr(rng, (2, 5), dt) * 30  # large logits: needs the max-subtraction
-        cases.append(Case([x], lambda t: fn(t, dim=1), {"dim": 1}, label="large"))
-        return cases
-    return Spec(gen, F, "d", tol32=tol32)
-
-
 TABLE = {
-    # creation
-    "zeros": _filled("zeros"),
-    "ones": _filled("ones"),
-    "full": _filled("full"),
-    "zeros_like": _filled_like("zeros_like"),
-    "ones_like": _filled_like("ones_like"),
-    "full_like": _filled_like("full_like"),
-    "arange": Spec(_arange_gen, FI, "n", tol32=(1e-6, 1e-6)),
-    "rand": _random("rand"),
-    "randn": _random("randn"),
-    "randint": _random("randint"),
-    # binary arithmetic
+    # arithmetic
     "add": _arith("add", _add_ref, 0.5, FI + B),
     "sub": _arith("sub", _sub_ref, -1.5, FI),
     "mul": binary(lambda a, b: torch.mul(*ts(a, b)), FI + B,
@@ -390,6 +265,7 @@ TABLE = {
                       extra=promotion_cases(lambda a, b: torch.maximum(*ts(a, b)))),
     "minimum": binary(lambda a, b: torch.minimum(*ts(a, b)), FI + B,
                       extra=promotion_cases(lambda a, b: torch.minimum(*ts(a, b)))),
+    # comparison and logic
     "eq": _compare(torch.eq),
     "ne": _compare(torch.ne),
     "lt": _compare(torch.lt),
@@ -399,7 +275,18 @@ TABLE = {
     "logical_and": _logical(torch.logical_and),
     "logical_or": _logical(torch.logical_or),
     "logical_xor": _logical(torch.logical_xor),
+    "logical_not": unary(torch.logical_not, ALL, "n", kind="intlike"),
     "where": _where(),
+    # remainder, fmod, atan2, hypot, bitwise ops, lerp
+    "remainder": binary(lambda a, b: torch.remainder(*ts(a, b)), FI, kb="nonzero"),
+    "fmod": binary(lambda a, b: torch.fmod(*ts(a, b)), FI, kb="nonzero"),
+    "atan2": binary(lambda a, b: torch.atan2(*ts(a, b)), ALL, kb="nonzero", scalars=False),
+    "hypot": binary(lambda a, b: torch.hypot(*ts(a, b)), F, ka="nonzero", scalars=False),
+    "bitwise_and": binary(lambda a, b: torch.bitwise_and(*ts(a, b)), B_I, "n"),
+    "bitwise_or": binary(lambda a, b: torch.bitwise_or(*ts(a, b)), B_I, "n"),
+    "bitwise_xor": binary(lambda a, b: torch.bitwise_xor(*ts(a, b)), B_I, "n"),
+    "bitwise_not": unary(torch.bitwise_not, B_I, "n"),
+    "lerp": _lerp(),
     # unary; float functions of int/bool inputs return the default float dtype, as in torch
     "neg": unary(torch.neg, FI),
     "abs": unary(torch.abs, FI, kind="nonzero"),
@@ -416,28 +303,27 @@ TABLE = {
     "trunc": unary(torch.trunc, FI, "z", kind="wide"),
     "frac": unary(torch.frac, F, "d", kind="wide"),
     "clamp": _clamp(),
-    "logical_not": unary(torch.logical_not, ALL, "n", kind="intlike"),
     "isnan": _special_unary(torch.isnan),
     "isinf": _special_unary(torch.isinf),
     "isfinite": _special_unary(torch.isfinite),
-    # activations
-    "relu": unary(torch.relu, FI, kind="nonzero"),
-    "sigmoid": unary(torch.sigmoid, ALL),
-    "tanh": unary(torch.tanh, ALL),
-    "gelu": unary(TF.gelu, variants=[({"approximate": "tanh"},
-                                      lambda x: TF.gelu(x, approximate="tanh")),
-                                     ({"approximate": "none"}, TF.gelu)]),
-    "silu": unary(TF.silu),
-    "softplus": unary(TF.softplus, kind="wide",
-                      variants=[({"beta": 2.0, "threshold": 1.0},
-                                 lambda x: TF.softplus(x, beta=2.0, threshold=1.0))]),
-    "leaky_relu": unary(TF.leaky_relu, kind="nonzero",
-                        variants=[({"negative_slope": 0.2},
-                                   lambda x: TF.leaky_relu(x, negative_slope=0.2))]),
-    "elu": unary(TF.elu, kind="nonzero",
-                 variants=[({"alpha": 0.5}, lambda x: TF.elu(x, alpha=0.5))]),
-    "softmax": _softmax(torch.softmax),
-    # f32 log_softmax: outputs near 0 come from cancelling x - logsumexp(x), so the few-ulp
-    # error of a vectorized exp/log shows as ~1e-6 absolute.
-    "log_softmax": _softmax(torch.log_softmax, tol32=(1e-5, 1e-5)),
+    # unary transcendental
+    "log1p": unary(torch.log1p, ALL, kind="pos"),
+    "expm1": unary(torch.expm1, ALL),
+    "log2": unary(torch.log2, ALL, kind="pos"),
+    "log10": unary(torch.log10, ALL, kind="pos"),
+    "exp2": unary(torch.exp2, ALL),
+    "sin": unary(torch.sin, ALL),
+    "cos": unary(torch.cos, ALL),
+    "tan": unary(torch.tan, ALL, kind="unit"),
+    "asin": unary(torch.asin, ALL, kind="unit"),
+    "acos": unary(torch.acos, ALL, kind="unit"),
+    "atan": unary(torch.atan, ALL),
+    "sinh": unary(torch.sinh, ALL),
+    "cosh": unary(torch.cosh, ALL),
+    "asinh": unary(torch.asinh, ALL),
+    "acosh": unary(torch.acosh, ALL, kind="gt1"),
+    "atanh": unary(torch.atanh, ALL, kind="unit"),
+    "erf": unary(torch.erf, ALL),
+    "erfc": unary(torch.erfc, ALL),
+    "erfinv": unary(torch.erfinv, ALL, kind="unit", tol32=(1e-4, 1e-5)),
 }

@@ -1,18 +1,15 @@
-// The op catalog is enforced here: every op of OPS.md (tiers 1 and 2) is registered with the
-// marking the table gives, has a shape rule or composite, a backward rule when differentiable, and
-// a CPU kernel; no op outside the catalog is exposed.
+// The op catalog is enforced here: every op of the table below is registered with the marking
+// the table gives, has a shape rule or composite, a backward rule when differentiable, and a CPU
+// kernel; no op outside the table is exposed.
 #include <gtest/gtest.h>
 
-#include <fstream>
+#include <algorithm>
 #include <map>
-#include <regex>
 #include <set>
-#include <sstream>
+#include <string>
+#include <vector>
 
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "tests/support/op_test_util.h"
-#include "tests/support/source_path.h"
 
 namespace tensord {
 namespace {
@@ -21,9 +18,10 @@ constexpr Marking d = Marking::kDifferentiable;
 constexpr Marking z = Marking::kZeroGrad;
 constexpr Marking n = Marking::kNonDifferentiable;
 
-// OPS.md tier 1, op → marking ("grad" column).
-const std::map<std::string, Marking>& Tier1() {
+// Every public op, op -> marking.
+const std::map<std::string, Marking>& Catalog() {
   static const auto* table = new std::map<std::string, Marking>{
+      // Creation.
       {"zeros", n},
       {"ones", n},
       {"full", n},
@@ -31,9 +29,11 @@ const std::map<std::string, Marking>& Tier1() {
       {"ones_like", n},
       {"full_like", n},
       {"arange", n},
+      {"eye", n},
       {"rand", n},
       {"randn", n},
       {"randint", n},
+      // Elementwise arithmetic, comparison and logic.
       {"add", d},
       {"sub", d},
       {"mul", d},
@@ -50,7 +50,19 @@ const std::map<std::string, Marking>& Tier1() {
       {"logical_and", n},
       {"logical_or", n},
       {"logical_xor", n},
+      {"logical_not", n},
       {"where", d},
+      // Binary elementwise functions.
+      {"remainder", d},
+      {"fmod", d},
+      {"atan2", d},
+      {"hypot", d},
+      {"bitwise_and", n},
+      {"bitwise_or", n},
+      {"bitwise_xor", n},
+      {"bitwise_not", n},
+      {"lerp", d},
+      // Unary elementwise.
       {"neg", d},
       {"abs", d},
       {"exp", d},
@@ -66,89 +78,10 @@ const std::map<std::string, Marking>& Tier1() {
       {"trunc", z},
       {"frac", d},
       {"clamp", d},
-      {"logical_not", n},
       {"isnan", n},
       {"isinf", n},
       {"isfinite", n},
-      {"relu", d},
-      {"sigmoid", d},
-      {"tanh", d},
-      {"gelu", d},
-      {"silu", d},
-      {"softplus", d},
-      {"leaky_relu", d},
-      {"elu", d},
-      {"softmax", d},
-      {"log_softmax", d},
-      {"sum", d},
-      {"mean", d},
-      {"max", d},
-      {"min", d},
-      {"amax", d},
-      {"amin", d},
-      {"argmax", n},
-      {"argmin", n},
-      {"var", d},
-      {"std", d},
-      {"logsumexp", d},
-      {"all", n},
-      {"any", n},
-      {"reshape", d},
-      {"flatten", d},
-      {"squeeze", d},
-      {"unsqueeze", d},
-      {"permute", d},
-      {"transpose", d},
-      {"expand", d},
-      {"contiguous", d},
-      {"clone", d},
-      {"cat", d},
-      {"stack", d},
-      {"split", d},
-      {"chunk", d},
-      {"narrow", d},
-      {"slice", d},
-      {"index_select", d},
-      {"gather", d},
-      {"masked_fill", d},
-      {"one_hot", n},
-      {"to_dtype", d},
-      {"detach", n},
-      {"to_device", d},
-      {"assign", n},
-      {"matmul", d},
-      {"mm", d},
-      {"bmm", d},
-      {"linear", d},
-      {"conv2d", d},
-      {"max_pool2d", d},
-      {"avg_pool2d", d},
-      {"layer_norm", d},
-      {"embedding", d},
-      {"dropout", d},
-      {"mse_loss", d},
-      {"l1_loss", d},
-      {"cross_entropy", d},
-      {"nll_loss", d},
-      {"binary_cross_entropy", d},
-      {"binary_cross_entropy_with_logits", d},
-  };
-  return *table;
-}
-
-// OPS.md tier 2, op → marking. Kept here as well as read from OPS.md so that a checkout without
-// OPS.md beside it still fails when a tier-2 op goes missing or changes marking.
-const std::map<std::string, Marking>& Tier2() {
-  static const auto* table = new std::map<std::string, Marking>{
-      {"eye", n},
-      {"remainder", d},
-      {"fmod", d},
-      {"atan2", d},
-      {"hypot", d},
-      {"bitwise_and", n},
-      {"bitwise_or", n},
-      {"bitwise_xor", n},
-      {"bitwise_not", n},
+      // Unary transcendental.
       {"log1p", d},
       {"expm1", d},
       {"log2", d},
@@ -168,7 +101,15 @@ const std::map<std::string, Marking>& Tier2() {
       {"erf", d},
       {"erfc", d},
       {"erfinv", d},
-      {"lerp", d},
+      // Activations.
+      {"relu", d},
+      {"sigmoid", d},
+      {"tanh", d},
+      {"gelu", d},
+      {"silu", d},
+      {"softplus", d},
+      {"leaky_relu", d},
+      {"elu", d},
       {"relu6", d},
       {"selu", d},
       {"celu", d},
@@ -184,16 +125,43 @@ const std::map<std::string, Marking>& Tier2() {
       {"threshold", d},
       {"prelu", d},
       {"glu", d},
+      {"softmax", d},
+      {"log_softmax", d},
       {"softmin", d},
+      // Reductions and scans.
+      {"sum", d},
+      {"mean", d},
+      {"max", d},
+      {"min", d},
+      {"amax", d},
+      {"amin", d},
+      {"argmax", n},
+      {"argmin", n},
+      {"var", d},
+      {"std", d},
+      {"logsumexp", d},
+      {"all", n},
+      {"any", n},
       {"prod", d},
       {"norm", d},
       {"cumsum", d},
       {"cumprod", d},
-      {"scatter", d},
-      {"scatter_add", d},
-      {"index_add", d},
-      {"masked_select", d},
-      {"nonzero", n},
+      // Shape and views.
+      {"reshape", d},
+      {"flatten", d},
+      {"squeeze", d},
+      {"unsqueeze", d},
+      {"permute", d},
+      {"transpose", d},
+      {"expand", d},
+      {"contiguous", d},
+      {"clone", d},
+      {"cat", d},
+      {"stack", d},
+      {"split", d},
+      {"chunk", d},
+      {"narrow", d},
+      {"slice", d},
       {"flip", d},
       {"roll", d},
       {"repeat", d},
@@ -201,9 +169,29 @@ const std::map<std::string, Marking>& Tier2() {
       {"pad", d},
       {"tril", d},
       {"triu", d},
+      // Indexing and sorting.
+      {"index_select", d},
+      {"gather", d},
+      {"masked_fill", d},
+      {"one_hot", n},
+      {"scatter", d},
+      {"scatter_add", d},
+      {"index_add", d},
+      {"masked_select", d},
+      {"nonzero", n},
       {"sort", d},
       {"argsort", n},
       {"topk", d},
+      // Dtype, device and state.
+      {"to_dtype", d},
+      {"detach", n},
+      {"to_device", d},
+      {"assign", n},
+      // Linear algebra.
+      {"matmul", d},
+      {"mm", d},
+      {"bmm", d},
+      {"linear", d},
       {"dot", d},
       {"outer", d},
       {"addmm", d},
@@ -212,18 +200,33 @@ const std::map<std::string, Marking>& Tier2() {
       {"trace", d},
       {"diag", d},
       {"diagonal", d},
+      // Convolution and pooling.
       {"conv1d", d},
+      {"conv2d", d},
       {"conv3d", d},
       {"conv_transpose1d", d},
       {"conv_transpose2d", d},
       {"max_pool1d", d},
       {"avg_pool1d", d},
+      {"max_pool2d", d},
+      {"avg_pool2d", d},
       {"adaptive_avg_pool2d", d},
       {"adaptive_max_pool2d", d},
-      {"interpolate", d},
+      // Normalization, embedding, dropout, resampling and attention.
+      {"layer_norm", d},
       {"batch_norm", d},
       {"group_norm", d},
+      {"embedding", d},
+      {"dropout", d},
+      {"interpolate", d},
       {"scaled_dot_product_attention", d},
+      // Losses.
+      {"mse_loss", d},
+      {"l1_loss", d},
+      {"cross_entropy", d},
+      {"nll_loss", d},
+      {"binary_cross_entropy", d},
+      {"binary_cross_entropy_with_logits", d},
       {"smooth_l1_loss", d},
       {"huber_loss", d},
       {"kl_div", d},
@@ -232,50 +235,12 @@ const std::map<std::string, Marking>& Tier2() {
   return *table;
 }
 
-// Op names of OPS.md rows of the given tier; empty when the file is not beside the checkout.
-std::set<std::string> OpsMdNames(const std::string& tier) {
-  std::ifstream in(testing::SourcePath("../shared/OPS.md"));
-  std::set<std::string> names;
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells = absl::StrSplit(line, '|');
-    if (cells.size() < 6 || absl::StripAsciiWhitespace(cells[5]) != tier) continue;
-    // "relu, gelu (approximate none/tanh), ..." → names without parenthesised notes.
-    std::string ops = std::regex_replace(cells[1], std::regex("\\([^)]*\\)"), "");
-    for (absl::string_view name : absl::StrSplit(ops, ',')) {
-      name = absl::StripAsciiWhitespace(name);
-      if (!name.empty()) names.insert(std::string(name));
-    }
-  }
-  return names;
-}
-
-TEST(Catalog, EveryTier1OpIsRegisteredWithItsMarking) {
+TEST(Catalog, EveryCatalogOpIsRegisteredWithItsMarking) {
   const OpRegistry& r = OpRegistry::Builtin();
-  for (const auto& [name, marking] : Tier1()) {
+  for (const auto& [name, marking] : Catalog()) {
     auto def = r.Find(name);
-    ASSERT_TRUE(def.ok()) << "tier-1 op missing: " << name;
+    ASSERT_TRUE(def.ok()) << "op missing: " << name;
     EXPECT_EQ(MarkingName((*def)->marking), std::string(MarkingName(marking))) << name;
-  }
-}
-
-TEST(Catalog, EveryTier2OpIsRegisteredWithItsMarking) {
-  const OpRegistry& r = OpRegistry::Builtin();
-  for (const auto& [name, marking] : Tier2()) {
-    auto def = r.Find(name);
-    ASSERT_TRUE(def.ok()) << "tier-2 op missing: " << name;
-    EXPECT_EQ((*def)->tier, 2) << name;
-    EXPECT_EQ(MarkingName((*def)->marking), std::string(MarkingName(marking))) << name;
-  }
-}
-
-TEST(Catalog, EmbeddedTablesMatchOpsMd) {
-  std::set<std::string> tier1 = OpsMdNames("1");
-  if (tier1.empty()) GTEST_SKIP() << "OPS.md is not beside this checkout";
-  for (const auto& [tier, table] : {std::pair{"1", &Tier1()}, std::pair{"2", &Tier2()}}) {
-    std::set<std::string> embedded;
-    for (const auto& [name, m] : *table) embedded.insert(name);
-    EXPECT_EQ(OpsMdNames(tier), embedded) << "tier " << tier;
   }
 }
 
@@ -296,11 +261,10 @@ TEST(Catalog, EveryRegisteredOpIsComplete) {
 
 TEST(Catalog, NoOpOutsideTheCatalog) {
   std::set<std::string> known;
-  for (const auto& [name, m] : Tier1()) known.insert(name);
-  for (const auto& [name, m] : Tier2()) known.insert(name);
+  for (const auto& [name, m] : Catalog()) known.insert(name);
   for (const OpDef* def : OpRegistry::Builtin().All()) {
     if (def->internal) continue;
-    EXPECT_TRUE(known.count(def->name)) << def->name << " is not in OPS.md";
+    EXPECT_TRUE(known.count(def->name)) << def->name << " is not in the catalog table";
   }
 }
 

@@ -39,7 +39,6 @@ def op_info_to_dict(info) -> dict:
     return {
         "name": info.name,
         "category": info.category,
-        "tier": info.tier,
         "marking": MARKINGS.get(info.marking, "unmarked"),
         "dtypes": [dtypes.name(dtypes.from_wire(d)) for d in info.dtypes],
         "backends": list(info.backends),

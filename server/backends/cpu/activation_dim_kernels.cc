@@ -1,6 +1,9 @@
-// Loop kernels for the activations that work along a dim: prelu (one slope per channel, dim 1)
-// and glu (halves of a dim), with their fused backward ops.
+// Loop kernels for the activations that work along a dim: softmax and log_softmax
+// (max-subtracted, so large inputs do not overflow), prelu (one slope per channel, dim 1) and glu
+// (halves of a dim), with their fused backward ops.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "server/backends/cpu/activation_kernels.h"
@@ -131,9 +134,66 @@ absl::Status GluBackward(KernelCall& c) {
   return absl::OkStatus();
 }
 
+// softmax (kLog = false) or log_softmax of x along the split's middle dim, computed in Out.
+template <bool kLog, typename In, typename Out>
+void SoftmaxLoop(const In* x, Out* y, const DimSplit& s) {
+  if (s.size == 0 || s.inner == 0) return;
+  const Out neg_inf = -std::numeric_limits<Out>::infinity();
+  // Per-column running max and sum; for a last-dim softmax this is a single column.
+  std::vector<Out> mx(s.inner), sum(s.inner);
+  for (int64_t o = 0; o < s.outer; ++o) {
+    const In* xo = x + o * s.size * s.inner;
+    Out* yo = y + o * s.size * s.inner;
+    std::fill(mx.begin(), mx.end(), neg_inf);
+    std::fill(sum.begin(), sum.end(), Out(0));
+    for (int64_t k = 0; k < s.size; ++k) {
+      const In* xk = xo + k * s.inner;
+      for (int64_t j = 0; j < s.inner; ++j) mx[j] = MaxNaN(mx[j], static_cast<Out>(xk[j]));
+    }
+    for (int64_t k = 0; k < s.size; ++k) {
+      const In* xk = xo + k * s.inner;
+      Out* yk = yo + k * s.inner;
+      for (int64_t j = 0; j < s.inner; ++j) {
+        const Out e = std::exp(static_cast<Out>(xk[j]) - mx[j]);
+        if (!kLog) yk[j] = e;
+        sum[j] += e;
+      }
+    }
+    // log_softmax subtracts the max before the log-sum, (x - max) - log(sum), so that large
+    // inputs keep full precision instead of cancelling against max + log(sum).
+    for (int64_t j = 0; j < s.inner; ++j) sum[j] = kLog ? std::log(sum[j]) : Out(1) / sum[j];
+    for (int64_t k = 0; k < s.size; ++k) {
+      const In* xk = xo + k * s.inner;
+      Out* yk = yo + k * s.inner;
+      for (int64_t j = 0; j < s.inner; ++j) {
+        yk[j] = kLog ? (static_cast<Out>(xk[j]) - mx[j]) - sum[j] : yk[j] * sum[j];
+      }
+    }
+  }
+}
+
+template <bool kLog>
+absl::Status SoftmaxKernel(KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  Tensor& out = c.outputs[0];
+  int64_t dim = c.attrs.GetInt("dim", -1);
+  if (dim < 0) dim += x.rank();
+  const DimSplit split = SplitAt(x.shape(), dim);
+  VisitDType<kF>(x.dtype(), [&](auto in_tag) {
+    using In = decltype(in_tag);
+    VisitDType<kF>(out.dtype(), [&](auto out_tag) {
+      using Out = decltype(out_tag);
+      SoftmaxLoop<kLog>(x.data<In>(), out.data<Out>(), split);
+    });
+  });
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 void RegisterActivationDimKernels(KernelTable& t) {
+  t.Add("softmax", "loop_softmax", kFloat, SoftmaxKernel<false>);
+  t.Add("log_softmax", "loop_log_softmax", kFloat, SoftmaxKernel<true>);
   t.Add("prelu", "loop_prelu", kFloat, Prelu);
   t.Add("prelu_backward", "loop_prelu_backward", kFloat, PreluBackward);
   t.Add("glu", "loop_glu", kFloat, Glu);

@@ -1,6 +1,8 @@
-// Shared pieces of the activation kernel files (activation_kernels.cc,
-// activation_tier2_kernels.cc).
+// Shared pieces of the activation kernel files (activation_pointwise_kernels.cc,
+// activation_piecewise_kernels.cc, activation_dim_kernels.cc).
 #pragma once
+
+#include <string>
 
 #include "server/backends/cpu/elementwise_dispatch.h"
 #include "server/backends/cpu/kernel_table.h"
@@ -8,10 +10,9 @@
 
 namespace tensord::cpu {
 
-// Registered by RegisterActivationKernels after the tier-1 activation kernels.
-void RegisterActivationTier2Kernels(KernelTable& t);  // activation_tier2_kernels.cc
-// prelu and glu, which work along a dim; registered by RegisterActivationTier2Kernels.
-void RegisterActivationDimKernels(KernelTable& t);  // activation_dim_kernels.cc
+// Registered by RegisterActivationKernels (activation_pointwise_kernels.cc).
+void RegisterActivationPiecewiseKernels(KernelTable& t);  // activation_piecewise_kernels.cc
+void RegisterActivationDimKernels(KernelTable& t);        // activation_dim_kernels.cc
 
 // Runs the functor returned by make(T{}) over input 0 into output 0, both of float dtype T.
 template <typename Make>
@@ -31,6 +32,14 @@ absl::Status FloatBinary(KernelCall& c, Make make) {
     BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], make(tag));
   });
   return absl::OkStatus();
+}
+
+// Registers `op` and `op`_backward from two functor makers.
+template <typename Forward, typename Backward>
+void AddPair(KernelTable& t, const std::string& op, Forward forward, Backward backward) {
+  t.Add(op, "loop_" + op, kFloat, [forward](KernelCall& c) { return FloatUnary(c, forward); });
+  t.Add(op + "_backward", "loop_" + op + "_backward", kFloat,
+        [backward](KernelCall& c) { return FloatBinary(c, backward); });
 }
 
 }  // namespace tensord::cpu

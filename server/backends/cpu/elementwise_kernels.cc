@@ -210,8 +210,8 @@ void RegisterElementwiseKernels(KernelTable& t) {
   t.Add("where", Kernel{"loop_where", WhereSupports, WhereKernel});
   RegisterUnaryMathKernels(t);
   RegisterComparisonKernels(t);
-  RegisterElementwiseTier2Kernels(t);
-  RegisterUnaryTier2Kernels(t);
+  RegisterBinaryFunctionKernels(t);
+  RegisterUnaryTranscendentalKernels(t);
 }
 
 }  // namespace tensord::cpu

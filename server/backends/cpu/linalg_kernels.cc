@@ -161,8 +161,8 @@ void AddBroadcastBias(const Tensor& bias, Tensor& out) {
       out.dtype(), [&] { BinaryLoop<T, T, T>(out, bias, out, [](T a, T b) { return a + b; }); });
 }
 
-// diagonal and diagonal_backward (linalg_tier2_kernels.cc).
-void RegisterLinalgTier2Kernels(KernelTable& t);
+// diagonal and diagonal_backward (linalg_diagonal_kernels.cc).
+void RegisterLinalgDiagonalKernels(KernelTable& t);
 
 void RegisterLinalgKernels(KernelTable& t) {
   for (const char* op : {"matmul", "mm", "bmm", "linear", "batch_matmul"}) {
@@ -171,7 +171,7 @@ void RegisterLinalgKernels(KernelTable& t) {
       return RunLoopGemm<double>(call);
     });
   }
-  RegisterLinalgTier2Kernels(t);
+  RegisterLinalgDiagonalKernels(t);
 }
 
 }  // namespace tensord::cpu

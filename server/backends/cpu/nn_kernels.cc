@@ -160,14 +160,14 @@ absl::Status LoopLayerNormBackward(KernelCall& c) {
                                             : LayerNormBackward<double>(c);
 }
 
-void RegisterConvTier2Kernels(KernelTable& t);  // nn_conv_tier2_kernels.cc
+void RegisterConvNdTransposeKernels(KernelTable& t);  // nn_conv_nd_transpose_kernels.cc
 
-void RegisterNormTier2Kernels(KernelTable& t);  // nn_norm_tier2_kernels.cc
+void RegisterBatchNormResampleKernels(KernelTable& t);  // nn_batch_norm_kernels.cc
 
 void RegisterNnKernels(KernelTable& t) {
-  RegisterNormTier2Kernels(t);
+  RegisterBatchNormResampleKernels(t);
   RegisterConvKernels(t);
-  RegisterConvTier2Kernels(t);
+  RegisterConvNdTransposeKernels(t);
   RegisterPoolKernels(t);
   t.Add("layer_norm", "loop_layer_norm", kFloat, LoopLayerNorm);
   t.Add("layer_norm_backward", "loop_layer_norm_backward", kFloat, LoopLayerNormBackward);

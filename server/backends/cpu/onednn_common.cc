@@ -206,4 +206,11 @@ bool F32InOut(absl::Span<const DType> dtypes, const Attrs* attrs) {
   return !out || *out == DType::kF32;
 }
 
+void AddF32Kernel(KernelTable& t, const std::string& op,
+                  std::function<absl::Status(KernelCall&)> fn) {
+  t.Add(op,
+        Kernel{"onednn_" + op, [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
+               [fn](KernelCall& c) { return Guard(c.op.name, [&] { return fn(c); }); }});
+}
+
 }  // namespace tensord::cpu::onednn

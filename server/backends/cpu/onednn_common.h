@@ -101,4 +101,10 @@ void RegisterNnKernels(KernelTable& t);
 void RegisterEltwiseKernels(KernelTable& t);
 void RegisterBinaryKernels(KernelTable& t);
 
+// Registers `fn` as op's oneDNN kernel for all-f32 calls, with oneDNN's exceptions turned into
+// statuses (Guard). The convolution, pooling, normalization and resampling kernels claim their
+// calls this way.
+void AddF32Kernel(KernelTable& t, const std::string& op,
+                  std::function<absl::Status(KernelCall&)> fn);
+
 }  // namespace tensord::cpu::onednn

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "server/backends/cpu/nn_kernels.h"
 #include "server/backends/cpu/onednn_common.h"
+#include "server/backends/cpu/onednn_conv.h"
 #include "server/backends/cpu/onednn_layout.h"
 #include "server/ops/nn_geometry.h"
 
@@ -29,45 +30,9 @@ std::string Ints(const memory::dims& v) { return absl::StrJoin(v, ","); }
 
 // ---- convolution ------------------------------------------------------------------------------
 
-struct ConvSetup {
-  memory::desc x, w, y, b;  // the tensors' plain layouts
-  memory::desc xa, wa, ya;  // the same dims in any layout, for the primitive to choose
-  memory::dims strides, dilates, pad_l, pad_r;
-  std::string key;
-};
-
-absl::StatusOr<ConvSetup> SetupConv(const std::string& op, const Shape& x, const Shape& w,
-                                    const Shape& y, const Attrs& attrs, bool bias) {
-  ASSIGN_OR_RETURN(nn::Conv2dParams p, nn::ReadConv2dParams(op, attrs));
-  ConvSetup s;
-  s.x = Nchw(x);
-  s.y = Nchw(y);
-  // Grouped weights [O, C/g, kH, kW] have the layout of oneDNN's [g, O/g, C/g, kH, kW].
-  s.w = p.groups == 1 ? PlainDesc(w, DType::kF32)
-                      : PlainDesc({p.groups, w[0] / p.groups, w[1], w[2], w[3]}, DType::kF32);
-  if (bias) s.b = PlainDesc({w[0]}, DType::kF32);
-  const auto any = memory::format_tag::any;
-  s.xa = memory::desc(s.x.dims(), memory::data_type::f32, any);
-  s.wa = memory::desc(s.w.dims(), memory::data_type::f32, any);
-  s.ya = memory::desc(s.y.dims(), memory::data_type::f32, any);
-  s.strides = {p.stride[0], p.stride[1]};
-  s.dilates = {p.dilation[0] - 1, p.dilation[1] - 1};  // oneDNN counts the gaps
-  s.pad_l = {p.padding[0], p.padding[1]};
-  s.pad_r = s.pad_l;
-  s.key = absl::StrCat(DescKey(s.x), DescKey(s.w), DescKey(s.y), bias ? "b" : "", "|",
-                       Ints(s.strides), "|", Ints(s.dilates), "|", Ints(s.pad_l));
-  return s;
-}
-
-// Also the hint of the backward primitives (created with default attributes then).
-dnnl::convolution_forward::primitive_desc ConvForwardPd(
-    const ConvSetup& s, bool bias, const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
-  using F = dnnl::convolution_forward;
-  F::desc d = bias ? F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.xa, s.wa,
-                             s.b, s.ya, s.strides, s.dilates, s.pad_l, s.pad_r)
-                   : F::desc(prop_kind::forward_training, algorithm::convolution_direct, s.xa, s.wa,
-                             s.ya, s.strides, s.dilates, s.pad_l, s.pad_r);
-  return F::primitive_desc(d, attr, Engine());
+// conv2d's attributes as a 2-d convolution of the shared set-up (onednn_conv.h).
+absl::StatusOr<nn::ConvNdParams> Conv2dParams(const std::string& op, const Attrs& attrs) {
+  return nn::ReadConvNdParams(op, attrs, 2, /*transposed=*/false);
 }
 
 absl::Status ConvForward(KernelCall& c) {
@@ -82,18 +47,10 @@ absl::Status ConvForward(KernelCall& c) {
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(ConvSetup s, SetupConv("conv2d", c.inputs[0].shape(), c.inputs[1].shape(),
-                                          c.outputs[0].shape(), c.attrs, bias));
-  auto prim = GetPrimitive("conv_fwd|" + s.key, [&] {
-    auto pd = ConvForwardPd(s, bias, Attr());
-    return CachedPrimitive{dnnl::convolution_forward(pd), pd};
-  });
-  Binder b(*prim);
-  b.In(DNNL_ARG_SRC, c.inputs[0], s.x);
-  b.In(DNNL_ARG_WEIGHTS, c.inputs[1], s.w);
-  if (bias) b.In(DNNL_ARG_BIAS, c.inputs[2], s.b);
-  b.Out(DNNL_ARG_DST, c.outputs[0], s.y);
-  b.Run();
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, Conv2dParams("conv2d", c.attrs));
+  auto s = MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p, bias);
+  if (!s) return HandOn(c, "onednn_conv2d");
+  RunConvForward(*s, c.inputs[0], c.inputs[1], bias ? &c.inputs[2] : nullptr, c.outputs[0]);
   return absl::OkStatus();
 }
 
@@ -106,41 +63,19 @@ bool ZeroFillIfEmpty(const Shape& other, Tensor& out) {
 
 absl::Status ConvBackwardInput(KernelCall& c) {
   if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
-  ASSIGN_OR_RETURN(ConvSetup s,
-                   SetupConv("conv2d_backward_input", c.outputs[0].shape(), c.inputs[1].shape(),
-                             c.inputs[0].shape(), c.attrs, false));
-  auto prim = GetPrimitive("conv_bwd_data|" + s.key, [&] {
-    using B = dnnl::convolution_backward_data;
-    B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates, s.pad_l,
-              s.pad_r);
-    B::primitive_desc pd(d, Attr(), Engine(), ConvForwardPd(s, false));
-    return CachedPrimitive{B(pd), pd};
-  });
-  Binder b(*prim);
-  b.In(DNNL_ARG_DIFF_DST, c.inputs[0], s.y);
-  b.In(DNNL_ARG_WEIGHTS, c.inputs[1], s.w);
-  b.Out(DNNL_ARG_DIFF_SRC, c.outputs[0], s.x);
-  b.Run();
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, Conv2dParams("conv2d_backward_input", c.attrs));
+  auto s = MakeConvSetup(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p, false);
+  if (!s) return HandOn(c, "onednn_conv2d_backward_input");
+  RunConvBackwardData(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   return absl::OkStatus();
 }
 
 absl::Status ConvBackwardWeight(KernelCall& c) {
   if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
-  ASSIGN_OR_RETURN(ConvSetup s,
-                   SetupConv("conv2d_backward_weight", c.inputs[1].shape(), c.outputs[0].shape(),
-                             c.inputs[0].shape(), c.attrs, false));
-  auto prim = GetPrimitive("conv_bwd_weights|" + s.key, [&] {
-    using B = dnnl::convolution_backward_weights;
-    B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates, s.pad_l,
-              s.pad_r);
-    B::primitive_desc pd(d, Attr(), Engine(), ConvForwardPd(s, false));
-    return CachedPrimitive{B(pd), pd};
-  });
-  Binder b(*prim);
-  b.In(DNNL_ARG_DIFF_DST, c.inputs[0], s.y);
-  b.In(DNNL_ARG_SRC, c.inputs[1], s.x);
-  b.Out(DNNL_ARG_DIFF_WEIGHTS, c.outputs[0], s.w);
-  b.Run();
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, Conv2dParams("conv2d_backward_weight", c.attrs));
+  auto s = MakeConvSetup(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), p, false);
+  if (!s) return HandOn(c, "onednn_conv2d_backward_weight");
+  RunConvBackwardWeights(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   return absl::OkStatus();
 }
 
@@ -340,30 +275,24 @@ absl::Status LayerNormBackward(KernelCall& c) {
   return absl::OkStatus();
 }
 
-void Add(KernelTable& t, const std::string& op, std::function<absl::Status(KernelCall&)> fn) {
-  t.Add(op,
-        Kernel{"onednn_" + op, [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
-               [fn](KernelCall& c) { return Guard(c.op.name, [&] { return fn(c); }); }});
-}
-
 }  // namespace
 
-void RegisterConvTier2Kernels(KernelTable& t);  // onednn_conv_tier2.cc
+void RegisterConvNdTransposeKernels(KernelTable& t);  // onednn_conv_nd_transpose.cc
 
-void RegisterNormTier2Kernels(KernelTable& t);  // onednn_norm_tier2.cc
+void RegisterBatchNormResampleKernels(KernelTable& t);  // onednn_batch_norm_resample.cc
 
 void RegisterNnKernels(KernelTable& t) {
-  RegisterNormTier2Kernels(t);
-  RegisterConvTier2Kernels(t);
-  Add(t, "conv2d", ConvForward);
-  Add(t, "conv2d_backward_input", ConvBackwardInput);
-  Add(t, "conv2d_backward_weight", ConvBackwardWeight);
-  Add(t, "max_pool2d", [](KernelCall& c) { return PoolForward(c, true); });
-  Add(t, "max_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, true); });
-  Add(t, "avg_pool2d", [](KernelCall& c) { return PoolForward(c, false); });
-  Add(t, "avg_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, false); });
-  Add(t, "layer_norm", LayerNormForward);
-  Add(t, "layer_norm_backward", LayerNormBackward);
+  RegisterBatchNormResampleKernels(t);
+  RegisterConvNdTransposeKernels(t);
+  AddF32Kernel(t, "conv2d", ConvForward);
+  AddF32Kernel(t, "conv2d_backward_input", ConvBackwardInput);
+  AddF32Kernel(t, "conv2d_backward_weight", ConvBackwardWeight);
+  AddF32Kernel(t, "max_pool2d", [](KernelCall& c) { return PoolForward(c, true); });
+  AddF32Kernel(t, "max_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, true); });
+  AddF32Kernel(t, "avg_pool2d", [](KernelCall& c) { return PoolForward(c, false); });
+  AddF32Kernel(t, "avg_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, false); });
+  AddF32Kernel(t, "layer_norm", LayerNormForward);
+  AddF32Kernel(t, "layer_norm_backward", LayerNormBackward);
 }
 
 }  // namespace tensord::cpu::onednn

@@ -270,7 +270,7 @@ void RegisterShapeKernels(KernelTable& t) {
   RegisterShapeJoinKernels(t);
   RegisterIndexingKernels(t);
   RegisterIndexingSelectKernels(t);
-  RegisterShapeTier2Kernels(t);
+  RegisterShapeRearrangeKernels(t);
   RegisterPadKernels(t);
   RegisterSortingKernels(t);
 }

@@ -1,0 +1,102 @@
+// The loops every 2-d pooling kernel runs, whatever its windows: max pooling (forward and the
+// gradient to the first maximum) and average pooling (forward and the spread-out gradient) over
+// the windows a window rule gives. max_pool2d / avg_pool2d (nn_pool_kernels.cc: strides,
+// padding, dilation, ceil_mode, PyTorch's avg divisors) and the adaptive pools
+// (nn_pool_adaptive_kernels.cc: windows of varying size) differ only in that rule.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "server/ops/nn_geometry.h"
+
+namespace tensord::cpu {
+
+// The input rows hs, hs + dh, ... < he and columns ws, ws + dw, ... < we of output element
+// (oh, ow), and the divisor of its average. An empty window averages to 0.
+struct PoolWindow {
+  int64_t hs, he, ws, we;
+  int64_t dh = 1, dw = 1;
+  int64_t divisor = 1;
+};
+
+// Calls f(plane, out_offset_in_plane, window) for every output element; window(oh, ow) gives
+// the window (the same in every plane).
+template <typename Rule, typename F>
+void ForEachPoolWindow(const nn::Nchw& x, const nn::Nchw& y, Rule window, F f) {
+  for (int64_t pl = 0; pl < x.n * x.c; ++pl) {
+    for (int64_t oh = 0; oh < y.h; ++oh) {
+      for (int64_t ow = 0; ow < y.w; ++ow) f(pl, oh * y.w + ow, window(oh, ow));
+    }
+  }
+}
+
+// Offset in the input plane of the window's first maximum; NaN counts as the maximum, as in
+// PyTorch. The window's first element when every element is -inf.
+template <typename T>
+int64_t WindowArgMax(const T* plane, int64_t width, const PoolWindow& w) {
+  int64_t best = w.hs * width + w.ws;
+  T best_v = -std::numeric_limits<T>::infinity();
+  for (int64_t ih = w.hs; ih < w.he; ih += w.dh) {
+    for (int64_t iw = w.ws; iw < w.we; iw += w.dw) {
+      const T v = plane[ih * width + iw];
+      if (v > best_v || std::isnan(v)) {
+        best_v = v;
+        best = ih * width + iw;
+      }
+    }
+  }
+  return best;
+}
+
+template <typename T, typename Rule>
+void MaxPoolForward(const T* x, T* y, const nn::Nchw& xd, const nn::Nchw& yd, Rule window) {
+  const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
+  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+    const T* p = x + pl * in_plane;
+    y[pl * out_plane + o] = p[WindowArgMax(p, xd.w, w)];
+  });
+}
+
+// gx (zeroed here) receives each output's gradient at its window's first maximum.
+template <typename T, typename Rule>
+void MaxPoolBackward(const T* gy, const T* x, T* gx, const nn::Nchw& xd, const nn::Nchw& yd,
+                     Rule window) {
+  const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
+  std::fill(gx, gx + xd.n * xd.c * in_plane, T(0));
+  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+    const int64_t plane = pl * in_plane;
+    gx[plane + WindowArgMax(x + plane, xd.w, w)] += gy[pl * out_plane + o];
+  });
+}
+
+template <typename T, typename Rule>
+void AvgPoolForward(const T* x, T* y, const nn::Nchw& xd, const nn::Nchw& yd, Rule window) {
+  const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
+  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+    const T* p = x + pl * in_plane;
+    T sum = 0;
+    for (int64_t ih = w.hs; ih < w.he; ih += w.dh) {
+      for (int64_t iw = w.ws; iw < w.we; iw += w.dw) sum += p[ih * xd.w + iw];
+    }
+    y[pl * out_plane + o] = (w.hs >= w.he || w.ws >= w.we) ? T(0) : sum / T(w.divisor);
+  });
+}
+
+// gx (zeroed here) receives each output's gradient divided by its divisor over its window.
+template <typename T, typename Rule>
+void AvgPoolBackward(const T* gy, T* gx, const nn::Nchw& xd, const nn::Nchw& yd, Rule window) {
+  const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
+  std::fill(gx, gx + xd.n * xd.c * in_plane, T(0));
+  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+    T* p = gx + pl * in_plane;
+    const T g = gy[pl * out_plane + o] / T(w.divisor);
+    for (int64_t ih = w.hs; ih < w.he; ih += w.dh) {
+      for (int64_t iw = w.ws; iw < w.we; iw += w.dw) p[ih * xd.w + iw] += g;
+    }
+  });
+}
+
+}  // namespace tensord::cpu

@@ -1,0 +1,192 @@
+// oneDNN kernels of the f32 batch normalization and resampling ops: batch normalization
+// forward (batch or given statistics) and backward, nearest/linear resampling forward and
+// backward. Tensors are row-major [N, C, *] and wrapped in place. Calls oneDNN cannot
+// reproduce exactly go to the loop kernels: empty tensors, and resampling whose PyTorch index
+// formula differs from oneDNN's (align_corners, a scale_factor that is not out/in, nearest
+// except integer upsampling, where both pick floor(dst * in / out)).
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+#include "server/backends/cpu/onednn_common.h"
+
+namespace tensord::cpu {
+absl::Status LoopBatchNorm(KernelCall& c);          // nn_batch_norm_kernels.cc
+absl::Status LoopBatchNormBackward(KernelCall& c);  // nn_batch_norm_kernels.cc
+// Per-channel mean and biased variance of f32 [N, C, *], accumulated in double.
+void BatchNormMoments(const Tensor& x, float* mean, float* var);  // nn_batch_norm_kernels.cc
+}  // namespace tensord::cpu
+
+namespace tensord::cpu::onednn {
+namespace {
+
+using dnnl::algorithm;
+using dnnl::memory;
+using dnnl::prop_kind;
+using Args = std::unordered_map<int, memory>;
+using Flags = dnnl::normalization_flags;
+
+// oneDNN's reference implementations are slower than the loop kernels.
+bool IsReference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+// ---- batch normalization ----------------------------------------------------------------------
+
+struct BatchNormSetup {
+  memory::desc data, stat;
+  float eps;
+  Flags flags;
+  std::string key;
+};
+
+BatchNormSetup SetupBatchNorm(const Shape& x, const Attrs& a) {
+  int64_t inner = 1;
+  for (size_t d = 2; d < x.size(); ++d) inner *= x[d];
+  BatchNormSetup s;
+  // As 4-d NCHW: oneDNN 2.6 has only its reference batch normalization for 3-d data.
+  s.data = PlainDesc({x[0], x[1], 1, inner}, DType::kF32);
+  s.stat = PlainDesc({x[1]}, DType::kF32);
+  s.eps = static_cast<float>(a.GetFloat("eps"));
+  const bool training = a.GetBool("training");
+  unsigned f = static_cast<unsigned>(Flags::use_scale) | static_cast<unsigned>(Flags::use_shift);
+  if (!training) f |= static_cast<unsigned>(Flags::use_global_stats);
+  s.flags = static_cast<Flags>(f);
+  s.key = absl::StrCat(DescKey(s.data), "|", s.eps, "|", training);
+  return s;
+}
+
+absl::Status BatchNormForward(KernelCall& c) {
+  if (c.inputs[0].numel() == 0) return LoopBatchNorm(c);
+  // oneDNN always normalizes with given statistics. Its own batch statistics accumulate in
+  // f32, which loses an order of magnitude against PyTorch on data far from zero mean, so
+  // training computes them in double first.
+  Attrs given = c.attrs;
+  if (c.attrs.GetBool("training")) {
+    BatchNormMoments(c.inputs[0], c.outputs[1].data<float>(), c.outputs[2].data<float>());
+    AttrMap m = c.attrs.map();
+    m["training"] = false;
+    given = Attrs(std::move(m));
+  } else {
+    std::copy(c.inputs[3].data<float>(), c.inputs[3].data<float>() + c.inputs[3].numel(),
+              c.outputs[1].data<float>());
+    std::copy(c.inputs[4].data<float>(), c.inputs[4].data<float>() + c.inputs[4].numel(),
+              c.outputs[2].data<float>());
+  }
+  BatchNormSetup s = SetupBatchNorm(c.inputs[0].shape(), given);
+  auto prim = GetPrimitive("bnorm_fwd|" + s.key, [&] {
+    using F = dnnl::batch_normalization_forward;
+    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, s.flags), Attr(),
+                         Engine());
+    return CachedPrimitive{F(pd), pd, IsReference(pd)};
+  });
+  if (prim->reference) return HandOn(c, "onednn_native_batch_norm");
+  Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.data)},
+                  {DNNL_ARG_DST, Wrap(c.outputs[0], s.data)},
+                  {DNNL_ARG_SCALE, Wrap(c.inputs[1], s.stat)},
+                  {DNNL_ARG_SHIFT, Wrap(c.inputs[2], s.stat)},
+                  {DNNL_ARG_MEAN, Wrap(c.outputs[1], s.stat)},
+                  {DNNL_ARG_VARIANCE, Wrap(c.outputs[2], s.stat)}});
+  return absl::OkStatus();
+}
+
+absl::Status BatchNormBackward(KernelCall& c) {
+  if (c.inputs[1].numel() == 0) return LoopBatchNormBackward(c);
+  BatchNormSetup s = SetupBatchNorm(c.inputs[1].shape(), c.attrs);
+  auto prim = GetPrimitive("bnorm_bwd|" + s.key, [&] {
+    using F = dnnl::batch_normalization_forward;
+    using B = dnnl::batch_normalization_backward;
+    F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, s.flags), Engine());
+    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, s.flags), Attr(),
+                         Engine(), fwd);
+    return CachedPrimitive{B(pd), pd, IsReference(pd)};
+  });
+  if (prim->reference) return HandOn(c, "onednn_native_batch_norm_backward");
+  // oneDNN 2.6 wants a shift bound whenever use_shift is set, though backward does not read it.
+  std::vector<float> shift(c.inputs[1].dim(1), 0.0f);
+  Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.data)},
+                  {DNNL_ARG_SRC, Wrap(c.inputs[1], s.data)},
+                  {DNNL_ARG_SCALE, Wrap(c.inputs[2], s.stat)},
+                  {DNNL_ARG_SHIFT, WrapPtr(shift.data(), s.stat)},
+                  {DNNL_ARG_MEAN, Wrap(c.inputs[3], s.stat)},
+                  {DNNL_ARG_VARIANCE, Wrap(c.inputs[4], s.stat)},
+                  {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.data)},
+                  {DNNL_ARG_DIFF_SCALE, Wrap(c.outputs[1], s.stat)},
+                  {DNNL_ARG_DIFF_SHIFT, Wrap(c.outputs[2], s.stat)}});
+  return absl::OkStatus();
+}
+
+// ---- resampling -------------------------------------------------------------------------------
+
+// Whether oneDNN's index formula gives PyTorch's for this (input, output) geometry.
+bool ResampleMatches(const Shape& in, const Shape& out, const Attrs& a) {
+  if (in[0] * in[1] == 0) return false;
+  const bool linear = a.GetString("mode") == "linear";
+  if (linear && a.GetBool("align_corners")) return false;
+  const std::vector<double> scales = a.GetFloats("scales");
+  for (size_t d = 2; d < in.size(); ++d) {
+    const double scale = scales[d - 2];
+    // PyTorch uses 1 / scale_factor where one was given; oneDNN always in / out.
+    if (scale > 0 && static_cast<double>(in[d]) * scale != static_cast<double>(out[d])) {
+      return false;
+    }
+    if (!linear && out[d] % in[d] != 0) return false;
+  }
+  return true;
+}
+
+algorithm ResampleAlgorithm(const Attrs& a) {
+  return a.GetString("mode") == "linear" ? algorithm::resampling_linear
+                                         : algorithm::resampling_nearest;
+}
+
+dnnl::resampling_forward::primitive_desc ResampleForwardPd(const memory::desc& src,
+                                                           const memory::desc& dst, const Attrs& a,
+                                                           const dnnl::primitive_attr& attr) {
+  using F = dnnl::resampling_forward;
+  return F::primitive_desc(F::desc(prop_kind::forward_training, ResampleAlgorithm(a), src, dst),
+                           attr, Engine());
+}
+
+absl::Status UpsampleForward(KernelCall& c) {
+  const Shape& in = c.inputs[0].shape();
+  const Shape& out = c.outputs[0].shape();
+  if (!ResampleMatches(in, out, c.attrs)) return HandOn(c, "onednn_upsample");
+  const memory::desc src = PlainDesc(in, DType::kF32), dst = PlainDesc(out, DType::kF32);
+  auto prim = GetPrimitive(
+      absl::StrCat("resample_fwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst)), [&] {
+        auto pd = ResampleForwardPd(src, dst, c.attrs, Attr());
+        return CachedPrimitive{dnnl::resampling_forward(pd), pd};
+      });
+  Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], src)}, {DNNL_ARG_DST, Wrap(c.outputs[0], dst)}});
+  return absl::OkStatus();
+}
+
+absl::Status UpsampleBackward(KernelCall& c) {
+  const Shape& in = c.outputs[0].shape();
+  const Shape& out = c.inputs[0].shape();
+  if (!ResampleMatches(in, out, c.attrs)) return HandOn(c, "onednn_upsample_backward");
+  const memory::desc src = PlainDesc(in, DType::kF32), dst = PlainDesc(out, DType::kF32);
+  auto prim = GetPrimitive(
+      absl::StrCat("resample_bwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst)), [&] {
+        using B = dnnl::resampling_backward;
+        B::primitive_desc pd(B::desc(ResampleAlgorithm(c.attrs), src, dst), Attr(), Engine(),
+                             ResampleForwardPd(src, dst, c.attrs, dnnl::primitive_attr()));
+        return CachedPrimitive{B(pd), pd};
+      });
+  Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], dst)},
+                  {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], src)}});
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Called from RegisterNnKernels (onednn_nn.cc).
+void RegisterBatchNormResampleKernels(KernelTable& t) {
+  AddF32Kernel(t, "native_batch_norm", BatchNormForward);
+  AddF32Kernel(t, "native_batch_norm_backward", BatchNormBackward);
+  AddF32Kernel(t, "upsample", UpsampleForward);
+  AddF32Kernel(t, "upsample_backward", UpsampleBackward);
+}
+
+}  // namespace tensord::cpu::onednn

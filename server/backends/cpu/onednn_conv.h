@@ -1,0 +1,36 @@
+// oneDNN's convolution primitives for a convolution of any spatial rank (see onednn_conv.cc).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "server/backends/cpu/onednn_common.h"
+#include "server/ops/nn_geometry.h"
+
+namespace tensord::cpu::onednn {
+
+// A convolution from x [N, C, *s] to y [N, O, *s'] with weight [O, C/g, *k] (batch 1 when
+// unbatched).
+struct ConvSetup {
+  dnnl::memory::desc x, w, y, b;  // the tensors' plain layouts
+  dnnl::memory::desc xa, wa, ya;  // the same dims in any layout, for the primitive to choose
+  dnnl::memory::dims strides, dilates, pad_l, pad_r;
+  std::string key;
+};
+
+// The set-up of a convolution from x to y with weight w; nullopt when a tensor is empty or
+// oneDNN's size rule (y = (x + pad_l + pad_r - extent) / stride + 1) cannot give y with symmetric
+// padding (a transposed convolution's output_padding of at least its stride): the caller hands
+// those calls on to the loop kernels.
+std::optional<ConvSetup> MakeConvSetup(const Shape& x, const Shape& w, const Shape& y,
+                                       const nn::ConvNdParams& p, bool bias);
+
+// y = conv(x, w) (+ b).
+void RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
+                    Tensor& y);
+// gx = the adjoint of conv(., w) applied to gy.
+void RunConvBackwardData(const ConvSetup& s, const Tensor& gy, const Tensor& w, Tensor& gx);
+// gw = the gradient of <gy, conv(x, w)> with respect to w.
+void RunConvBackwardWeights(const ConvSetup& s, const Tensor& gy, const Tensor& x, Tensor& gw);
+
+}  // namespace tensord::cpu::onednn

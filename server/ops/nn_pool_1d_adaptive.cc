@@ -1,0 +1,174 @@
+// 1-d and adaptive pooling (torch.nn.functional.max_pool1d, avg_pool1d, adaptive_avg_pool2d,
+// adaptive_max_pool2d). The 1-d pools insert a unit height and run the 2-d op, as PyTorch
+// does, so their gradients are the 2-d ops'. The adaptive pools have windows of varying size
+// (PyTorch's start = floor(i * in / out), end = ceil((i + 1) * in / out)), which oneDNN's
+// uniform pooling cannot express: they are primitives with internal gradient ops of their own.
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/ops/nn_geometry.h"
+#include "server/ops/op_helpers.h"
+
+namespace tensord {
+namespace {
+using namespace ops;
+using Ints = std::vector<int64_t>;
+
+OpDef PoolOp(const std::string& name) {
+  OpDef d;
+  d.name = name;
+  d.category = "nn";
+  d.input_names = {"input"};
+  d.dtypes = kFloat;
+  d.marking = Marking::kDifferentiable;
+  return d;
+}
+
+// ---- max_pool1d, avg_pool1d -------------------------------------------------------------------
+
+std::vector<AttrSpec> Pool1dAttrs(bool max_pool) {
+  std::vector<AttrSpec> a = {RequiredIntsAttr("kernel_size"),
+                             IntsAttr("stride"),
+                             {"padding", AttrType::kInts, Ints{0}},
+                             BoolAttr("ceil_mode", false)};
+  if (max_pool) {
+    a.push_back({"dilation", AttrType::kInts, Ints{1}});
+  } else {
+    a.push_back(BoolAttr("count_include_pad", true));
+  }
+  return a;
+}
+
+absl::StatusOr<int64_t> OneInt(const std::string& op, const Attrs& a, const std::string& name,
+                               int64_t min) {
+  ASSIGN_OR_RETURN(Ints v, nn::ExpandInts(op, name, a.GetInts(name), 1));
+  if (v[0] < min) {
+    return AttrError(
+        op, name, absl::StrCat("must be ", min == 0 ? "non-negative" : "positive", ", got ", v[0]));
+  }
+  return v[0];
+}
+
+// Validates a 1-d pool call and returns the attributes of the equivalent 2-d pool.
+absl::StatusOr<AttrMap> Pool2dAttrsOf(const std::string& op, const Shape& input, const Attrs& a,
+                                      bool max_pool) {
+  ASSIGN_OR_RETURN(int64_t kernel, OneInt(op, a, "kernel_size", 1));
+  int64_t stride = kernel;
+  if (!a.GetInts("stride").empty()) {
+    ASSIGN_OR_RETURN(stride, OneInt(op, a, "stride", 1));
+  }
+  ASSIGN_OR_RETURN(int64_t padding, OneInt(op, a, "padding", 0));
+  int64_t dilation = 1;
+  if (max_pool) {
+    ASSIGN_OR_RETURN(dilation, OneInt(op, a, "dilation", 1));
+  }
+  const int64_t eff = (kernel - 1) * dilation + 1;
+  if (padding > eff / 2) {
+    return AttrError(op, "padding",
+                     absl::StrCat("must be at most half of the ", max_pool ? "effective " : "",
+                                  "kernel size ", eff, ", got ", padding));
+  }
+  if (input.size() != 2 && input.size() != 3) {
+    return ShapeError(op, absl::StrCat("input must be 2-d (unbatched) or 3-d (batched), got ",
+                                       ShapeToString(input)));
+  }
+  if (input[input.size() - 1] == 0 || input[input.size() - 2] == 0) {
+    return ShapeError(
+        op, absl::StrCat("input ", ShapeToString(input), " has an empty non-batch dimension"));
+  }
+  const bool ceil_mode = a.GetBool("ceil_mode", false);
+  const int64_t out =
+      nn::PoolOutputSize(input.back(), kernel, padding, stride, dilation, ceil_mode);
+  if (out < 1) {
+    return ShapeError(op, absl::StrCat("input ", ShapeToString(input), " with kernel ", kernel,
+                                       " gives output length ", out, ", which is too small"));
+  }
+  AttrMap m = {{"kernel_size", Ints{1, kernel}},
+               {"stride", Ints{1, stride}},
+               {"padding", Ints{0, padding}},
+               {"ceil_mode", ceil_mode}};
+  if (max_pool) {
+    m["dilation"] = Ints{1, dilation};
+  } else {
+    m["count_include_pad"] = a.GetBool("count_include_pad", true);
+  }
+  return m;
+}
+
+void AddPool1d(OpRegistry& r, bool max_pool) {
+  const std::string name = max_pool ? "max_pool1d" : "avg_pool1d";
+  const std::string op2d = max_pool ? "max_pool2d" : "avg_pool2d";
+  OpDef d = PoolOp(name);
+  d.attrs = Pool1dAttrs(max_pool);
+  d.doc = absl::StrCat("torch.nn.functional.", name,
+                       " over [N, C, L] or [C, L] input (computed by ", op2d, ")");
+  d.composite = [name, op2d, max_pool](OpRunner& run, absl::Span<const Tensor> in,
+                                       const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
+    ASSIGN_OR_RETURN(AttrMap attrs2d, Pool2dAttrsOf(name, in[0].shape(), a, max_pool));
+    ASSIGN_OR_RETURN(Tensor x, run.Run1("unsqueeze", {in[0]}, {{"dim", int64_t{-2}}}));
+    ASSIGN_OR_RETURN(Tensor y, run.Run1(op2d, {x}, std::move(attrs2d)));
+    return run.Run("squeeze", {y}, {{"dim", Ints{-2}}});
+  };
+  MustAdd(r, std::move(d));
+}
+
+// ---- adaptive pools ---------------------------------------------------------------------------
+
+InferFn AdaptiveInfer(const std::string& op) {
+  return [op](absl::Span<const TensorMeta> in,
+              const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    ASSIGN_OR_RETURN(Ints size, nn::ReadAdaptiveOutputSize(op, a));
+    ASSIGN_OR_RETURN(Shape out, nn::AdaptivePool2dOutputShape(op, in[0].shape, size));
+    return std::vector<TensorMeta>{{in[0].dtype, out}};
+  };
+}
+
+void AddAdaptive(OpRegistry& r, const std::string& name) {
+  const std::string back_name = name + "_backward";
+  OpDef d = PoolOp(name);
+  d.attrs = {RequiredIntsAttr("output_size")};
+  d.infer = AdaptiveInfer(name);
+  d.backward = [back_name](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
+    GradOps o(g.run);
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(back_name, {g.grad_outputs[0], g.inputs[0]}, g.attrs.map()));
+    return std::vector<Tensor>{gx};
+  };
+  d.doc = absl::StrCat("torch.nn.functional.", name,
+                       " over [N, C, H, W] or [C, H, W] input to output_size (oH, oW)");
+  MustAdd(r, std::move(d));
+
+  OpDef b = PoolOp(back_name);
+  b.input_names = {"grad_output", "input"};
+  b.min_inputs = b.max_inputs = 2;
+  b.attrs = {RequiredIntsAttr("output_size")};
+  b.marking = Marking::kUnmarked;
+  b.internal = true;
+  const InferFn forward = AdaptiveInfer(back_name);
+  b.infer = [back_name, forward](absl::Span<const TensorMeta> in,
+                                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    if (in[0].dtype != in[1].dtype) {
+      return DtypeError(back_name, absl::StrCat("grad_output is ", DTypeName(in[0].dtype),
+                                                " but input is ", DTypeName(in[1].dtype)));
+    }
+    ASSIGN_OR_RETURN(std::vector<TensorMeta> out, forward(in.subspan(1), a));
+    if (out[0].shape != in[0].shape) {
+      return ShapeError(back_name, absl::StrCat("output gradient ", ShapeToString(in[0].shape),
+                                                " does not match the forward output ",
+                                                ShapeToString(out[0].shape)));
+    }
+    return std::vector<TensorMeta>{in[1]};
+  };
+  b.doc = absl::StrCat("gradient of ", name, " (used by its backward rule)");
+  MustAdd(r, std::move(b));
+}
+
+}  // namespace
+
+// Called from RegisterConvNdTransposeOps (nn_conv_nd_transpose.cc).
+void RegisterPool1dAdaptiveOps(OpRegistry& r) {
+  AddPool1d(r, true);
+  AddPool1d(r, false);
+  AddAdaptive(r, "adaptive_avg_pool2d");
+  AddAdaptive(r, "adaptive_max_pool2d");
+}
+
+}  // namespace tensord

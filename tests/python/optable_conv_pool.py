@@ -1,0 +1,146 @@
+"""Conformance table: convolutions (conv1d, conv2d, conv3d, conv_transpose1d, conv_transpose2d)
+and pools (max_pool1d, avg_pool1d, max_pool2d, avg_pool2d, adaptive_avg_pool2d,
+adaptive_max_pool2d)."""
+import torch.nn.functional as TF
+
+from opcheck import arr
+from optable_specs import spec_of
+
+
+CONV_TOL32 = (1e-4, 1e-5)
+
+
+def _conv2d(rng, dt):
+    out = []
+    configs = [
+        # input, weight, bias?, attrs
+        ((2, 3, 6, 5), (4, 3, 3, 3), True, {}),
+        ((1, 2, 7, 7), (3, 2, 3, 3), True, {"stride": 2, "padding": 1}),
+        ((2, 2, 8, 6), (2, 2, 3, 2), False, {"dilation": 2}),
+        ((1, 4, 5, 5), (6, 2, 3, 3), True, {"groups": 2, "padding": [1, 0]}),
+        ((2, 3, 4, 4), (5, 3, 1, 1), False, {"stride": [1, 2]}),
+        ((3, 4, 5), (2, 3, 2, 2), True, {}),  # unbatched (C, H, W)
+        ((0, 3, 4, 4), (2, 3, 3, 3), True, {}),
+    ]
+    for xs, ws, bias, attrs in configs:
+        inputs = [arr(rng, xs, dt), arr(rng, ws, dt)] + ([arr(rng, (ws[0],), dt)] if bias else [])
+        out.append((inputs, attrs, lambda *t, a=attrs: TF.conv2d(*t, **a),
+                    f"{xs}*{ws} bias={bias} {attrs}"))
+    return out
+
+
+def _conv(fn, configs, transposed=False):
+    """configs: (input shape, weight shape, bias?, attrs); the bias has the output channels."""
+    def build(rng, dt):
+        out = []
+        for xs, ws, bias, attrs in configs:
+            channels = ws[1] * attrs.get("groups", 1) if transposed else ws[0]
+            inputs = [arr(rng, xs, dt), arr(rng, ws, dt)]
+            if bias:
+                inputs.append(arr(rng, (channels,), dt))
+            out.append((inputs, attrs, lambda *t, a=attrs: fn(*t, **a),
+                        f"{xs}*{ws} bias={bias} {attrs}"))
+        return out
+    return build
+
+
+_CONV1D = [
+    ((2, 3, 9), (4, 3, 3), True, {}),
+    ((1, 4, 11), (6, 2, 3), True, {"stride": 2, "padding": 1, "dilation": 2, "groups": 2}),
+    ((2, 2, 7), (3, 2, 2), False, {"stride": 3, "padding": 1}),
+    ((3, 8), (2, 3, 3), True, {"padding": 2}),  # unbatched (C, L)
+    ((0, 3, 5), (2, 3, 3), True, {}),
+]
+
+
+_CONV3D = [
+    ((2, 3, 4, 5, 4), (4, 3, 3, 2, 3), True, {}),
+    ((1, 4, 5, 6, 5), (4, 2, 3, 3, 2),
+     True, {"stride": [2, 1, 2], "padding": [1, 0, 1], "dilation": [1, 2, 1], "groups": 2}),
+    ((2, 3, 4, 4), (2, 2, 2, 2, 2), False, {"stride": 2, "padding": 1}),  # unbatched
+    ((0, 2, 3, 3, 3), (2, 2, 2, 2, 2), True, {}),
+]
+
+
+_CONV_T1D = [
+    ((2, 3, 6), (3, 4, 3), True, {}),
+    ((1, 4, 5), (4, 2, 3), True, {"stride": 2, "padding": 1, "output_padding": 1, "groups": 2}),
+    ((2, 5), (2, 3, 2), False, {"stride": 3, "dilation": 2, "output_padding": 1}),  # unbatched
+    ((1, 2, 4), (2, 1, 3), True, {"dilation": 3, "output_padding": 2}),
+]
+
+
+_CONV_T2D = [
+    ((2, 3, 4, 5), (3, 2, 3, 3), True, {}),
+    ((1, 4, 5, 4), (4, 3, 3, 2),
+     True, {"stride": [2, 1], "padding": [1, 0], "output_padding": [1, 0], "groups": 2}),
+    ((2, 2, 3, 3), (2, 2, 2, 3),
+     False, {"stride": [2, 3], "padding": [0, 1], "dilation": [2, 1], "output_padding": [1, 2]}),
+    ((3, 4, 4), (3, 2, 2, 2), True, {"stride": 2, "padding": 1}),  # unbatched
+    ((1, 2, 3, 4), (2, 2, 2, 2), True, {"dilation": 3, "output_padding": [2, 1]}),
+    ((0, 2, 3, 3), (2, 3, 2, 2), True, {}),
+]
+
+
+# ---- pools -----------------------------------------------------------------------------------
+def _pool(fn, avg):
+    def build(rng, dt):
+        configs = [((2, 3, 6, 6), {"kernel_size": 2}),
+                   ((1, 2, 7, 5), {"kernel_size": 3, "stride": 2, "padding": 1}),
+                   ((1, 1, 7, 7), {"kernel_size": [3, 2], "stride": [2, 1]}),
+                   ((2, 1, 6, 5), {"kernel_size": 2, "stride": 2, "ceil_mode": True}),
+                   ((3, 5, 5), {"kernel_size": 2}),
+                   ((0, 2, 4, 4), {"kernel_size": 2})]
+        if avg:
+            configs.append(((1, 2, 5, 5), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                           "count_include_pad": False}))
+        else:
+            configs.append(((1, 2, 9, 9), {"kernel_size": 3, "dilation": 2}))
+        return [([arr(rng, xs, dt)], attrs, lambda t, a=attrs: fn(t, **a), f"{xs} {attrs}")
+                for xs, attrs in configs]
+    return build
+
+
+def _pool1d(fn, avg):
+    def build(rng, dt):
+        configs = [((2, 3, 8), {"kernel_size": 2}),
+                   ((1, 2, 9), {"kernel_size": 3, "stride": 2, "padding": 1}),
+                   ((2, 1, 10), {"kernel_size": 3, "stride": 2, "ceil_mode": True}),
+                   ((2, 2, 7), {"kernel_size": 2, "stride": 3, "padding": 1, "ceil_mode": True}),
+                   ((3, 6), {"kernel_size": 3}),  # unbatched (C, L)
+                   ((0, 2, 5), {"kernel_size": 2})]
+        if avg:
+            configs.append(((1, 2, 9), {"kernel_size": 3, "stride": 2, "padding": 1,
+                                        "count_include_pad": False}))
+            configs.append(((1, 2, 7), {"kernel_size": 2, "stride": 3, "padding": 1,
+                                        "ceil_mode": True, "count_include_pad": False}))
+        else:
+            configs.append(((1, 2, 11), {"kernel_size": 3, "dilation": 2, "padding": 1}))
+        return [([arr(rng, xs, dt)], attrs, lambda t, a=attrs: fn(t, **a), f"{xs} {attrs}")
+                for xs, attrs in configs]
+    return build
+
+
+def _adaptive(fn):
+    def build(rng, dt):
+        configs = [((2, 3, 5, 7), [3, 4]), ((1, 2, 6, 6), [3]), ((2, 1, 4, 5), [1, 1]),
+                   ((1, 2, 3, 3), [5, 4]), ((3, 7, 5), [2, 3]), ((0, 2, 4, 4), [2])]
+        return [([arr(rng, xs, dt)], {"output_size": size},
+                 lambda t, s=size: fn(t, s if len(s) == 2 else s[0]), f"{xs} -> {size}")
+                for xs, size in configs]
+    return build
+
+
+TABLE = {
+    "conv1d": spec_of(_conv(TF.conv1d, _CONV1D), tol32=CONV_TOL32),
+    "conv2d": spec_of(_conv2d, tol32=(1e-4, 1e-5)),
+    "conv3d": spec_of(_conv(TF.conv3d, _CONV3D), tol32=CONV_TOL32),
+    "conv_transpose1d": spec_of(_conv(TF.conv_transpose1d, _CONV_T1D, True), tol32=CONV_TOL32),
+    "conv_transpose2d": spec_of(_conv(TF.conv_transpose2d, _CONV_T2D, True), tol32=CONV_TOL32),
+    "max_pool1d": spec_of(_pool1d(TF.max_pool1d, False)),
+    "avg_pool1d": spec_of(_pool1d(TF.avg_pool1d, True), tol32=(1e-5, 1e-6)),
+    "max_pool2d": spec_of(_pool(TF.max_pool2d, False)),
+    "avg_pool2d": spec_of(_pool(TF.avg_pool2d, True), tol32=(1e-5, 1e-6)),
+    "adaptive_avg_pool2d": spec_of(_adaptive(TF.adaptive_avg_pool2d), tol32=(1e-5, 1e-6)),
+    "adaptive_max_pool2d": spec_of(_adaptive(TF.adaptive_max_pool2d)),
+}
