@@ -49,6 +49,8 @@ def _attr(a: dict) -> str:
         text += f" = {_value(a['default'])}"
     if a["choices"]:
         text += " ∈ {" + ", ".join(a["choices"]) + "}"
+    if a.get("aliases"):
+        text += " (also " + ", ".join(f"`{n}`" for n in a["aliases"]) + ")"
     return text
 
 

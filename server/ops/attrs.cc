@@ -1,5 +1,6 @@
 #include "server/ops/attrs.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -159,15 +160,26 @@ absl::StatusOr<AttrValue> Coerce(const std::string& op, const AttrSpec& spec, co
 
 absl::StatusOr<Attrs> ValidateAttrs(const std::string& op, const std::vector<AttrSpec>& specs,
                                     const AttrMap& given) {
+  // Aliases resolve to their attribute's name first; naming one attribute twice is an error.
+  AttrMap named;
   for (const auto& [name, value] : given) {
-    bool known = false;
-    for (const AttrSpec& s : specs) known |= s.name == name;
-    if (!known) return BadAttr(op, name, "is not an attribute of this op");
+    const AttrSpec* spec = nullptr;
+    for (const AttrSpec& s : specs) {
+      if (s.name == name ||
+          std::find(s.aliases.begin(), s.aliases.end(), name) != s.aliases.end()) {
+        spec = &s;
+      }
+    }
+    if (spec == nullptr) return BadAttr(op, name, "is not an attribute of this op");
+    if (!named.emplace(spec->name, value).second) {
+      return BadAttr(op, spec->name,
+                     absl::StrCat("is given twice (also as '", name, "', another name of it)"));
+    }
   }
   AttrMap out;
   for (const AttrSpec& spec : specs) {
-    auto it = given.find(spec.name);
-    if (it == given.end() || std::holds_alternative<std::monostate>(it->second)) {
+    auto it = named.find(spec.name);
+    if (it == named.end() || std::holds_alternative<std::monostate>(it->second)) {
       if (spec.required) return BadAttr(op, spec.name, "is required");
       out[spec.name] = spec.default_value;
       continue;

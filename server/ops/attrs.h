@@ -30,6 +30,9 @@ struct AttrSpec {
   AttrValue default_value;  // monostate: optional with no default, unless `required`
   bool required = false;
   std::vector<std::string> choices;  // allowed values of a kString attribute; empty = any
+  // Other names a call may give it by: PyTorch's spellings where tensord's differ (full_like's
+  // fill_value for value, size for shape). Kernels and rules read it by `name` only.
+  std::vector<std::string> aliases = {};
 };
 
 // Read access to validated attributes. Getters fall back to the given default only for

@@ -23,8 +23,8 @@ OpDef Filled(const std::string& name, bool with_value) {
   d.name = name;
   d.category = "creation";
   d.min_inputs = d.max_inputs = 0;
-  d.attrs = {RequiredIntsAttr("shape"), DTypeAttr("dtype")};
-  if (with_value) d.attrs.push_back(RequiredFloatAttr("value"));
+  d.attrs = {Aliased(RequiredIntsAttr("shape"), {"size"}), DTypeAttr("dtype")};
+  if (with_value) d.attrs.push_back(Aliased(RequiredFloatAttr("value"), {"fill_value"}));
   d.dtypes = kAll;
   d.creation = true;
   d.marking = Marking::kNonDifferentiable;
@@ -42,7 +42,7 @@ OpDef FilledLike(const std::string& name, bool with_value) {
   d.category = "creation";
   d.input_names = {"input"};
   d.attrs = {DTypeAttr("dtype")};
-  if (with_value) d.attrs.push_back(RequiredFloatAttr("value"));
+  if (with_value) d.attrs.push_back(Aliased(RequiredFloatAttr("value"), {"fill_value"}));
   d.dtypes = kAll;
   d.marking = Marking::kNonDifferentiable;
   d.infer = [](absl::Span<const TensorMeta> in,
@@ -155,7 +155,8 @@ OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
   d.name = name;
   d.category = "creation";
   d.min_inputs = d.max_inputs = 0;
-  d.attrs = {RequiredIntsAttr("shape"), DTypeAttr("dtype"), OptionalIntAttr("seed")};
+  d.attrs = {Aliased(RequiredIntsAttr("shape"), {"size"}), DTypeAttr("dtype"),
+             OptionalIntAttr("seed")};
   d.dtypes = dtypes;
   d.creation = true;
   d.marking = Marking::kNonDifferentiable;

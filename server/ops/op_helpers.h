@@ -41,6 +41,11 @@ inline AttrSpec OptionalFloatAttr(std::string name) {
   return {std::move(name), AttrType::kFloat, {}};
 }
 inline AttrSpec DTypeAttr(std::string name) { return {std::move(name), AttrType::kDType, {}}; }
+// `spec`, also accepted under PyTorch's names `aliases`.
+inline AttrSpec Aliased(AttrSpec spec, std::vector<std::string> aliases) {
+  spec.aliases = std::move(aliases);
+  return spec;
+}
 
 // ---- Shape rules ------------------------------------------------------------------------------
 // Output k has input `index`'s dtype and shape.

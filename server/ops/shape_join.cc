@@ -213,7 +213,8 @@ void RegisterShapeJoinOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(stack));
 
-  OpDef split = Splitting("split", RequiredIntsAttr("split_size"));
+  OpDef split =
+      Splitting("split", Aliased(RequiredIntsAttr("split_size"), {"split_size_or_sections"}));
   split.doc =
       "split_size is an int (equal pieces, the last one shorter) or a list of piece sizes that "
       "sum to the dim's size; a one-element list is read as the int, as the wire cannot tell "

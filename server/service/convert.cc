@@ -158,6 +158,7 @@ void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::
       AttrToProto(spec.default_value, a->mutable_default_value());
     }
     for (const std::string& c : spec.choices) a->add_choices(c);
+    for (const std::string& alias : spec.aliases) a->add_aliases(alias);
   }
   // bf16/f16 wherever f32 is: the dispatcher accepts them there (computed in f32).
   for (DType d : WithLowPrecision(def.dtypes).ToVector()) info->add_dtypes(DTypeToProto(d));

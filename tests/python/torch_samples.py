@@ -732,14 +732,6 @@ def _has_none(x) -> bool:
     return isinstance(x, (list, tuple)) and any(v is None for v in x)
 
 
-def _renamed(old: str, new: str) -> Callable:
-    def rewrite(attrs: dict) -> dict:
-        if old in attrs:
-            attrs[new] = attrs.pop(old)
-        return attrs
-    return rewrite
-
-
 def _dropped(name: str) -> Callable:
     def rewrite(attrs: dict) -> dict:
         attrs.pop(name, None)
@@ -754,7 +746,6 @@ def _set(name: str, value) -> Callable:
     return rewrite
 
 
-_SHAPE = "size (PyTorch's name of the shape) is served as `shape`"
 _RETURN_INDICES = ("return_indices: PyTorch's flag for a second output (the argmax indices); "
                    "tensord has no such attribute")
 
@@ -769,17 +760,6 @@ KNOWN: list = [
           match=lambda s: not _tensor(s.get("src")), reason="DTYPE_MISMATCH", dtypes=("f32",)),
 
     # ---- (b) PyTorch forms tensord should serve
-    Known("full_like", "fill_value= (PyTorch's name)", "refused", PYTORCH_FORM,
-          "served as `value`", reason="BAD_ATTRIBUTE", rewrite=_renamed("fill_value", "value")),
-    Known("ones", "size=", "refused", PYTORCH_FORM, _SHAPE, reason="BAD_ATTRIBUTE",
-          rewrite=_renamed("size", "shape")),
-    Known("zeros", "size=", "refused", PYTORCH_FORM, _SHAPE, reason="BAD_ATTRIBUTE",
-          rewrite=_renamed("size", "shape")),
-    Known("randn", "size=", "refused", PYTORCH_FORM, _SHAPE, reason="BAD_ATTRIBUTE",
-          rewrite=_renamed("size", "shape")),
-    Known("split", "split_size_or_sections= (torch.split's name; Tensor.split says "
-          "split_size)", "refused", PYTORCH_FORM, "served as `split_size` only",
-          reason="BAD_ATTRIBUTE", rewrite=_renamed("split_size_or_sections", "split_size")),
     Known("nonzero", "as_tuple=False", "refused", PYTORCH_FORM,
           "as_tuple is not an attribute (False is tensord's only behaviour)",
           match=lambda s: s.get("as_tuple") is False, reason="BAD_ATTRIBUTE",

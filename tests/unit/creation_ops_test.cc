@@ -108,6 +108,29 @@ TEST(CreationOps, ArangeDefaultDtypeFollowsTheGivenNumbers) {
   EXPECT_EQ(attrs->GetNumber("end"), 5.0);
 }
 
+TEST(CreationOps, PyTorchAttributeNamesAreAliases) {
+  // torch.full_like(x, fill_value=...), torch.ones(size=...): the same call as tensord's names.
+  Tensor x = Random(DType::kF32, {2, 3}, 1);
+  Tensor a = Run1("full_like", {x}, {{"fill_value", 2.5}});
+  EXPECT_TRUE(AllClose(a, Run1("full_like", {x}, {{"value", 2.5}}), 0, 0));
+  Tensor o = Run1("ones", {}, {{"size", std::vector<int64_t>{4}}});
+  EXPECT_EQ(o.shape(), (Shape{4}));
+  EXPECT_TRUE(AllClose(o, {1, 1, 1, 1}, 0, 0));
+  // Naming one attribute twice is refused, whichever spelling comes first.
+  auto both = RunOp("full_like", {x}, {{"value", 1.0}, {"fill_value", 2.0}});
+  EXPECT_EQ(ReasonOf(both), Reason::kBadAttribute);
+  EXPECT_NE(std::string(both.status().message()).find("given twice"), std::string::npos)
+      << both.status();
+  // ListOps shows the alias with its attribute.
+  auto def = OpRegistry::Builtin().Find("full_like");
+  ASSERT_TRUE(def.ok());
+  bool listed = false;
+  for (const AttrSpec& spec : (*def)->attrs) {
+    listed |= spec.name == "value" && spec.aliases == std::vector<std::string>{"fill_value"};
+  }
+  EXPECT_TRUE(listed);
+}
+
 TEST(CreationOps, ArangeErrors) {
   auto reason = [](const AttrMap& attrs) { return ReasonOf(RunOp("arange", {}, attrs)); };
   EXPECT_EQ(reason({{"end", int64_t{5}}, {"step", int64_t{0}}}), Reason::kBadAttribute);

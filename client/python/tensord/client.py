@@ -48,7 +48,8 @@ def op_info_to_dict(info) -> dict:
         "attrs": [{"name": a.name, "type": a.type, "required": a.required,
                    "default": attr_value_to_python(a.default_value)
                    if a.HasField("default_value") else None,
-                   "choices": list(a.choices)} for a in info.attrs],
+                   "choices": list(a.choices), "aliases": list(a.aliases)}
+                  for a in info.attrs],
         "origin": info.origin,
         "doc": info.doc,
     }
