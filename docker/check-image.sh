@@ -253,12 +253,25 @@ phase build "building docker/Dockerfile (-j$JOBS, log: $LOGS/build.log)"
 #                       mount keeps the recompile short. TENSORD_IMAGE_LAYERS=1 caches steps.
 #   nice -n 10          the compile leaves room for the rest of the machine
 layers=()
+# The host's compiler cache, mounted as the build's CCACHE_DIR: a host that built the same
+# sources (scripts/build.sh, CI's first stage) has compiled most of the image's objects already
+# (see the Dockerfile). TENSORD_IMAGE_HOST_CCACHE=0 keeps the image's own cache mount only.
+host_cache=()
+if [[ ${TENSORD_IMAGE_HOST_CCACHE:-1} == 1 ]] && command -v ccache >/dev/null; then
+  cache_dir=$(ccache -k cache_dir 2>/dev/null || true)
+  if [[ -n $cache_dir ]]; then
+    mkdir -p "$cache_dir"
+    host_cache=(-v "$cache_dir:/var/cache/ccache-host" --build-arg CCACHE_DIR=/var/cache/ccache-host)
+    say "compiler cache: the host's $cache_dir"
+  fi
+fi
 # --force-rm: a failed step leaves no working container behind (a full copy with vfs).
 [[ ${TENSORD_IMAGE_LAYERS:-0} == 1 ]] && layers=(--layers --force-rm)
 revision=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 stamp() { while IFS= read -r line; do printf '[%4ds] %s\n' $((SECONDS - PHASE_START)) "$line"; done; }
 if ! timeout --kill-after=30 "$BUILD_TIMEOUT" nice -n 10 "$(command -v buildah)" "${STORE_FLAGS[@]}" \
     bud --pull=never --isolation chroot --network host --format docker "${layers[@]}" \
+    "${host_cache[@]}" \
     --build-arg BUILD_JOBS="$JOBS" --build-arg REVISION="$revision" \
     --build-arg CREATED="$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
     -f docker/Dockerfile -t "$IMAGE" . 2>&1 | stamp >"$LOGS/build.log"; then
