@@ -89,22 +89,22 @@ def render(ops: list) -> str:
 
 
 def _differences() -> str:
-    """Where tensord differs from PyTorch, from the known differences of the PyTorch-sample
-    conformance suite (tests/python/torch_samples.py), which fails when one no longer holds."""
+    """Where tensord differs from PyTorch: the known differences of the PyTorch-sample suite
+    (tests/python/torch_samples_known.py), which fails when one no longer holds."""
     sys.path.insert(0, str(ROOT / "tests" / "python"))
-    import torch_samples
+    import torch_samples_known as known
     intro = {
-        torch_samples.STRICT: "tensord refuses, on purpose, calls PyTorch accepts:",
-        torch_samples.PYTORCH_FORM: "PyTorch spellings and forms not served yet (each refused "
+        known.STRICT: "tensord refuses, on purpose, calls PyTorch accepts:",
+        known.PYTORCH_FORM: "PyTorch spellings and forms not served yet (each refused "
                                     "with a typed error; where tensord has its own spelling, "
                                     "it says which):",
-        torch_samples.BUG: "Known bugs, to be fixed:",
+        known.BUG: "Known bugs, to be fixed:",
     }
     out = ["## Differences from PyTorch\n",
            "Every op also runs PyTorch's own sample inputs (OpInfo) in the test suite; these are "
            "the differences it knows of.\n"]
-    for group in (torch_samples.STRICT, torch_samples.PYTORCH_FORM, torch_samples.BUG):
-        rows = [k for k in torch_samples.KNOWN if k.group == group]
+    for group in (known.STRICT, known.PYTORCH_FORM, known.BUG):
+        rows = [k for k in known.KNOWN if k.group == group]
         if not rows:
             continue
         out.append(intro[group] + "\n")

@@ -84,7 +84,8 @@ def run_low_case(sess, name: str, spec: Spec, case: Case, dt: str, rng) -> None:
         return  # no f32 tensor and no f32 dtype in this case: nothing becomes 2-byte
     what = f"{name}[{dt}] {describe(case)}"
     inputs = low_inputs(case, dt)
-    float_idx = [i for i, x in enumerate(inputs) if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
+    float_idx = [i for i, x in enumerate(inputs)
+                 if isinstance(x, np.ndarray) and x.dtype.kind == "f"]
     grad_idx = list(case.grad_inputs) if case.grad_inputs is not None else float_idx
     grad_idx = [i for i in grad_idx if i in float_idx]
     ctx = sess.autodiff() if grad_idx else None

@@ -56,6 +56,7 @@ repeated); samples whose tensors hold more than MAX_ELEMENTS elements are skippe
 Outcomes of a sample: "pass", "mismatch" (values, shapes, dtypes, output count or
 gradients), "refused" (a TensordError: its reason and message are recorded) and
 "untranslatable" (with why). Every outcome other than "pass" must match an entry of KNOWN
+(torch_samples_known.py)
 (op, sample form, outcome, the server's error reason), which says why it differs:
 BUG (a server bug to fix), PYTORCH_FORM (a PyTorch form tensord should serve: a name, an
 argument kind) or STRICT (tensord is deliberately stricter). An entry that no longer occurs
@@ -73,7 +74,7 @@ import sys
 import types
 import unittest
 import zlib
-from typing import Callable, Optional
+from typing import Optional
 
 import numpy as np
 import torch
@@ -82,6 +83,7 @@ if __name__ == "__main__":  # run as a script: the client package, as conftest.p
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client" / "python"))
 import tensord  # noqa: E402
+from torch_samples_known import KNOWN, check, known_table  # noqa: E402
 
 DTYPES = {"f64": torch.float64, "f32": torch.float32, "i64": torch.int64}
 # An OpInfo that has neither float dtype (bitwise_*, one_hot) runs its int64 samples instead.
@@ -686,221 +688,6 @@ def run_op(sess, name: str, op: dict, dts=("f64", "f32"), known=None) -> list:
                                                  fix.rewrite)
                 results.append(o)
     return results
-
-
-# ---- known differences -----------------------------------------------------------------------
-BUG = "server bug to fix"
-PYTORCH_FORM = "PyTorch form tensord should serve"
-STRICT = "tensord is deliberately stricter"
-GROUPS = (BUG, PYTORCH_FORM, STRICT)
-
-
-@dataclasses.dataclass(frozen=True)
-class Known:
-    """A known difference: op, the sample form (a predicate on the Sample and its words), the
-    outcome it has (with the server's ErrorReason for refusals) and why. Every sample of the
-    form must have that outcome (a form that passes again is stale) and the form must occur in
-    each listed dtype. rewrite(attrs) -> attrs, where given, respells the call as tensord
-    spells it today; the respelled sample must pass (the numerics are checked meanwhile)."""
-    op: str
-    form: str
-    outcome: str  # mismatch | refused | untranslatable
-    group: str  # BUG | PYTORCH_FORM | STRICT
-    why: str
-    match: Callable = lambda s: True
-    reason: str = ""
-    dtypes: tuple = ("f64", "f32")
-    variant: Optional[str] = None  # None: any variant
-    rewrite: Optional[Callable] = None
-
-    def covers(self, o: Outcome) -> bool:
-        """The outcome's sample is of this form (whatever its outcome)."""
-        return (o.sample.name == self.op and o.dt in self.dtypes and
-                (self.variant is None or o.sample.variant == self.variant) and
-                bool(self.match(o.sample)))
-
-    def matches(self, o: Outcome) -> bool:
-        return self.covers(o) and o.kind == self.outcome and \
-            (not self.reason or o.reason == self.reason)
-
-
-def _tensor(x) -> bool:
-    return isinstance(x, torch.Tensor)
-
-
-def _has_none(x) -> bool:
-    return isinstance(x, (list, tuple)) and any(v is None for v in x)
-
-
-def _dropped(name: str) -> Callable:
-    def rewrite(attrs: dict) -> dict:
-        attrs.pop(name, None)
-        return attrs
-    return rewrite
-
-
-def _set(name: str, value) -> Callable:
-    def rewrite(attrs: dict) -> dict:
-        attrs[name] = value
-        return attrs
-    return rewrite
-
-
-_RETURN_INDICES = ("return_indices: PyTorch's flag for a second output (the argmax indices); "
-                   "tensord has no such attribute")
-
-KNOWN: list = [
-    # ---- (a) server bugs to fix
-    Known("scatter", "src given as a Python float, float32 input (PyTorch's scatter(input, dim, "
-          "index, value) overload)", "refused", BUG,
-          "a Python float travels as an f64 scalar operand; elementwise ops take a scalar "
-          "operand in the tensor's dtype, scatter instead checks it as an f64 tensor against "
-          "the f32 input (DTYPE_MISMATCH 'src must have the input's dtype f32, got f64'); in "
-          "float64 it passes",
-          match=lambda s: not _tensor(s.get("src")), reason="DTYPE_MISMATCH", dtypes=("f32",)),
-
-    # ---- (b) PyTorch forms tensord should serve
-    Known("nonzero", "as_tuple=False", "refused", PYTORCH_FORM,
-          "as_tuple is not an attribute (False is tensord's only behaviour)",
-          match=lambda s: s.get("as_tuple") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("as_tuple")),
-    Known("nonzero", "as_tuple=True", "refused", PYTORCH_FORM,
-          "not served yet: one index tensor per dimension",
-          match=lambda s: s.get("as_tuple") is True, reason="BAD_ATTRIBUTE"),
-    Known("max_pool1d", "return_indices=False", "refused", PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("return_indices")),
-    Known("max_pool1d", "return_indices=True", "refused", PYTORCH_FORM,
-          "not served yet: " + _RETURN_INDICES, match=lambda s: s.get("return_indices") is True,
-          reason="BAD_ATTRIBUTE"),
-    Known("max_pool2d", "return_indices=False", "refused", PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("return_indices")),
-    Known("max_pool2d", "return_indices=True", "refused", PYTORCH_FORM,
-          "not served yet: " + _RETURN_INDICES, match=lambda s: s.get("return_indices") is True,
-          reason="BAD_ATTRIBUTE"),
-    Known("adaptive_max_pool2d", "return_indices=False (output_size without None)", "refused",
-          PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False and not _has_none(s.get("output_size")),
-          reason="BAD_ATTRIBUTE", rewrite=_dropped("return_indices")),
-    Known("adaptive_max_pool2d", "return_indices=True (output_size without None)", "refused",
-          PYTORCH_FORM, "not served yet: " + _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is True and not _has_none(s.get("output_size")),
-          reason="BAD_ATTRIBUTE"),
-    Known("adaptive_avg_pool2d", "output_size with None, e.g. (None, 7)", "untranslatable",
-          PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
-          "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),
-    Known("adaptive_max_pool2d", "output_size with None, e.g. (None, 3)", "untranslatable",
-          PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
-          "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),
-    Known("conv1d", "padding='valid'", "refused", PYTORCH_FORM,
-          "padding is ints only ('valid' is padding 0)",
-          match=lambda s: s.get("padding") == "valid", reason="BAD_ATTRIBUTE",
-          rewrite=_set("padding", [0])),
-    Known("conv1d", "padding='same'", "refused", PYTORCH_FORM,
-          "padding is ints only ('same' may pad asymmetrically, which ints cannot say)",
-          match=lambda s: s.get("padding") == "same", reason="BAD_ATTRIBUTE"),
-    Known("conv2d", "padding='valid'", "refused", PYTORCH_FORM,
-          "padding is ints only ('valid' is padding 0)",
-          match=lambda s: s.get("padding") == "valid", reason="BAD_ATTRIBUTE",
-          rewrite=_set("padding", [0])),
-    Known("conv2d", "padding='same'", "refused", PYTORCH_FORM,
-          "padding is ints only ('same' may pad asymmetrically, which ints cannot say)",
-          match=lambda s: s.get("padding") == "same", reason="BAD_ATTRIBUTE"),
-    Known("norm", "p='fro'", "refused", PYTORCH_FORM, "p is a float only ('fro' is p=2 over the "
-          "dims)", match=lambda s: s.get("p") == "fro", reason="BAD_ATTRIBUTE",
-          rewrite=_set("p", 2.0)),
-    Known("norm", "p='nuc'", "refused", PYTORCH_FORM, "not served yet: the nuclear norm (sum "
-          "of singular values)", match=lambda s: s.get("p") == "nuc", reason="BAD_ATTRIBUTE"),
-    Known("interpolate", "mode='area'", "refused", PYTORCH_FORM, "not served yet: mode 'area' "
-          "(adaptive average pooling)", variant="area", reason="BAD_ATTRIBUTE"),
-    Known("interpolate", "mode='bicubic'", "refused", PYTORCH_FORM, "not served yet: mode "
-          "'bicubic'", variant="bicubic", reason="BAD_ATTRIBUTE"),
-    Known("clamp", "a tensor min and/or max", "untranslatable", PYTORCH_FORM,
-          "not served yet: PyTorch's clamp(Tensor min, Tensor max) overload (bounds that "
-          "broadcast); tensord's min/max are float attributes",
-          match=lambda s: _tensor(s.get("min")) or _tensor(s.get("max"))),
-    Known("masked_fill", "value as a 0-d tensor", "untranslatable", PYTORCH_FORM,
-          "not served yet: PyTorch's masked_fill(mask, Tensor value) overload (differentiable "
-          "in value); tensord's value is a float attribute",
-          match=lambda s: _tensor(s.get("value"))),
-    Known("narrow", "start as a 0-d int64 tensor", "untranslatable", PYTORCH_FORM,
-          "not served yet: PyTorch's narrow(dim, Tensor start, length) overload; tensord's start "
-          "is an int attribute", match=lambda s: _tensor(s.get("start"))),
-    Known("max", "max(input, other): the binary form", "untranslatable", PYTORCH_FORM,
-          "torch.max(a, b) is maximum(a, b); tensord's max is the reduction only",
-          variant="binary"),
-    Known("min", "min(input, other): the binary form", "untranslatable", PYTORCH_FORM,
-          "torch.min(a, b) is minimum(a, b); tensord's min is the reduction only",
-          variant="binary"),
-    Known("binary_cross_entropy_with_logits", "pos_weight= without weight=", "untranslatable",
-          PYTORCH_FORM, "operands are positional, so an optional input (weight) cannot be left "
-          "out before a given one (pos_weight); the wire needs an 'absent' operand or named "
-          "inputs", match=lambda s: s.get("weight") is None and _tensor(s.get("pos_weight"))),
-
-    # ---- (c) deliberate strictness
-    Known("layer_norm", "eps < 0", "refused", STRICT,
-          "a negative eps can make the variance term negative (NaN); PyTorch does not check",
-          match=lambda s: (s.get("eps") or 0) < 0, reason="BAD_ATTRIBUTE"),
-    Known("group_norm", "eps < 0", "refused", STRICT,
-          "a negative eps can make the variance term negative (NaN); PyTorch does not check",
-          match=lambda s: (s.get("eps") or 0) < 0, reason="BAD_ATTRIBUTE"),
-    Known("hardtanh", "min_val > max_val", "refused", STRICT,
-          "an empty range; PyTorch returns max_val everywhere",
-          match=lambda s: s.get("min_val", -1.0) > s.get("max_val", 1.0), reason="BAD_ATTRIBUTE"),
-    Known("batch_norm", "a rank-1 input (shape [0])", "refused", STRICT,
-          "batch_norm needs [N, C, *]; PyTorch takes a rank-1 input only in the degenerate "
-          "empty case (C = 0, empty running stats)",
-          match=lambda s: s.input.dim() == 1, reason="SHAPE_MISMATCH"),
-    Known("gather", "an empty uint8 index", "untranslatable", STRICT,
-          "tensord has no uint8 dtype (indices are i32/i64); PyTorch accepts uint8 here only "
-          "because the index is empty", match=lambda s: s.get("index").dtype == torch.uint8),
-]
-
-
-def check(name: str, results: list, known=None) -> list:
-    """Problems of op `name`: outcomes no KNOWN entry explains, samples of a KNOWN form that
-    pass (or differ otherwise) now, respelled samples that fail, and KNOWN entries that occur in
-    none of their dtypes' samples."""
-    known = KNOWN if known is None else known
-    entries = [k for k in known if k.op == name]
-    problems = []
-    used = {id(k): set() for k in entries}
-    for o in results:
-        covering = [k for k in entries if k.covers(o)]
-        hits = [k for k in covering if k.matches(o)]
-        for k in hits:
-            used[id(k)].add(o.dt)
-        if o.kind == "pass":
-            for k in covering:
-                problems.append(f"known difference no longer occurs: {k.op}: {k.form} "
-                                f"({k.outcome}) passes: {o.dt} {o.sample.describe()}")
-            continue
-        if not hits:
-            problems.append(f"unexpected {o.line()}")
-        if o.rewritten is not None and o.rewritten.kind != "pass":
-            problems.append(f"in tensord's spelling: {o.rewritten.line()}")
-    ran = {o.dt for o in results}
-    for k in entries:
-        missing = sorted((set(k.dtypes) & ran) - used[id(k)])
-        if missing:
-            problems.append(f"known difference no longer occurs in {missing}: {k.op}: "
-                            f"{k.form} ({k.outcome})")
-    return problems
-
-
-def known_table(known=None) -> str:
-    """KNOWN as text, by group."""
-    known = KNOWN if known is None else known
-    lines = []
-    for group in GROUPS:
-        lines.append(f"{group}:")
-        for k in known:
-            if k.group == group:
-                r = f" [{k.reason}]" if k.reason else ""
-                d = "" if k.dtypes == ("f64", "f32") else f" ({'/'.join(k.dtypes)})"
-                lines.append(f"  {k.op}: {k.form}{d}: {k.outcome}{r}: {k.why}")
-    return "\n".join(lines)
 
 
 def main() -> int:
