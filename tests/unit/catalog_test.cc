@@ -4,12 +4,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <regex>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/support/op_test_util.h"
+#include "tests/support/source_path.h"
 
 namespace tensord {
 namespace {
@@ -265,6 +270,31 @@ TEST(Catalog, NoOpOutsideTheCatalog) {
   for (const OpDef* def : OpRegistry::Builtin().All()) {
     if (def->internal) continue;
     EXPECT_TRUE(known.count(def->name)) << def->name << " is not in the catalog table";
+  }
+}
+
+// Backward rules and composites call other ops by name (run.Run("mul"), o.Op("exp")): a typo
+// there would only fail in a user's backward pass, so every literal op name in the server's
+// sources must be a registered op (internal ones included).
+TEST(Catalog, EveryOpNamedInTheSourcesIsRegistered) {
+  const std::regex call(R"re((?:\bRun1?|\bOp)\("([a-z][a-z0-9_]*)")re");
+  std::set<std::string> named;
+  for (const auto& entry :
+       std::filesystem::recursive_directory_iterator(testing::SourcePath("server"))) {
+    const std::string ext = entry.path().extension().string();
+    if (ext != ".cc" && ext != ".h") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string source = text.str();
+    for (std::sregex_iterator m(source.begin(), source.end(), call), end; m != end; ++m) {
+      named.insert((*m)[1].str());
+    }
+  }
+  ASSERT_GT(named.size(), 50u) << "the scan found too few op names: is the pattern stale?";
+  for (const std::string& op : named) {
+    EXPECT_TRUE(OpRegistry::Builtin().Find(op).ok())
+        << op << " is called by name but not registered";
   }
 }
 
