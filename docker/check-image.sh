@@ -5,7 +5,7 @@
 # reachable but no container registry, and no Docker daemon. So it uses rootful podman/buildah
 # from Debian and makes the two base images itself with debootstrap:
 #   1. deps    install podman, buildah, runc, debootstrap, the Python client's packages, npm
-#   2. lint    dockerfilelint (npm, installed into $TENSORD_IMAGE_CACHE/npm-tools) on docker/Dockerfile
+#   2. lint    dockerfilelint on docker/Dockerfile (npm, installed into the cache folder)
 #   3. base    debian:bookworm and debian:bookworm-slim from debootstrap (rootfs tarballs
 #              cached in $TENSORD_IMAGE_CACHE), imported into a private image store
 #   4. build   docker/Dockerfile with no registry access (--pull=never)
