@@ -2,11 +2,10 @@
 // math is in elementwise_unary.cc, comparisons and logical ops in elementwise_compare.cc.
 // Gradients of broadcast inputs are summed back to the input shape by the autodiff engine, so
 // rules here work at the broadcast shape.
-#include "server/ops/elementwise.h"
-
 #include <cmath>
 
 #include "absl/strings/str_join.h"
+#include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
 
 namespace tensord {

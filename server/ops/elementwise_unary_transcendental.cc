@@ -1,7 +1,6 @@
-// Transcendental unary math: logarithms and exponentials, trigonometric and hyperbolic functions and
-// their inverses, erf, erfc, erfinv. All are PyTorch floating-point functions (integer and
-// bool inputs give f32); gradients follow PyTorch's derivatives.yaml formulas, written in
-// other ops.
+// Transcendental unary math: logarithms and exponentials, trigonometric and hyperbolic functions
+// and their inverses, erf, erfc, erfinv. All are PyTorch floating-point functions (integer and bool
+// inputs give f32); gradients follow PyTorch's derivatives.yaml formulas, written in other ops.
 #include <cmath>
 
 #include "server/ops/elementwise.h"

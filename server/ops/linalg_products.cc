@@ -1,6 +1,6 @@
-// Linear-algebra products and diagonals: dot, outer, addmm, baddbmm and trace are composites over matmul, mul,
-// add and sum (gradients and the oneDNN matmul come with them); diagonal is a strided gather
-// with its own kernel, and its gradient, diagonal_backward, scatters into zeros. diag is
+// Linear-algebra products and diagonals: dot, outer, addmm, baddbmm and trace are composites over
+// matmul, mul, add and sum (gradients and the oneDNN matmul come with them); diagonal is a strided
+// gather with its own kernel, and its gradient, diagonal_backward, scatters into zeros. diag is
 // either of the two, by rank.
 #include "server/ops/linalg_products.h"
 

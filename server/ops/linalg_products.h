@@ -1,6 +1,6 @@
-// Shared by the linear-algebra product and diagonal op entries and their CPU kernels: where torch.diagonal's
-// elements sit in a contiguous tensor, so that diagonal (a gather) and diagonal_backward (a
-// scatter into zeros) walk the same strided window.
+// Shared by the linear-algebra product and diagonal op entries and their CPU kernels: where
+// torch.diagonal's elements sit in a contiguous tensor, so that diagonal (a gather) and
+// diagonal_backward (a scatter into zeros) walk the same strided window.
 #pragma once
 
 #include <cstdint>
@@ -14,8 +14,8 @@
 
 namespace tensord {
 
-void RegisterLinalgProductOps(OpRegistry& r);   // dot, outer, addmm, baddbmm, trace, diag, diagonal
-void RegisterLinalgEinsumOps(OpRegistry& r);  // einsum
+void RegisterLinalgProductOps(OpRegistry& r);  // dot, outer, addmm, baddbmm, trace, diag, diagonal
+void RegisterLinalgEinsumOps(OpRegistry& r);   // einsum
 
 namespace ops {
 

@@ -1,6 +1,6 @@
-// Distance and divergence losses: smooth_l1_loss, huber_loss and kl_div (an internal elementwise primitive each,
-// with its own kernel and gradient, then the mean/sum reductions), and cosine_similarity,
-// composed from norm, clamp, div, mul and sum. Operands broadcast, as in
+// Distance and divergence losses: smooth_l1_loss, huber_loss and kl_div (an internal elementwise
+// primitive each, with its own kernel and gradient, then the mean/sum reductions), and
+// cosine_similarity, composed from norm, clamp, div, mul and sum. Operands broadcast, as in
 // torch.nn.functional.
 #include <cmath>
 

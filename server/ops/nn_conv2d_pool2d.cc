@@ -149,8 +149,8 @@ InferFn PoolBackwardInfer(const std::string& op, bool max_pool) {
 
 }  // namespace
 
-void RegisterNnNormOps(OpRegistry& r);       // nn_layer_norm_dropout.cc
-void RegisterBatchGroupNormOps(OpRegistry& r);  // nn_batch_group_norm.cc
+void RegisterNnNormOps(OpRegistry& r);           // nn_layer_norm_dropout.cc
+void RegisterBatchGroupNormOps(OpRegistry& r);   // nn_batch_group_norm.cc
 void RegisterConvNdTransposeOps(OpRegistry& r);  // nn_conv_nd_transpose.cc
 
 void RegisterNnOps(OpRegistry& r) {

@@ -1,10 +1,10 @@
-// 1-d, 3-d and transposed convolutions (torch.nn.functional.conv1d, conv3d, conv_transpose1d, conv_transpose2d).
-// conv3d and conv_transpose2d are primitives with internal gradient ops of their own, like
-// conv2d; the 1-d ops insert a unit height, run the 2-d op and drop it again, as PyTorch does,
-// so their gradients are the 2-d ops'. A transposed convolution is the adjoint of a convolution
-// with the same attributes: its forward is a convolution's input gradient, its input gradient
-// a convolution, its weight gradient a convolution's weight gradient with the roles swapped.
-// Those have internal ops of their own (not conv2d's) because output_padding can make the
+// 1-d, 3-d and transposed convolutions (torch.nn.functional.conv1d, conv3d, conv_transpose1d,
+// conv_transpose2d). conv3d and conv_transpose2d are primitives with internal gradient ops of their
+// own, like conv2d; the 1-d ops insert a unit height, run the 2-d op and drop it again, as PyTorch
+// does, so their gradients are the 2-d ops'. A transposed convolution is the adjoint of a
+// convolution with the same attributes: its forward is a convolution's input gradient, its input
+// gradient a convolution, its weight gradient a convolution's weight gradient with the roles
+// swapped. Those have internal ops of their own (not conv2d's) because output_padding can make the
 // output larger than any convolution of it would reconstruct.
 #include "absl/strings/str_cat.h"
 #include "server/ops/nn_geometry.h"

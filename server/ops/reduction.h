@@ -49,7 +49,7 @@ absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape
 void RegisterMinMaxOps(OpRegistry& r);
 void RegisterStatisticOps(OpRegistry& r);
 void RegisterCrossEntropyOps(OpRegistry& r);
-void RegisterProductScanOps(OpRegistry& r);  // prod, cumsum, cumprod
-void RegisterNormOps(OpRegistry& r);         // norm
-void RegisterLossDistanceOps(OpRegistry& r);    // smooth_l1, huber, kl_div, cosine_similarity
+void RegisterProductScanOps(OpRegistry& r);   // prod, cumsum, cumprod
+void RegisterNormOps(OpRegistry& r);          // norm
+void RegisterLossDistanceOps(OpRegistry& r);  // smooth_l1, huber, kl_div, cosine_similarity
 }  // namespace tensord

@@ -1,6 +1,7 @@
 // Shared by the shape and indexing op files (shape.cc, shape_join.cc, shape_slice.cc,
-// indexing_gather.cc, shape_device.cc, shape_rearrange.cc, shape_pad.cc, indexing_scatter_select.cc, sorting.cc):
-// the family's registration pieces and the attribute resolution their kernels share.
+// indexing_gather.cc, shape_device.cc, shape_rearrange.cc, shape_pad.cc,
+// indexing_scatter_select.cc, sorting.cc): the family's registration pieces and the attribute
+// resolution their kernels share.
 #pragma once
 
 #include <string>
@@ -14,12 +15,12 @@
 namespace tensord {
 
 // Registered from RegisterShapeOps so that registry.cc needs one entry for the family.
-void RegisterShapeJoinOps(OpRegistry& r);    // cat, stack, split, chunk
-void RegisterShapeSliceOps(OpRegistry& r);   // narrow, slice, slice_backward
-void RegisterIndexingOps(OpRegistry& r);     // index_select, gather, masked_fill, one_hot
-void RegisterShapeDeviceOps(OpRegistry& r);  // to_device, assign
-void RegisterShapeRearrangeOps(OpRegistry& r);   // flip, roll, repeat, tile, tril, triu
-void RegisterPadOps(OpRegistry& r);          // pad, pad_backward
+void RegisterShapeJoinOps(OpRegistry& r);       // cat, stack, split, chunk
+void RegisterShapeSliceOps(OpRegistry& r);      // narrow, slice, slice_backward
+void RegisterIndexingOps(OpRegistry& r);        // index_select, gather, masked_fill, one_hot
+void RegisterShapeDeviceOps(OpRegistry& r);     // to_device, assign
+void RegisterShapeRearrangeOps(OpRegistry& r);  // flip, roll, repeat, tile, tril, triu
+void RegisterPadOps(OpRegistry& r);             // pad, pad_backward
 // scatter, scatter_add, index_add, masked_select, nonzero
 void RegisterIndexingScatterSelectOps(OpRegistry& r);
 void RegisterSortingOps(OpRegistry& r);  // sort, argsort, topk

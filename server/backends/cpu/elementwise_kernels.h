@@ -12,10 +12,11 @@
 
 namespace tensord::cpu {
 
-void RegisterUnaryMathKernels(KernelTable& t);         // elementwise_unary_kernels.cc
-void RegisterComparisonKernels(KernelTable& t);        // elementwise_compare_kernels.cc
+void RegisterUnaryMathKernels(KernelTable& t);       // elementwise_unary_kernels.cc
+void RegisterComparisonKernels(KernelTable& t);      // elementwise_compare_kernels.cc
 void RegisterBinaryFunctionKernels(KernelTable& t);  // elementwise_binary_function_kernels.cc
-void RegisterUnaryTranscendentalKernels(KernelTable& t);        // elementwise_unary_transcendental_kernels.cc
+// elementwise_unary_transcendental_kernels.cc
+void RegisterUnaryTranscendentalKernels(KernelTable& t);
 
 // Output dtype equals input dtype: out = Op{}(x) over the dtypes in kSet.
 template <uint32_t kSet, typename Op>

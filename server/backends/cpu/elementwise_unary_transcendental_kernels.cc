@@ -1,5 +1,5 @@
-// Loop kernels for the transcendental unary functions (log1p ... erfinv): the C++ standard library's functions per
-// element, plus erfinv, which the standard library lacks.
+// Loop kernels for the transcendental unary functions (log1p ... erfinv): the C++ standard
+// library's functions per element, plus erfinv, which the standard library lacks.
 #include <cmath>
 #include <limits>
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "server/ops/nn_geometry.h"
 
@@ -23,13 +24,16 @@ struct PoolWindow {
 };
 
 // Calls f(plane, out_offset_in_plane, window) for every output element; window(oh, ow) gives
-// the window (the same in every plane).
+// the window, the same in every plane, so it is computed once per output position.
 template <typename Rule, typename F>
 void ForEachPoolWindow(const nn::Nchw& x, const nn::Nchw& y, Rule window, F f) {
+  std::vector<PoolWindow> windows;
+  windows.reserve(static_cast<size_t>(y.h * y.w));
+  for (int64_t oh = 0; oh < y.h; ++oh) {
+    for (int64_t ow = 0; ow < y.w; ++ow) windows.push_back(window(oh, ow));
+  }
   for (int64_t pl = 0; pl < x.n * x.c; ++pl) {
-    for (int64_t oh = 0; oh < y.h; ++oh) {
-      for (int64_t ow = 0; ow < y.w; ++ow) f(pl, oh * y.w + ow, window(oh, ow));
-    }
+    for (size_t o = 0; o < windows.size(); ++o) f(pl, static_cast<int64_t>(o), windows[o]);
   }
 }
 

@@ -7,19 +7,10 @@
 // Like conv2d's kernels, the primitives choose blocked layouts and operands are reordered
 // around the call. Calls oneDNN cannot reproduce exactly (empty tensors, an output_padding of
 // at least the stride) are handed on to the loop kernels.
-#include <optional>
-#include <unordered_map>
-#include <vector>
-
-#include "absl/strings/str_join.h"
 #include "server/backends/cpu/onednn_conv.h"
 
 namespace tensord::cpu::onednn {
 namespace {
-
-using dnnl::algorithm;
-using dnnl::memory;
-using dnnl::prop_kind;
 
 // out[n, c, ...] += b[c].
 void AddBias(Tensor& out, const Tensor& b, int spatial) {

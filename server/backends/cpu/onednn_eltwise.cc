@@ -55,7 +55,7 @@ std::vector<EltwiseSpec> EltwiseSpecs() {
       {"gelu",
        [](const Attrs& at, algorithm* a, float* al) {
          *a = at.GetString("approximate", "none") == "tanh" ? algorithm::eltwise_gelu_tanh
-                                                    : algorithm::eltwise_gelu_erf;
+                                                            : algorithm::eltwise_gelu_erf;
          *al = 0.f;
          return true;
        }},

@@ -31,7 +31,7 @@ std::string Ints(const memory::dims& v) { return absl::StrJoin(v, ","); }
 // ---- convolution ------------------------------------------------------------------------------
 
 // conv2d's attributes as a 2-d convolution of the shared set-up (onednn_conv.h).
-absl::StatusOr<nn::ConvNdParams> Conv2dParams(const std::string& op, const Attrs& attrs) {
+absl::StatusOr<nn::ConvNdParams> ReadConv2dAsNd(const std::string& op, const Attrs& attrs) {
   return nn::ReadConvNdParams(op, attrs, 2, /*transposed=*/false);
 }
 
@@ -47,7 +47,7 @@ absl::Status ConvForward(KernelCall& c) {
     }
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(nn::ConvNdParams p, Conv2dParams("conv2d", c.attrs));
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, ReadConv2dAsNd("conv2d", c.attrs));
   auto s = MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p, bias);
   if (!s) return HandOn(c, "onednn_conv2d");
   RunConvForward(*s, c.inputs[0], c.inputs[1], bias ? &c.inputs[2] : nullptr, c.outputs[0]);
@@ -63,7 +63,7 @@ bool ZeroFillIfEmpty(const Shape& other, Tensor& out) {
 
 absl::Status ConvBackwardInput(KernelCall& c) {
   if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
-  ASSIGN_OR_RETURN(nn::ConvNdParams p, Conv2dParams("conv2d_backward_input", c.attrs));
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, ReadConv2dAsNd("conv2d_backward_input", c.attrs));
   auto s = MakeConvSetup(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p, false);
   if (!s) return HandOn(c, "onednn_conv2d_backward_input");
   RunConvBackwardData(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
@@ -72,7 +72,7 @@ absl::Status ConvBackwardInput(KernelCall& c) {
 
 absl::Status ConvBackwardWeight(KernelCall& c) {
   if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
-  ASSIGN_OR_RETURN(nn::ConvNdParams p, Conv2dParams("conv2d_backward_weight", c.attrs));
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, ReadConv2dAsNd("conv2d_backward_weight", c.attrs));
   auto s = MakeConvSetup(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), p, false);
   if (!s) return HandOn(c, "onednn_conv2d_backward_weight");
   RunConvBackwardWeights(*s, c.inputs[0], c.inputs[1], c.outputs[0]);

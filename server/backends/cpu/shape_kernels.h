@@ -8,7 +8,7 @@ void RegisterShapeJoinKernels(KernelTable& t);  // cat, stack, split, chunk, nar
 // index_select, gather, scatter, scatter_add, index_add, masked_fill, one_hot
 void RegisterIndexingKernels(KernelTable& t);
 void RegisterIndexingSelectKernels(KernelTable& t);  // masked_select, nonzero
-void RegisterShapeRearrangeKernels(KernelTable& t);      // flip, roll, repeat, tile, tril, triu
+void RegisterShapeRearrangeKernels(KernelTable& t);  // flip, roll, repeat, tile, tril, triu
 void RegisterPadKernels(KernelTable& t);             // pad, pad_backward
 void RegisterSortingKernels(KernelTable& t);         // sort, argsort, topk
 }  // namespace tensord::cpu
