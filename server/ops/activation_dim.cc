@@ -14,7 +14,7 @@ InferFn SoftmaxInfer(const std::string& name) {
   return [name](absl::Span<const TensorMeta> in,
                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const int64_t rank = static_cast<int64_t>(in[0].shape.size());
-    const int64_t dim = a.GetInt("dim", -1);
+    const int64_t dim = a.GetInt("dim");
     if (!NormalizeDim(dim, rank).ok()) {
       return WithMetadata(
           AttrError(name, "dim",
@@ -53,7 +53,7 @@ OpDef Softmax(const std::string& name, BackwardFn backward) {
 }
 
 absl::StatusOr<int64_t> SoftmaxDim(const GradContext& g) {
-  return NormalizeDim(g.attrs.GetInt("dim", -1), g.inputs[0].rank());
+  return NormalizeDim(g.attrs.GetInt("dim"), g.inputs[0].rank());
 }
 
 // dx = y * (g - sum(g * y, dim)).
@@ -153,7 +153,7 @@ Metas GluInfer(absl::Span<const TensorMeta> in, const Attrs& a) {
   if (rank == 0) {
     return ShapeError("glu", "a 0-d input cannot be halved");
   }
-  const int64_t dim = a.GetInt("dim", -1);
+  const int64_t dim = a.GetInt("dim");
   auto d = NormalizeDim(dim, rank);
   if (!d.ok()) {
     return WithMetadata(

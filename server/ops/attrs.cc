@@ -36,17 +36,17 @@ bool Attrs::Has(const std::string& name) const {
   return it != values_.end() && !std::holds_alternative<std::monostate>(it->second);
 }
 
-bool Attrs::GetBool(const std::string& name, bool def) const {
-  return Has(name) ? std::get<bool>(values_.at(name)) : def;
+bool Attrs::GetBool(const std::string& name) const {
+  return Has(name) && std::get<bool>(values_.at(name));
 }
-int64_t Attrs::GetInt(const std::string& name, int64_t def) const {
-  return Has(name) ? std::get<int64_t>(values_.at(name)) : def;
+int64_t Attrs::GetInt(const std::string& name) const {
+  return Has(name) ? std::get<int64_t>(values_.at(name)) : 0;
 }
-double Attrs::GetFloat(const std::string& name, double def) const {
-  return Has(name) ? std::get<double>(values_.at(name)) : def;
+double Attrs::GetFloat(const std::string& name) const {
+  return Has(name) ? std::get<double>(values_.at(name)) : 0;
 }
-double Attrs::GetNumber(const std::string& name, double def) const {
-  if (!Has(name)) return def;
+double Attrs::GetNumber(const std::string& name) const {
+  if (!Has(name)) return 0;
   const AttrValue& v = values_.at(name);
   if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
   return std::get<double>(v);
@@ -54,8 +54,8 @@ double Attrs::GetNumber(const std::string& name, double def) const {
 bool Attrs::HoldsInt(const std::string& name) const {
   return Has(name) && std::holds_alternative<int64_t>(values_.at(name));
 }
-std::string Attrs::GetString(const std::string& name, const std::string& def) const {
-  return Has(name) ? std::get<std::string>(values_.at(name)) : def;
+std::string Attrs::GetString(const std::string& name) const {
+  return Has(name) ? std::get<std::string>(values_.at(name)) : std::string();
 }
 std::vector<int64_t> Attrs::GetInts(const std::string& name) const {
   return Has(name) ? std::get<std::vector<int64_t>>(values_.at(name)) : std::vector<int64_t>{};

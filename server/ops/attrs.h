@@ -35,22 +35,24 @@ struct AttrSpec {
   std::vector<std::string> aliases = {};
 };
 
-// Read access to validated attributes. Getters fall back to the given default only for
-// attributes that are absent; types were checked by ValidateAttrs.
+// Read access to validated attributes. ValidateAttrs filled every default from the op's spec,
+// so the defaults live there once and readers never restate them; an optional attribute with
+// no default (sum's dim, clamp's min) is tested with Has() first, and reading an absent one
+// gives the type's zero value. Types were checked by ValidateAttrs.
 class Attrs {
  public:
   Attrs() = default;
   explicit Attrs(AttrMap values) : values_(std::move(values)) {}
 
   bool Has(const std::string& name) const;
-  bool GetBool(const std::string& name, bool def = false) const;
-  int64_t GetInt(const std::string& name, int64_t def = 0) const;
-  double GetFloat(const std::string& name, double def = 0) const;
+  bool GetBool(const std::string& name) const;
+  int64_t GetInt(const std::string& name) const;
+  double GetFloat(const std::string& name) const;
   // A kScalar (or kInt/kFloat) attribute as a double, whichever alternative it holds.
-  double GetNumber(const std::string& name, double def = 0) const;
+  double GetNumber(const std::string& name) const;
   // True when the attribute is present and holds an integer (a kScalar given as an int).
   bool HoldsInt(const std::string& name) const;
-  std::string GetString(const std::string& name, const std::string& def = "") const;
+  std::string GetString(const std::string& name) const;
   std::vector<int64_t> GetInts(const std::string& name) const;
   std::vector<double> GetFloats(const std::string& name) const;
   std::optional<DType> GetDType(const std::string& name) const;

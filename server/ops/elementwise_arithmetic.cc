@@ -68,7 +68,7 @@ InferFn AlphaInfer(const std::string& op) {
   InferFn broadcast = BroadcastInfer(op);
   return [op, broadcast](absl::Span<const TensorMeta> in,
                          const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
-    const double alpha = a.GetFloat("alpha", 1.0);
+    const double alpha = a.GetFloat("alpha");
     const DType d = in[0].dtype;
     if ((IsBool(d) && alpha != 1.0) || (IsInt(d) && alpha != std::trunc(alpha))) {
       return WithMetadata(AttrError(op, "alpha",
@@ -82,7 +82,7 @@ InferFn AlphaInfer(const std::string& op) {
 
 Grads AddSubBackward(const GradContext& g, double sign) {
   GradOps o(g.run);
-  const double alpha = sign * g.attrs.GetFloat("alpha", 1.0);
+  const double alpha = sign * g.attrs.GetFloat("alpha");
   std::vector<Tensor> out = {g.grad_outputs[0], g.grad_outputs[0]};
   if (g.needs_input_grad[1] && alpha != 1.0) {
     ASSIGN_OR_RETURN(out[1], o.Scale(g.grad_outputs[0], alpha));

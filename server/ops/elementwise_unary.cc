@@ -1,7 +1,6 @@
 // Unary elementwise math: arithmetic, PyTorch's floating-point functions (integer inputs give
 // f32), rounding (zero gradient), clamp and the elementwise predicates.
 #include <cmath>
-#include <limits>
 
 #include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
@@ -62,8 +61,10 @@ OpDef Clamp() {
     DType out = in[0].dtype;
     // A fractional bound promotes an integer input to f32, as a Python float bound does in
     // PyTorch; integral bounds keep the integer dtype.
-    const double inf = std::numeric_limits<double>::infinity();
-    if (IsInt(out) && !(Integral(a.GetFloat("min", -inf)) && Integral(a.GetFloat("max", inf)))) {
+    auto integral_bound = [&a](const char* name) {
+      return !a.Has(name) || Integral(a.GetFloat(name));
+    };
+    if (IsInt(out) && !(integral_bound("min") && integral_bound("max"))) {
       out = DType::kF32;
     }
     return std::vector<TensorMeta>{{out, in[0].shape}};

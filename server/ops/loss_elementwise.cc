@@ -164,7 +164,7 @@ absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape
 AttrSpec LossReductionAttr() { return StringAttr("reduction", "mean", {"none", "mean", "sum"}); }
 
 absl::StatusOr<Tensor> ApplyLossReduction(OpRunner& run, const Tensor& loss, const Attrs& attrs) {
-  const std::string reduction = attrs.GetString("reduction", "mean");
+  const std::string reduction = attrs.GetString("reduction");
   if (reduction == "none") return loss;
   return run.Run1(reduction, {loss});  // "mean" or "sum"
 }

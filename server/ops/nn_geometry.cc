@@ -111,7 +111,7 @@ absl::StatusOr<Conv2dParams> ReadConv2dParams(const std::string& op, const Attrs
   RETURN_IF_ERROR(CopyPositive(op, attrs, "stride", p.stride, 1));
   RETURN_IF_ERROR(CopyPositive(op, attrs, "padding", p.padding, 0));
   RETURN_IF_ERROR(CopyPositive(op, attrs, "dilation", p.dilation, 1));
-  p.groups = attrs.GetInt("groups", 1);
+  p.groups = attrs.GetInt("groups");
   if (p.groups < 1) {
     return ops::AttrError(op, "groups", absl::StrCat("must be positive, got ", p.groups));
   }
@@ -186,7 +186,7 @@ absl::StatusOr<Pool2dParams> ReadPool2dParams(const std::string& op, const Attrs
   }
   RETURN_IF_ERROR(CopyPositive(op, attrs, "padding", p.padding, 0));
   if (max_pool) RETURN_IF_ERROR(CopyPositive(op, attrs, "dilation", p.dilation, 1));
-  p.ceil_mode = attrs.GetBool("ceil_mode", false);
+  p.ceil_mode = attrs.GetBool("ceil_mode");
   for (int i = 0; i < 2; ++i) {
     const int64_t eff = max_pool ? ((p.kernel[i] - 1) * p.dilation[i] + 1) : p.kernel[i];
     if (p.padding[i] > eff / 2) {
@@ -269,7 +269,7 @@ absl::StatusOr<ConvNdParams> ReadConvNdParams(const std::string& op, const Attrs
       }
     }
   }
-  p.groups = attrs.GetInt("groups", 1);
+  p.groups = attrs.GetInt("groups");
   if (p.groups < 1) {
     return ops::AttrError(op, "groups", absl::StrCat("must be positive, got ", p.groups));
   }

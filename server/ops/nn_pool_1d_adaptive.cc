@@ -75,7 +75,7 @@ absl::StatusOr<AttrMap> Pool2dAttrsOf(const std::string& op, const Shape& input,
     return ShapeError(
         op, absl::StrCat("input ", ShapeToString(input), " has an empty non-batch dimension"));
   }
-  const bool ceil_mode = a.GetBool("ceil_mode", false);
+  const bool ceil_mode = a.GetBool("ceil_mode");
   const int64_t out =
       nn::PoolOutputSize(input.back(), kernel, padding, stride, dilation, ceil_mode);
   if (out < 1) {
@@ -89,7 +89,7 @@ absl::StatusOr<AttrMap> Pool2dAttrsOf(const std::string& op, const Shape& input,
   if (max_pool) {
     m["dilation"] = Ints{1, dilation};
   } else {
-    m["count_include_pad"] = a.GetBool("count_include_pad", true);
+    m["count_include_pad"] = a.GetBool("count_include_pad");
   }
   return m;
 }

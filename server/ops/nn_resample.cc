@@ -44,7 +44,7 @@ absl::StatusOr<std::vector<Tensor>> Interpolate(OpRunner& run, absl::Span<const 
     return AttrError(op, "align_corners",
                      "can only be set with the interpolating modes linear, bilinear, trilinear");
   }
-  const bool recompute = a.GetBool("recompute_scale_factor", false);
+  const bool recompute = a.GetBool("recompute_scale_factor");
   if (recompute && a.Has("size")) {
     return AttrError(op, "recompute_scale_factor", "is not meaningful with an explicit size");
   }
@@ -89,7 +89,7 @@ absl::StatusOr<std::vector<Tensor>> Interpolate(OpRunner& run, absl::Span<const 
   AttrMap attrs = {{"output_size", out_size},
                    {"scales", scales},
                    {"mode", std::string(mode == "nearest" ? "nearest" : "linear")},
-                   {"align_corners", a.GetBool("align_corners", false)}};
+                   {"align_corners", a.GetBool("align_corners")}};
   return run.Run("upsample", {x}, std::move(attrs));
 }
 

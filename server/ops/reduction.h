@@ -29,6 +29,10 @@ absl::Status CheckNonEmptyReduction(const std::string& op, const Shape& in,
 absl::StatusOr<std::vector<int64_t>> SingleDimOrAll(const std::string& op, const Attrs& attrs,
                                                     int64_t rank);
 
+// var/std's divisor correction: `correction` (default 1) or the older `unbiased` flag, never
+// both (BAD_ATTRIBUTE); neither given is 1, as in torch.var.
+absl::StatusOr<double> VarCorrection(const std::string& op, const Attrs& attrs);
+
 // Losses: the "reduction" attribute (none | mean | sum, default mean) and its application to
 // an unreduced loss through the mean and sum ops (so that autodiff sees them).
 AttrSpec LossReductionAttr();

@@ -15,7 +15,7 @@ using namespace ops;
 // so (as torch) it refuses to reduce an empty dimension.
 absl::StatusOr<std::vector<int64_t>> NormDims(const std::string& op, const Shape& shape,
                                               const Attrs& a) {
-  const double p = a.GetFloat("p", 2.0);
+  const double p = a.GetFloat("p");
   if (std::isnan(p)) return AttrError(op, "p", "is NaN; expected a number, inf or -inf");
   ASSIGN_OR_RETURN(auto dims, ReductionDims(op, a, shape.size()));
   if (p < 0 || p == INFINITY) {

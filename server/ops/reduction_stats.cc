@@ -4,6 +4,19 @@
 #include "server/ops/reduction.h"
 
 namespace tensord {
+
+// Optional without a default in the spec: a filled-in correction could not be told apart from
+// one given together with `unbiased`.
+absl::StatusOr<double> VarCorrection(const std::string& op, const Attrs& a) {
+  if (a.Has("unbiased")) {
+    if (a.Has("correction")) {
+      return ops::AttrError(op, "unbiased", "cannot be given together with 'correction'");
+    }
+    return a.GetBool("unbiased") ? 1.0 : 0.0;
+  }
+  return a.Has("correction") ? a.GetFloat("correction") : 1.0;
+}
+
 namespace {
 using namespace ops;
 
@@ -24,17 +37,6 @@ OpDef FloatReduction(const std::string& name) {
   return d;
 }
 
-// torch.var's `correction` (default 1), or the older `unbiased` flag; not both.
-absl::StatusOr<double> Correction(const std::string& op, const Attrs& a) {
-  if (a.Has("unbiased")) {
-    if (a.Has("correction")) {
-      return AttrError(op, "unbiased", "cannot be given together with 'correction'");
-    }
-    return a.GetBool("unbiased") ? 1.0 : 0.0;
-  }
-  return a.GetFloat("correction", 1.0);
-}
-
 OpDef VarStd(const std::string& name) {
   OpDef d = FloatReduction(name);
   d.attrs.push_back(OptionalFloatAttr("correction"));
@@ -42,13 +44,13 @@ OpDef VarStd(const std::string& name) {
   InferFn base = d.infer;
   d.infer = [name, base](absl::Span<const TensorMeta> in,
                          const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
-    RETURN_IF_ERROR(Correction(name, a).status());
+    RETURN_IF_ERROR(VarCorrection(name, a).status());
     return base(in, a);
   };
   const bool is_std = name == "std";
   d.backward = [name, is_std](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(double correction, Correction(name, g.attrs));
+    ASSIGN_OR_RETURN(double correction, VarCorrection(name, g.attrs));
     AttrMap attrs = {
         {"keepdim", g.attrs.GetBool("keepdim")}, {"correction", correction}, {"std", is_std}};
     if (g.attrs.Has("dim")) attrs["dim"] = g.attrs.GetInts("dim");

@@ -87,7 +87,7 @@ absl::StatusOr<PadSpec> ResolvePad(const std::string& op, const Shape& in, const
                                   " dims but the input ", ShapeToString(in), " has ", rank));
   }
   PadSpec s;
-  s.mode = a.GetString("mode", "constant");
+  s.mode = a.GetString("mode");
   s.before.assign(rank, 0);
   s.after.assign(rank, 0);
   // Like torch: (last dim before, last dim after, second-to-last before, ...).

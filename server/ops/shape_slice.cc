@@ -56,7 +56,7 @@ absl::StatusOr<SliceSpec> ResolveSlice(const Shape& in, const Attrs& a) {
   RETURN_IF_ERROR(RequireDims("slice", in));
   SliceSpec s;
   ASSIGN_OR_RETURN(s.dim, WrapDim("slice", "dim", a.GetInt("dim"), in.size()));
-  s.step = a.GetInt("step", 1);
+  s.step = a.GetInt("step");
   if (s.step <= 0) {
     return AttrError("slice", "step", absl::StrCat("must be positive, got ", s.step));
   }

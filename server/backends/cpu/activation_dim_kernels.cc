@@ -78,7 +78,7 @@ absl::Status PreluBackward(KernelCall& c) {
 }
 
 DimSplit GluSplit(const Tensor& x, const Attrs& attrs) {
-  int64_t dim = attrs.GetInt("dim", -1);
+  int64_t dim = attrs.GetInt("dim");
   if (dim < 0) dim += x.rank();
   return SplitAt(x.shape(), dim);
 }
@@ -176,7 +176,7 @@ template <bool kLog>
 absl::Status SoftmaxKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
-  int64_t dim = c.attrs.GetInt("dim", -1);
+  int64_t dim = c.attrs.GetInt("dim");
   if (dim < 0) dim += x.rank();
   const DimSplit split = SplitAt(x.shape(), dim);
   VisitDType<kF>(x.dtype(), [&](auto in_tag) {

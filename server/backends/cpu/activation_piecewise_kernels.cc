@@ -32,7 +32,7 @@ absl::Status HardtanhBackward(KernelCall& c, double lo, double hi) {
 
 // celu(x) = x > 0 ? x : alpha * (exp(x / alpha) - 1); the x <= 0 branch owns 0, as in elu.
 absl::Status Celu(KernelCall& c, bool backward) {
-  const double alpha = c.attrs.GetFloat("alpha", 1.0);
+  const double alpha = c.attrs.GetFloat("alpha");
   if (backward) {
     return FloatBinary(c, [alpha](auto tag) {
       using T = decltype(tag);
@@ -49,7 +49,7 @@ absl::Status Celu(KernelCall& c, bool backward) {
 
 // softshrink and hardshrink share their backward: zero on [-lambd, lambd].
 absl::Status ShrinkBackward(KernelCall& c) {
-  const double lambd = c.attrs.GetFloat("lambd", 0.5);
+  const double lambd = c.attrs.GetFloat("lambd");
   return FloatBinary(c, [lambd](auto tag) {
     using T = decltype(tag);
     const T l = T(lambd);
@@ -64,10 +64,10 @@ void RegisterActivationPiecewiseKernels(KernelTable& t) {
   t.Add("relu6_backward", "loop_relu6_backward", kFloat,
         [](KernelCall& c) { return HardtanhBackward(c, 0, 6); });
   t.Add("hardtanh", "loop_hardtanh", kFloat, [](KernelCall& c) {
-    return Hardtanh(c, c.attrs.GetFloat("min_val", -1), c.attrs.GetFloat("max_val", 1));
+    return Hardtanh(c, c.attrs.GetFloat("min_val"), c.attrs.GetFloat("max_val"));
   });
   t.Add("hardtanh_backward", "loop_hardtanh_backward", kFloat, [](KernelCall& c) {
-    return HardtanhBackward(c, c.attrs.GetFloat("min_val", -1), c.attrs.GetFloat("max_val", 1));
+    return HardtanhBackward(c, c.attrs.GetFloat("min_val"), c.attrs.GetFloat("max_val"));
   });
 
   AddPair(
@@ -115,7 +115,7 @@ void RegisterActivationPiecewiseKernels(KernelTable& t) {
         };
       });
   t.Add("softshrink", "loop_softshrink", kFloat, [](KernelCall& c) {
-    const double lambd = c.attrs.GetFloat("lambd", 0.5);
+    const double lambd = c.attrs.GetFloat("lambd");
     return FloatUnary(c, [lambd](auto tag) {
       using T = decltype(tag);
       const T l = T(lambd);
@@ -124,7 +124,7 @@ void RegisterActivationPiecewiseKernels(KernelTable& t) {
   });
   t.Add("softshrink_backward", "loop_softshrink_backward", kFloat, ShrinkBackward);
   t.Add("hardshrink", "loop_hardshrink", kFloat, [](KernelCall& c) {
-    const double lambd = c.attrs.GetFloat("lambd", 0.5);
+    const double lambd = c.attrs.GetFloat("lambd");
     return FloatUnary(c, [lambd](auto tag) {
       using T = decltype(tag);
       const T l = T(lambd);

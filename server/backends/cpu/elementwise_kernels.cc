@@ -19,7 +19,7 @@ absl::Status AddKernel(KernelCall& c, double sign) {
   const Tensor& a = c.inputs[0];
   const Tensor& b = c.inputs[1];
   Tensor& out = c.outputs[0];
-  const double alpha = sign * c.attrs.GetFloat("alpha", 1.0);
+  const double alpha = sign * c.attrs.GetFloat("alpha");
   VisitDType<kFIB>(a.dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_same_v<T, bool>) {

@@ -147,7 +147,7 @@ absl::Status PredicateKernel(KernelCall& c) {
 // torch.round(input, decimals): half to even (nearbyint under the default rounding mode),
 // scaled by 10^decimals; integers are returned unchanged (decimals must be 0 for them).
 absl::Status RoundKernel(KernelCall& c) {
-  const int64_t decimals = c.attrs.GetInt("decimals", 0);
+  const int64_t decimals = c.attrs.GetInt("decimals");
   VisitDType<kFI>(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
@@ -174,8 +174,9 @@ absl::Status RoundKernel(KernelCall& c) {
 // input clamped to a fractional bound has an f32 output (chosen by the shape rule).
 absl::Status ClampKernel(KernelCall& c) {
   const double inf = std::numeric_limits<double>::infinity();
-  const double lo = c.attrs.GetFloat("min", -inf);
-  const double hi = c.attrs.GetFloat("max", inf);
+  // An absent bound (PyTorch's None) does not clamp.
+  const double lo = c.attrs.Has("min") ? c.attrs.GetFloat("min") : -inf;
+  const double hi = c.attrs.Has("max") ? c.attrs.GetFloat("max") : inf;
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   VisitDType<kFI>(x.dtype(), [&](auto tag) {

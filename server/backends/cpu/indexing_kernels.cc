@@ -48,7 +48,7 @@ DimSplit Around(const Shape& shape, int64_t dim) {
 }
 
 // out[o, j, k] (op)= src[o, idx[j], k] for index_select, or the reverse for index_add.
-absl::Status IndexAlongDim(KernelCall& c, bool add) {
+absl::Status IndexAlongDim(KernelCall& c, bool add, double alpha_value) {
   const Tensor& x = c.inputs[0];
   const Tensor& index = c.inputs[1];
   ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(c.op.name, "dim", c.attrs.GetInt("dim"), x.rank()));
@@ -73,7 +73,7 @@ absl::Status IndexAlongDim(KernelCall& c, bool add) {
       } else if constexpr (!std::is_same_v<T, bool>) {
         const T* src = c.inputs[2].data<T>();
         // index_add's alpha (infer checked it is integral for integer dtypes).
-        const T alpha = static_cast<T>(c.attrs.GetFloat("alpha", 1.0));
+        const T alpha = static_cast<T>(alpha_value);
         for (int64_t o = 0; o < s.outer; ++o) {
           for (int64_t j = 0; j < n; ++j) {
             T* to = q + (o * s.size + idx[j]) * s.inner;
@@ -91,8 +91,13 @@ absl::Status IndexAlongDim(KernelCall& c, bool add) {
   return absl::OkStatus();
 }
 
-absl::Status IndexSelectKernel(KernelCall& c) { return IndexAlongDim(c, false); }
-absl::Status IndexAddKernel(KernelCall& c) { return IndexAlongDim(c, true); }
+absl::Status IndexSelectKernel(KernelCall& c) { return IndexAlongDim(c, false, 1.0); }
+// index_add scales the source by its alpha; index_add_internal (index_select's gradient) has
+// no alpha and adds the source as it is.
+absl::Status IndexAddKernel(KernelCall& c) {
+  return IndexAlongDim(c, true, c.attrs.GetFloat("alpha"));
+}
+absl::Status IndexAddInternalKernel(KernelCall& c) { return IndexAlongDim(c, true, 1.0); }
 
 enum class Scatter { kNone, kAdd, kAssign };
 
@@ -205,7 +210,7 @@ absl::Status OneHotKernel(KernelCall& c) {
 
 void RegisterIndexingKernels(KernelTable& t) {
   t.Add("index_select", "loop_index_select", kAll, IndexSelectKernel);
-  t.Add("index_add_internal", "loop_index_add", kFloatInt, IndexAddKernel);
+  t.Add("index_add_internal", "loop_index_add", kFloatInt, IndexAddInternalKernel);
   t.Add("gather", "loop_gather", kAll, GatherKernel);
   t.Add("scatter_add_internal", "loop_scatter_add", kFloatInt, ScatterAddKernel);
   t.Add("index_add", "loop_index_add", kFloatInt, IndexAddKernel);

@@ -47,9 +47,9 @@ auto MaxWindows(const PoolDims& d) {
 // divisor_override, or by the window's size counting the padding it covers
 // (count_include_pad), or by the elements it covers.
 auto AvgWindows(const PoolDims& d, const Attrs& attrs) {
-  const bool include_pad = attrs.GetBool("count_include_pad", true);
+  const bool include_pad = attrs.GetBool("count_include_pad");
   const bool has_override = attrs.Has("divisor_override");
-  const int64_t override_v = attrs.GetInt("divisor_override", 1);
+  const int64_t override_v = attrs.GetInt("divisor_override");
   return [&d, include_pad, has_override, override_v](int64_t oh, int64_t ow) {
     PoolWindow w;
     w.hs = oh * d.p.stride[0] - d.p.padding[0];

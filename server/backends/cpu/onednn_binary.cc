@@ -25,7 +25,7 @@ struct BinarySpec {
 };
 
 std::vector<BinarySpec> BinarySpecs() {
-  auto unit_alpha = [](const Attrs& a) { return a.GetFloat("alpha", 1.0) == 1.0; };
+  auto unit_alpha = [](const Attrs& a) { return a.GetFloat("alpha") == 1.0; };
   return {{"add", algorithm::binary_add, true, unit_alpha},
           {"sub", algorithm::binary_sub, false, unit_alpha},
           {"mul", algorithm::binary_mul, true, [](const Attrs&) { return true; }},

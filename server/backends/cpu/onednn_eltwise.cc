@@ -54,21 +54,21 @@ std::vector<EltwiseSpec> EltwiseSpecs() {
       Fixed("square", algorithm::eltwise_square),
       {"gelu",
        [](const Attrs& at, algorithm* a, float* al) {
-         *a = at.GetString("approximate", "none") == "tanh" ? algorithm::eltwise_gelu_tanh
-                                                            : algorithm::eltwise_gelu_erf;
+         *a = at.GetString("approximate") == "tanh" ? algorithm::eltwise_gelu_tanh
+                                                    : algorithm::eltwise_gelu_erf;
          *al = 0.f;
          return true;
        }},
       {"elu",
        [](const Attrs& at, algorithm* a, float* al) {
          *a = algorithm::eltwise_elu;
-         *al = static_cast<float>(at.GetFloat("alpha", 1.0));
+         *al = static_cast<float>(at.GetFloat("alpha"));
          return true;
        }},
       {"leaky_relu",
        [](const Attrs& at, algorithm* a, float* al) {
          *a = algorithm::eltwise_relu;
-         *al = static_cast<float>(at.GetFloat("negative_slope", 0.01));
+         *al = static_cast<float>(at.GetFloat("negative_slope"));
          return *al != 0.f;
        }},
   };

@@ -113,7 +113,7 @@ absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const
                           : (out[i] - 1) * p.stride[i] + eff - in[i] - p.padding[i]);
     extended |= out[i] != floor_out;
   }
-  const bool include_pad = attrs.GetBool("count_include_pad", true);
+  const bool include_pad = attrs.GetBool("count_include_pad");
   s.alg = max_pool      ? algorithm::pooling_max
           : include_pad ? algorithm::pooling_avg_include_padding
                         : algorithm::pooling_avg_exclude_padding;

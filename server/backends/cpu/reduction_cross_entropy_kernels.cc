@@ -96,10 +96,10 @@ struct Nll {
 absl::StatusOr<Nll> MakeNll(const KernelCall& c, const Tensor& logp, const Tensor* weight) {
   Nll n;
   n.s = SplitAt(logp.shape(), logp.rank() == 1 ? 0 : 1);
-  n.ignore = c.attrs.GetInt("ignore_index", -100);
-  n.ls = c.attrs.GetFloat("label_smoothing", 0.0);
-  n.reduction = c.attrs.GetString("reduction", "mean");
-  n.loss = c.attrs.GetString("loss", "nll_loss");
+  n.ignore = c.attrs.GetInt("ignore_index");
+  n.ls = c.attrs.GetFloat("label_smoothing");
+  n.reduction = c.attrs.GetString("reduction");
+  n.loss = c.attrs.GetString("loss");
   if (weight != nullptr) {
     n.weights = weight->ToDoubles();
     n.weight = n.weights.data();

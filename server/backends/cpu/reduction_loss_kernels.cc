@@ -121,7 +121,7 @@ absl::Status BceLogitsBackward(KernelCall& c) {
 
 // smooth_l1 (beta > 0; the op routes beta = 0 to l1): quadratic inside |d| < beta.
 absl::Status SmoothL1(KernelCall& c) {
-  const double beta = c.attrs.GetFloat("beta", 1.0);
+  const double beta = c.attrs.GetFloat("beta");
   Flat(c, [beta](const double* v, double* r) {
     const double z = std::fabs(v[0] - v[1]);
     r[0] = z < beta ? 0.5 * z * z / beta : z - 0.5 * beta;
@@ -130,7 +130,7 @@ absl::Status SmoothL1(KernelCall& c) {
 }
 
 absl::Status SmoothL1Backward(KernelCall& c) {
-  const double beta = c.attrs.GetFloat("beta", 1.0);
+  const double beta = c.attrs.GetFloat("beta");
   Flat(c, [beta](const double* v, double* r) {
     const double d = v[1] - v[2];
     r[0] = v[0] * (d < -beta ? -1.0 : d > beta ? 1.0 : d / beta);
@@ -140,7 +140,7 @@ absl::Status SmoothL1Backward(KernelCall& c) {
 }
 
 absl::Status Huber(KernelCall& c) {
-  const double delta = c.attrs.GetFloat("delta", 1.0);
+  const double delta = c.attrs.GetFloat("delta");
   Flat(c, [delta](const double* v, double* r) {
     const double z = std::fabs(v[0] - v[1]);
     r[0] = z < delta ? 0.5 * z * z : delta * (z - 0.5 * delta);
@@ -149,7 +149,7 @@ absl::Status Huber(KernelCall& c) {
 }
 
 absl::Status HuberBackward(KernelCall& c) {
-  const double delta = c.attrs.GetFloat("delta", 1.0);
+  const double delta = c.attrs.GetFloat("delta");
   Flat(c, [delta](const double* v, double* r) {
     const double d = v[1] - v[2];
     r[0] = v[0] * (d < -delta ? -delta : d > delta ? delta : d);

@@ -16,7 +16,7 @@ double Sgn(double v) { return std::isnan(v) ? v : static_cast<double>((v > 0) - 
 
 absl::Status NormKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
-  const double p = c.attrs.GetFloat("p", 2.0);
+  const double p = c.attrs.GetFloat("p");
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
   ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
   const ReduceBlock& b = in.block;
@@ -71,7 +71,7 @@ absl::Status NormBackwardKernel(KernelCall& c) {
   const Tensor& g = c.inputs[0];
   const Tensor& x = c.inputs[1];
   const Tensor& res = c.inputs[2];
-  const double p = c.attrs.GetFloat("p", 2.0);
+  const double p = c.attrs.GetFloat("p");
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
   if (g.numel() != res.numel()) {
     return Error(Reason::kInternal, "norm_backward: the gradient does not match the norm");

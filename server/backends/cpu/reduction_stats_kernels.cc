@@ -11,11 +11,6 @@ namespace {
 // torch divides by max(0, N - correction): N <= correction gives inf (or NaN for 0/0).
 double Divisor(double n, double correction) { return std::max(0.0, n - correction); }
 
-double CorrectionOf(const Attrs& a) {
-  if (a.Has("unbiased")) return a.GetBool("unbiased") ? 1.0 : 0.0;
-  return a.GetFloat("correction", 1.0);
-}
-
 // The two-pass algorithm in double: the mean, then the sum of squared deviations from it
 // (stable where sum(x^2) - n mean^2 would cancel), each pass vectorizable.
 template <bool kStd>
@@ -25,7 +20,8 @@ absl::Status VarKernel(KernelCall& c) {
   ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
   const ReduceBlock& b = in.block;
   const double n = static_cast<double>(b.size);
-  const double divisor = Divisor(n, CorrectionOf(c.attrs));
+  ASSIGN_OR_RETURN(const double correction, VarCorrection(c.op.name, c.attrs));
+  const double divisor = Divisor(n, correction);
   TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
     const T* p = in.data.data<T>();
     std::vector<double> mean(b.outer * b.inner), m2(b.outer * b.inner);
@@ -99,7 +95,7 @@ absl::Status VarBackwardKernel(KernelCall& c) {
   const Tensor& res = c.inputs[2];
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
   const double n = static_cast<double>(ReducedCount(x.shape(), dims));
-  const double divisor = Divisor(n, c.attrs.GetFloat("correction", 1.0));
+  const double divisor = Divisor(n, c.attrs.GetFloat("correction"));
   const bool is_std = c.attrs.GetBool("std");
   TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
     std::vector<double> mean = SlotMeans<T>(x, dims, res.numel(), n);
