@@ -1,6 +1,7 @@
 // Transcendental unary math: logarithms and exponentials, trigonometric and hyperbolic functions
-// and their inverses, erf, erfc, erfinv. All are PyTorch floating-point functions (integer and bool
-// inputs give f32); gradients follow PyTorch's derivatives.yaml formulas, written in other ops.
+// and their inverses, sinc, erf, erfc, erfinv. All are PyTorch floating-point functions (integer
+// and bool inputs give f32); gradients follow PyTorch's derivatives.yaml formulas, written in other
+// ops.
 #include <cmath>
 
 #include "server/ops/elementwise.h"
@@ -12,6 +13,7 @@ using namespace ops;
 using In = const Tensor&;
 using Out = absl::StatusOr<Tensor>;
 
+constexpr double kPi = 3.14159265358979323846;
 constexpr double kLn2 = 0.69314718055994530942;
 constexpr double kLn10 = 2.30258509299404568402;
 constexpr double kTwoOverSqrtPi = 1.12837916709551257390;  // 2/sqrt(pi)
@@ -84,6 +86,16 @@ void RegisterUnaryTranscendentalOps(OpRegistry& r) {
     ASSIGN_OR_RETURN(Tensor y2, o.Mul(y, y));
     ASSIGN_OR_RETURN(Tensor d, o.Add(y2, GradOps::Scalar(1.0)));
     return o.Mul(go, d);
+  });
+  // sinc' = (cos(pi x) - sinc(x)) / x, and 0 at x = 0 (where sinc is flat), as in PyTorch.
+  Add(r, "sinc", [](GradOps& o, In x, In y, In go) -> Out {
+    ASSIGN_OR_RETURN(Tensor pi_x, o.Scale(x, kPi));
+    ASSIGN_OR_RETURN(Tensor c, o.Op("cos", {pi_x}));
+    ASSIGN_OR_RETURN(Tensor num, o.Sub(c, y));
+    ASSIGN_OR_RETURN(Tensor d, o.Div(num, x));
+    ASSIGN_OR_RETURN(Tensor at_zero, o.Op("eq", {x, GradOps::Scalar(0.0)}));
+    ASSIGN_OR_RETURN(Tensor slope, o.Op("where", {at_zero, GradOps::Scalar(0.0), d}));
+    return o.Mul(go, slope);
   });
   Add(r, "asin",
       [](GradOps& o, In x, In, In go) -> Out { return OverSqrtOfSquare(o, x, go, -1, 1, 1); });

@@ -14,6 +14,10 @@ Tolerances (stated here, overridable per op in the table):
        rounded exact value); ops that accumulate (matmul, conv, reductions, norms, losses)
        state looser f32 tolerances in their table entry, growing with the reduction length.
 Integer and bool results must match exactly; NaNs must be NaN in both.
+
+f64 gradients are also checked numerically against the server's own forward (central
+differences along a random direction, numeric_gradcheck), so one table row checks an op's
+forward against PyTorch, its gradients against PyTorch's autograd and by finite differences.
 """
 from __future__ import annotations
 
@@ -62,6 +66,10 @@ class Case:
     grads: bool = True
     # The call must fail with this TensordError subclass (where PyTorch raises too).
     error: Optional[type] = None
+    # Also check the f64 gradients against the server's own forward by central differences
+    # (False where the op is not differentiable along a random direction at the sampled
+    # point, e.g. a max over deliberately tied values: the reason goes in `label`).
+    numeric: bool = True
 
 
 @dataclasses.dataclass
@@ -212,6 +220,41 @@ def compare(got: np.ndarray, want: torch.Tensor, tol, what: str) -> None:
                                    err_msg=what)
 
 
+# ---- the numerical gradient check ---------------------------------------------------------------
+NUMERIC_STEP = 1e-6
+NUMERIC_TOL = (1e-5, 1e-7)  # (rtol, atol) on the directional derivative
+
+
+def numeric_gradcheck(sess, name: str, case: Case, leaves: dict, grads: dict, root_idx: list,
+                      seeds: list, rng, what: str) -> None:
+    """The server's f64 gradients against its own forward: along a random direction v (one
+    per leaf), sum_k <seed_k, (f_k(x + h v) - f_k(x - h v)) / 2h> must equal
+    sum_i <grad_i, v_i> (PyTorch's fast-mode gradcheck, two extra forwards per case). The
+    comparison with PyTorch's autograd checks the rule; this checks it by finite differences
+    too, so that an op needs no separate gradient test."""
+    direction = {i: rng.standard_normal(case.inputs[i].shape) for i in leaves}
+    analytic = sum(float(np.sum(grads[leaf].numpy() * direction[i]))
+                   for i, leaf in leaves.items() if leaf in grads)
+    scale = sum(float(np.sum(np.abs(grads[leaf].numpy() * direction[i])))
+                for i, leaf in leaves.items() if leaf in grads)
+
+    def forward(sign: float) -> list:
+        inputs = [np.asarray(x + sign * NUMERIC_STEP * direction[i], dtype=x.dtype)
+                  if i in direction else x for i, x in enumerate(case.inputs)]
+        server_in = [sess.tensor(x) if isinstance(x, np.ndarray) else x for x in inputs]
+        outs = as_tuple(sess.op(name, *server_in, **case.attrs))
+        return [outs[k].numpy() for k in root_idx]
+    plus, minus = forward(1.0), forward(-1.0)
+    numeric = sum(float(np.sum(np.asarray(seed) * (p - m))) / (2 * NUMERIC_STEP)
+                  for seed, p, m in zip(seeds, plus, minus))
+    if not (np.isfinite(numeric) and np.isfinite(analytic)):
+        return  # a case probing inf/NaN: the comparison with PyTorch has covered it
+    rtol, atol = NUMERIC_TOL
+    assert abs(numeric - analytic) <= atol + rtol * max(scale, abs(numeric)), \
+        (f"{what}: f64 gradients disagree with central differences of the forward along a "
+         f"random direction: analytic {analytic!r}, numeric {numeric!r}")
+
+
 # ---- running a case --------------------------------------------------------------------------
 def upload_inputs(sess, inputs, grad_idx, ctx, dtype_of=lambda i: None):
     """The case's inputs as the op takes them (arrays become server tensors, scalars pass
@@ -307,8 +350,9 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
                 assert not o.requires_grad, f"{what}: output {k} of a non-differentiable op " \
                                             "is an autodiff tensor"
             return
-        roots = [(o, x) for o, w, x in zip(outs, t_outs, x_outs)
-                 if w.dtype.is_floating_point and w.requires_grad]
+        root_idx = [k for k, w in enumerate(t_outs) if w.dtype.is_floating_point and
+                    w.requires_grad]
+        roots = [(outs[k], x_outs[k]) for k in root_idx]
         for k, (o, w) in enumerate(zip(outs, t_outs)):
             if w.dtype.is_floating_point and w.requires_grad:
                 assert o.requires_grad, f"{what}: float output {k} is not an autodiff tensor"
@@ -324,6 +368,8 @@ def run_case(sess, name: str, spec: Spec, case: Case, dt: str, rng,
         for i, got_grad, tg in matched_grads(leaves, grads, t_grads, what):
             g = got_grad.numpy()
             compare(g, narrow(tg, t_in[i]), tol_for(g), f"{what} grad of input {i}")
+        if dt == "f64" and not mixed and case.numeric and checkpointing == "none":
+            numeric_gradcheck(sess, name, case, leaves, grads, root_idx, seeds, rng, what)
     finally:
         if ctx is not None:
             ctx.close()

@@ -231,8 +231,9 @@ def _special_unary(fn):
 
 
 def _round():
+    # round jumps at the halves, so only PyTorch's (zero) gradient applies there.
     halves = lambda rng, dt: [Case([np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.4999], NP[dt])],
-                                   torch.round, label="half to even")]
+                                   torch.round, label="half to even", numeric=False)]
     return unary(torch.round, FI, "z", kind="wide", extra=lambda rng, dt: halves(rng, dt)
                  if dt in F else [],
                  variants=lambda dt: [({"decimals": 2}, lambda x: torch.round(x, decimals=2))]
@@ -315,6 +316,8 @@ TABLE = {
     "sin": unary(torch.sin, ALL),
     "cos": unary(torch.cos, ALL),
     "tan": unary(torch.tan, ALL, kind="unit"),
+    "sinc": unary(torch.sinc, ALL, extra=lambda rng, dt: [
+        Case([np.array([0, 1, -2, 3], NP[dt])], torch.sinc, label="zero and integers")]),
     "asin": unary(torch.asin, ALL, kind="unit"),
     "acos": unary(torch.acos, ALL, kind="unit"),
     "atan": unary(torch.atan, ALL),

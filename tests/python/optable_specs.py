@@ -9,6 +9,9 @@ def spec_of(build, dtypes=F, grad="d", **tol):
     def gen(rng, dt):
         out = []
         for item in build(rng, dt):
+            if isinstance(item, Case):  # a case that needs more than the tuple says
+                out.append(item)
+                continue
             inputs, attrs, ref = item[:3]
             grad_inputs = item[4] if len(item) > 4 else None
             out.append(Case(inputs, ref, attrs, grad_inputs=grad_inputs,
@@ -22,6 +25,9 @@ def cases_spec(build, dtypes=ALL, grad="d", **tol):
     def gen(rng, dt):
         out = []
         for item in build(rng, dt):
+            if isinstance(item, Case):  # a case that needs more than the tuple says
+                out.append(item)
+                continue
             inputs, attrs, ref = item[:3]
             out.append(Case(inputs, ref, attrs, label=item[3] if len(item) > 3 else ""))
         return out
