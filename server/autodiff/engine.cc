@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -72,7 +73,7 @@ absl::Status Accumulate(Tensor& slot, Tensor grad, OpRunner& runner) {
     slot = std::move(grad);
     return absl::OkStatus();
   }
-  ASSIGN_OR_RETURN(slot, runner.Run1("add", {slot, std::move(grad)}));
+  ASSIGN_OR_RETURN(slot, runner.Run1(opname::add, {slot, std::move(grad)}));
   return absl::OkStatus();
 }
 
@@ -89,13 +90,13 @@ absl::StatusOr<Tensor> ReduceGradTo(const Tensor& grad, const TensorMeta& target
       if (d < extra || (target.shape[d - extra] == 1 && g.dim(d) != 1)) dims.push_back(d);
     }
     if (!dims.empty()) {
-      ASSIGN_OR_RETURN(g, runner.Run1("sum", {g}, {{"dim", dims}, {"keepdim", true}}));
+      ASSIGN_OR_RETURN(g, runner.Run1(opname::sum, {g}, {{"dim", dims}, {"keepdim", true}}));
     }
-    ASSIGN_OR_RETURN(g, runner.Run1("reshape", {g}, {{"shape", target.shape}}));
+    ASSIGN_OR_RETURN(g, runner.Run1(opname::reshape, {g}, {{"shape", target.shape}}));
   }
   if (g.dtype() != target.dtype) {
     ASSIGN_OR_RETURN(
-        g, runner.Run1("to_dtype", {g}, {{"dtype", std::string(DTypeName(target.dtype))}}));
+        g, runner.Run1(opname::to_dtype, {g}, {{"dtype", std::string(DTypeName(target.dtype))}}));
   }
   return g;
 }
@@ -137,7 +138,7 @@ absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
                          "; give a seed gradient or reduce it to one element"),
             {{"root_index", absl::StrCat(r)}, {"shape", ShapeToString(root.shape())}});
       }
-      ASSIGN_OR_RETURN(seed, runner.Run1("ones", {}, ZerosAttrs(root.meta())));
+      ASSIGN_OR_RETURN(seed, runner.Run1(opname::ones, {}, ZerosAttrs(root.meta())));
     } else if (seed.shape() != root.shape()) {
       return Error(Reason::kShapeMismatch,
                    absl::StrCat("autodiff: seed ", r, " has shape ", ShapeToString(seed.shape()),
@@ -178,7 +179,8 @@ absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
     gouts.resize(node->output_types.size());
     for (size_t k = 0; k < gouts.size(); ++k) {
       if (!gouts[k].defined()) {
-        ASSIGN_OR_RETURN(gouts[k], runner.Run1("zeros", {}, ZerosAttrs(node->output_types[k])));
+        ASSIGN_OR_RETURN(gouts[k],
+                         runner.Run1(opname::zeros, {}, ZerosAttrs(node->output_types[k])));
       }
     }
     std::vector<bool> needs(node->input_meta.size());
@@ -192,7 +194,8 @@ absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
     if (node->op->marking == Marking::kZeroGrad) {
       for (size_t i = 0; i < needs.size(); ++i) {
         if (!needs[i]) continue;
-        ASSIGN_OR_RETURN(grads[i], runner.Run1("zeros", {}, ZerosAttrs(node->input_types[i])));
+        ASSIGN_OR_RETURN(grads[i],
+                         runner.Run1(opname::zeros, {}, ZerosAttrs(node->input_types[i])));
       }
     } else {
       std::vector<Tensor> ins;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
 #include "server/dispatch/low_precision.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -189,7 +190,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
       CallEnv plain = env;
       plain.no_grad = true;
       ASSIGN_OR_RETURN(std::vector<Tensor> cast,
-                       Call("to_dtype", {inputs[i].Detached()},
+                       Call(opname::to_dtype, {inputs[i].Detached()},
                             {{"dtype", std::string(DTypeName(common))}}, plain));
       promoted[i] = std::move(cast[0]);
     }
@@ -218,7 +219,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
         args[i] = promoted[i];
         if (inputs[i].autograd() && !inner.no_grad) {
           ASSIGN_OR_RETURN(std::vector<Tensor> cast,
-                           Call("to_dtype", {inputs[i]},
+                           Call(opname::to_dtype, {inputs[i]},
                                 {{"dtype", std::string(DTypeName(promoted[i].dtype()))}}, inner));
           args[i] = std::move(cast[0]);
         }

@@ -5,6 +5,7 @@
 
 #include "server/core/status.h"
 #include "server/dispatch/dispatcher.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -33,7 +34,7 @@ absl::StatusOr<Tensor> Cast(const Dispatcher& dispatcher, const Tensor& t, DType
                             const CallEnv& plain) {
   ASSIGN_OR_RETURN(
       std::vector<Tensor> out,
-      dispatcher.Call("to_dtype", {t}, {{"dtype", std::string(DTypeName(dtype))}}, plain));
+      dispatcher.Call(opname::to_dtype, {t}, {{"dtype", std::string(DTypeName(dtype))}}, plain));
   return std::move(out[0]);
 }
 

@@ -6,6 +6,7 @@
 
 #include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace ops {
@@ -76,7 +77,7 @@ Grads LogSoftmaxBackward(const GradContext& g) {
   const Tensor& go = g.grad_outputs[0];
   ASSIGN_OR_RETURN(int64_t dim, SoftmaxDim(g));
   ASSIGN_OR_RETURN(Tensor s, o.Sum(go, {dim}, true));
-  ASSIGN_OR_RETURN(Tensor p, o.Op("exp", {y}));
+  ASSIGN_OR_RETURN(Tensor p, o.Op(opname::exp, {y}));
   ASSIGN_OR_RETURN(Tensor ps, o.Mul(p, s));
   ASSIGN_OR_RETURN(Tensor gx, o.Sub(go, ps));
   return std::vector<Tensor>{gx};
@@ -126,7 +127,7 @@ void AddPrelu(OpRegistry& r) {
   d.marking = Marking::kDifferentiable;
   d.infer = PreluInfer;
   d.backward = [](const GradContext& g) -> Grads {
-    return g.run.Run("prelu_backward", {g.grad_outputs[0], g.inputs[0], g.inputs[1]});
+    return g.run.Run(opname::prelu_backward, {g.grad_outputs[0], g.inputs[0], g.inputs[1]});
   };
   MustAdd(r, std::move(d));
 
@@ -182,8 +183,8 @@ void AddGlu(OpRegistry& r) {
   d.marking = Marking::kDifferentiable;
   d.infer = GluInfer;
   d.backward = [](const GradContext& g) -> Grads {
-    ASSIGN_OR_RETURN(Tensor gx,
-                     g.run.Run1("glu_backward", {g.grad_outputs[0], g.inputs[0]}, g.attrs.map()));
+    ASSIGN_OR_RETURN(Tensor gx, g.run.Run1(opname::glu_backward, {g.grad_outputs[0], g.inputs[0]},
+                                           g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(d));
@@ -216,8 +217,8 @@ void AddSoftmin(OpRegistry& r) {
                    const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
     // Checked here so that errors name softmin rather than the softmax it runs.
     RETURN_IF_ERROR(SoftmaxInfer("softmin")({in[0].meta()}, a).status());
-    ASSIGN_OR_RETURN(Tensor neg, run.Run1("neg", {in[0]}));
-    return run.Run("softmax", {neg}, a.map());
+    ASSIGN_OR_RETURN(Tensor neg, run.Run1(opname::neg, {in[0]}));
+    return run.Run(opname::softmax, {neg}, a.map());
   };
   MustAdd(r, std::move(d));
 }

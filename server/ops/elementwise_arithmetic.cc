@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace ops {
@@ -140,20 +141,20 @@ Grads PowBackward(const GradContext& g) {
   std::vector<Tensor> out(2);
   if (g.needs_input_grad[0]) {
     ASSIGN_OR_RETURN(Tensor em1, o.Sub(e, GradOps::Scalar(1.0)));
-    ASSIGN_OR_RETURN(Tensor p, o.Op("pow", {x, em1}));
+    ASSIGN_OR_RETURN(Tensor p, o.Op(opname::pow, {x, em1}));
     ASSIGN_OR_RETURN(Tensor d, o.Mul(p, e));
     ASSIGN_OR_RETURN(d, o.Mul(go, d));
-    ASSIGN_OR_RETURN(Tensor e0, o.Op("eq", {e, zero}));
-    ASSIGN_OR_RETURN(out[0], o.Op("where", {e0, zero, d}));
+    ASSIGN_OR_RETURN(Tensor e0, o.Op(opname::eq, {e, zero}));
+    ASSIGN_OR_RETURN(out[0], o.Op(opname::where, {e0, zero, d}));
   }
   if (g.needs_input_grad[1]) {
-    ASSIGN_OR_RETURN(Tensor lx, o.Op("log", {x}));
+    ASSIGN_OR_RETURN(Tensor lx, o.Op(opname::log, {x}));
     ASSIGN_OR_RETURN(Tensor d, o.Mul(g.outputs[0], lx));
     ASSIGN_OR_RETURN(d, o.Mul(go, d));
-    ASSIGN_OR_RETURN(Tensor x0, o.Op("eq", {x, zero}));
-    ASSIGN_OR_RETURN(Tensor enn, o.Op("ge", {e, zero}));
-    ASSIGN_OR_RETURN(Tensor both, o.Op("logical_and", {x0, enn}));
-    ASSIGN_OR_RETURN(out[1], o.Op("where", {both, zero, d}));
+    ASSIGN_OR_RETURN(Tensor x0, o.Op(opname::eq, {x, zero}));
+    ASSIGN_OR_RETURN(Tensor enn, o.Op(opname::ge, {e, zero}));
+    ASSIGN_OR_RETURN(Tensor both, o.Op(opname::logical_and, {x0, enn}));
+    ASSIGN_OR_RETURN(out[1], o.Op(opname::where, {both, zero, d}));
   }
   return out;
 }
@@ -167,17 +168,17 @@ BackwardFn ExtremumBackward(bool is_max) {
     const Tensor& a = g.inputs[0];
     const Tensor& b = g.inputs[1];
     const Tensor zero = GradOps::Scalar(0.0);
-    ASSIGN_OR_RETURN(Tensor tie, o.Op("eq", {a, b}));
+    ASSIGN_OR_RETURN(Tensor tie, o.Op(opname::eq, {a, b}));
     ASSIGN_OR_RETURN(Tensor half, o.Scale(go, 0.5));
-    ASSIGN_OR_RETURN(Tensor shared, o.Op("where", {tie, half, go}));
+    ASSIGN_OR_RETURN(Tensor shared, o.Op(opname::where, {tie, half, go}));
     std::vector<Tensor> out(2);
     if (g.needs_input_grad[0]) {
-      ASSIGN_OR_RETURN(Tensor loses, o.Op(is_max ? "lt" : "gt", {a, b}));
-      ASSIGN_OR_RETURN(out[0], o.Op("where", {loses, zero, shared}));
+      ASSIGN_OR_RETURN(Tensor loses, o.Op(is_max ? opname::lt : opname::gt, {a, b}));
+      ASSIGN_OR_RETURN(out[0], o.Op(opname::where, {loses, zero, shared}));
     }
     if (g.needs_input_grad[1]) {
-      ASSIGN_OR_RETURN(Tensor loses, o.Op(is_max ? "gt" : "lt", {a, b}));
-      ASSIGN_OR_RETURN(out[1], o.Op("where", {loses, zero, shared}));
+      ASSIGN_OR_RETURN(Tensor loses, o.Op(is_max ? opname::gt : opname::lt, {a, b}));
+      ASSIGN_OR_RETURN(out[1], o.Op(opname::where, {loses, zero, shared}));
     }
     return out;
   };
@@ -190,10 +191,10 @@ Grads WhereBackward(const GradContext& g) {
   const Tensor zero = GradOps::Scalar(0.0);
   std::vector<Tensor> out(3);
   if (g.needs_input_grad[1]) {
-    ASSIGN_OR_RETURN(out[1], o.Op("where", {cond, go, zero}));
+    ASSIGN_OR_RETURN(out[1], o.Op(opname::where, {cond, go, zero}));
   }
   if (g.needs_input_grad[2]) {
-    ASSIGN_OR_RETURN(out[2], o.Op("where", {cond, zero, go}));
+    ASSIGN_OR_RETURN(out[2], o.Op(opname::where, {cond, zero, go}));
   }
   return out;
 }

@@ -5,6 +5,7 @@
 
 #include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -34,7 +35,7 @@ BackwardFn ModuloBackward(const char* rounding_mode) {
     std::vector<Tensor> out(2);
     if (g.needs_input_grad[0]) out[0] = go;
     if (g.needs_input_grad[1]) {
-      ASSIGN_OR_RETURN(Tensor q, o.Op("div", {g.inputs[0], g.inputs[1]},
+      ASSIGN_OR_RETURN(Tensor q, o.Op(opname::div, {g.inputs[0], g.inputs[1]},
                                       {{"rounding_mode", std::string(rounding_mode)}}));
       ASSIGN_OR_RETURN(Tensor gq, o.Mul(go, q));
       ASSIGN_OR_RETURN(out[1], o.Neg(gq));

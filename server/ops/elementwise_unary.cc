@@ -4,6 +4,7 @@
 
 #include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace ops {
@@ -74,17 +75,19 @@ OpDef Clamp() {
     const Tensor& x = g.inputs[0];
     Tensor inside;
     if (g.attrs.Has("min")) {
-      ASSIGN_OR_RETURN(inside, o.Op("ge", {x, GradOps::Scalar(g.attrs.GetFloat("min"))}));
+      ASSIGN_OR_RETURN(inside, o.Op(opname::ge, {x, GradOps::Scalar(g.attrs.GetFloat("min"))}));
     }
     if (g.attrs.Has("max")) {
-      ASSIGN_OR_RETURN(Tensor below, o.Op("le", {x, GradOps::Scalar(g.attrs.GetFloat("max"))}));
+      ASSIGN_OR_RETURN(Tensor below,
+                       o.Op(opname::le, {x, GradOps::Scalar(g.attrs.GetFloat("max"))}));
       if (inside.defined()) {
-        ASSIGN_OR_RETURN(inside, o.Op("logical_and", {inside, below}));
+        ASSIGN_OR_RETURN(inside, o.Op(opname::logical_and, {inside, below}));
       } else {
         inside = below;
       }
     }
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("where", {inside, g.grad_outputs[0], GradOps::Scalar(0.0)}));
+    ASSIGN_OR_RETURN(Tensor gx,
+                     o.Op(opname::where, {inside, g.grad_outputs[0], GradOps::Scalar(0.0)}));
     return std::vector<Tensor>{gx};
   };
   return clamp;
@@ -100,7 +103,7 @@ void RegisterUnaryMathOps(OpRegistry& r) {
                                  [](GradOps& o, In, In, In go) -> Out { return o.Neg(go); }));
   // d|x| = sign(x): zero at 0, like PyTorch.
   MustAdd(r, DifferentiableUnary("abs", kFloatInt, same, [](GradOps& o, In x, In, In go) -> Out {
-            ASSIGN_OR_RETURN(Tensor s, o.Op("sign", {x}));
+            ASSIGN_OR_RETURN(Tensor s, o.Op(opname::sign, {x}));
             return o.Mul(go, s);
           }));
   MustAdd(r, DifferentiableUnary("square", kFloatInt, same, [](GradOps& o, In x, In, In go) -> Out {

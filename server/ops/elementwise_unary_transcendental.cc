@@ -6,6 +6,7 @@
 
 #include "server/ops/elementwise.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -32,7 +33,7 @@ Out OverSqrtOfSquare(GradOps& o, In x, In go, double sign, double c, double s) {
     ASSIGN_OR_RETURN(x2, o.Neg(x2));
   }
   ASSIGN_OR_RETURN(Tensor arg, o.Add(x2, GradOps::Scalar(c)));
-  ASSIGN_OR_RETURN(Tensor r, o.Op("rsqrt", {arg}));
+  ASSIGN_OR_RETURN(Tensor r, o.Op(opname::rsqrt, {arg}));
   ASSIGN_OR_RETURN(Tensor d, o.Mul(go, r));
   return s == 1.0 ? d : o.Scale(d, s);
 }
@@ -43,7 +44,7 @@ Out TimesExpOfSquare(GradOps& o, In v, In go, double sign, double s) {
   if (sign < 0) {
     ASSIGN_OR_RETURN(v2, o.Neg(v2));
   }
-  ASSIGN_OR_RETURN(Tensor e, o.Op("exp", {v2}));
+  ASSIGN_OR_RETURN(Tensor e, o.Op(opname::exp, {v2}));
   ASSIGN_OR_RETURN(Tensor d, o.Mul(go, e));
   return o.Scale(d, s);
 }
@@ -73,11 +74,11 @@ void RegisterUnaryTranscendentalOps(OpRegistry& r) {
   });
 
   Add(r, "sin", [](GradOps& o, In x, In, In go) -> Out {
-    ASSIGN_OR_RETURN(Tensor c, o.Op("cos", {x}));
+    ASSIGN_OR_RETURN(Tensor c, o.Op(opname::cos, {x}));
     return o.Mul(go, c);
   });
   Add(r, "cos", [](GradOps& o, In x, In, In go) -> Out {
-    ASSIGN_OR_RETURN(Tensor s, o.Op("sin", {x}));
+    ASSIGN_OR_RETURN(Tensor s, o.Op(opname::sin, {x}));
     ASSIGN_OR_RETURN(Tensor d, o.Mul(go, s));
     return o.Neg(d);
   });
@@ -90,11 +91,11 @@ void RegisterUnaryTranscendentalOps(OpRegistry& r) {
   // sinc' = (cos(pi x) - sinc(x)) / x, and 0 at x = 0 (where sinc is flat), as in PyTorch.
   Add(r, "sinc", [](GradOps& o, In x, In y, In go) -> Out {
     ASSIGN_OR_RETURN(Tensor pi_x, o.Scale(x, kPi));
-    ASSIGN_OR_RETURN(Tensor c, o.Op("cos", {pi_x}));
+    ASSIGN_OR_RETURN(Tensor c, o.Op(opname::cos, {pi_x}));
     ASSIGN_OR_RETURN(Tensor num, o.Sub(c, y));
     ASSIGN_OR_RETURN(Tensor d, o.Div(num, x));
-    ASSIGN_OR_RETURN(Tensor at_zero, o.Op("eq", {x, GradOps::Scalar(0.0)}));
-    ASSIGN_OR_RETURN(Tensor slope, o.Op("where", {at_zero, GradOps::Scalar(0.0), d}));
+    ASSIGN_OR_RETURN(Tensor at_zero, o.Op(opname::eq, {x, GradOps::Scalar(0.0)}));
+    ASSIGN_OR_RETURN(Tensor slope, o.Op(opname::where, {at_zero, GradOps::Scalar(0.0), d}));
     return o.Mul(go, slope);
   });
   Add(r, "asin",
@@ -108,11 +109,11 @@ void RegisterUnaryTranscendentalOps(OpRegistry& r) {
   });
 
   Add(r, "sinh", [](GradOps& o, In x, In, In go) -> Out {
-    ASSIGN_OR_RETURN(Tensor c, o.Op("cosh", {x}));
+    ASSIGN_OR_RETURN(Tensor c, o.Op(opname::cosh, {x}));
     return o.Mul(go, c);
   });
   Add(r, "cosh", [](GradOps& o, In x, In, In go) -> Out {
-    ASSIGN_OR_RETURN(Tensor s, o.Op("sinh", {x}));
+    ASSIGN_OR_RETURN(Tensor s, o.Op(opname::sinh, {x}));
     return o.Mul(go, s);
   });
   Add(r, "asinh",

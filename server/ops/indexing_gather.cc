@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -154,27 +155,27 @@ void RegisterIndexingOps(OpRegistry& r) {
   OpDef index_select = Indexing("index_select", {"input", "index"}, kAll);
   index_select.attrs = {RequiredIntAttr("dim")};
   index_select.infer = IndexSelectInfer;
-  index_select.backward = SelectBackward("index_add_internal");
+  index_select.backward = SelectBackward(opname::index_add_internal);
   MustAdd(r, std::move(index_select));
 
   OpDef gather = Indexing("gather", {"input", "index"}, kAll);
   gather.attrs = {RequiredIntAttr("dim")};
   gather.infer = GatherInfer;
-  gather.backward = SelectBackward("scatter_add_internal");
+  gather.backward = SelectBackward(opname::scatter_add_internal);
   MustAdd(r, std::move(gather));
 
   OpDef index_add = Indexing("index_add_internal", {"input", "index", "source"}, kFloatInt);
   index_add.attrs = {RequiredIntAttr("dim")};
   index_add.internal = true;
   index_add.infer = ScatterAddInfer("index_add_internal", false);
-  index_add.backward = ScatterAddBackward("index_select");
+  index_add.backward = ScatterAddBackward(opname::index_select);
   MustAdd(r, std::move(index_add));
 
   OpDef scatter_add = Indexing("scatter_add_internal", {"input", "index", "src"}, kFloatInt);
   scatter_add.attrs = {RequiredIntAttr("dim")};
   scatter_add.internal = true;
   scatter_add.infer = ScatterAddInfer("scatter_add_internal", true);
-  scatter_add.backward = ScatterAddBackward("gather");
+  scatter_add.backward = ScatterAddBackward(opname::gather);
   MustAdd(r, std::move(scatter_add));
 
   OpDef masked_fill = Indexing("masked_fill", {"input", "mask"}, kAll);
@@ -195,7 +196,7 @@ void RegisterIndexingOps(OpRegistry& r) {
   masked_fill.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
     ASSIGN_OR_RETURN(Tensor gx,
-                     o.Op("masked_fill", {g.grad_outputs[0], g.inputs[1]}, {{"value", 0.0}}));
+                     o.Op(opname::masked_fill, {g.grad_outputs[0], g.inputs[1]}, {{"value", 0.0}}));
     return std::vector<Tensor>{gx, Tensor()};
   };
   MustAdd(r, std::move(masked_fill));

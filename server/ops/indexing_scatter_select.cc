@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -71,12 +72,12 @@ absl::StatusOr<std::vector<TensorMeta>> ScatterInfer(const std::string& op,
 // The gradient of src reads back where src was written: the index's block of src.
 absl::StatusOr<Tensor> SrcGrad(GradOps& o, const Tensor& grad, const Tensor& index,
                                const Tensor& src, int64_t dim) {
-  ASSIGN_OR_RETURN(Tensor g, o.Op("gather", {grad, index}, {{"dim", dim}}));
+  ASSIGN_OR_RETURN(Tensor g, o.Op(opname::gather, {grad, index}, {{"dim", dim}}));
   // Elements of src outside the index's block were never read: zero gradient.
   for (int64_t d = 0; d < src.rank(); ++d) {
     if (g.dim(d) == src.dim(d)) continue;
     ASSIGN_OR_RETURN(
-        g, o.Op("slice_backward", {g},
+        g, o.Op(opname::slice_backward, {g},
                 {{"dim", d}, {"start", int64_t{0}}, {"step", int64_t{1}}, {"size", src.dim(d)}}));
   }
   return g;
@@ -94,11 +95,11 @@ BackwardFn ScatterBackward(bool add) {
       } else {
         // Overwritten elements did not reach the output.
         ASSIGN_OR_RETURN(Tensor zeros,
-                         o.Op("zeros", {},
+                         o.Op(opname::zeros, {},
                               {{"shape", index.shape()},
                                {"dtype", std::string(DTypeName(g.grad_outputs[0].dtype()))}}));
         ASSIGN_OR_RETURN(grads[0],
-                         o.Op("scatter", {g.grad_outputs[0], index, zeros}, {{"dim", dim}}));
+                         o.Op(opname::scatter, {g.grad_outputs[0], index, zeros}, {{"dim", dim}}));
       }
     }
     if (g.needs_input_grad[2]) {
@@ -172,7 +173,7 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
     grads[0] = g.grad_outputs[0];
     if (g.needs_input_grad[2]) {
       GradOps o(g.run);
-      ASSIGN_OR_RETURN(Tensor gs, o.Op("index_select", {g.grad_outputs[0], g.inputs[1]},
+      ASSIGN_OR_RETURN(Tensor gs, o.Op(opname::index_select, {g.grad_outputs[0], g.inputs[1]},
                                        {{"dim", g.attrs.GetInt("dim")}}));
       if (g.attrs.GetFloat("alpha") != 1) {
         ASSIGN_OR_RETURN(gs, o.Scale(gs, g.attrs.GetFloat("alpha")));
@@ -202,8 +203,9 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
   };
   masked_select.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("masked_select_backward", {g.grad_outputs[0], g.inputs[1]},
-                                     {{"size", g.inputs[0].shape()}}));
+    ASSIGN_OR_RETURN(Tensor gx,
+                     o.Op(opname::masked_select_backward, {g.grad_outputs[0], g.inputs[1]},
+                          {{"size", g.inputs[0].shape()}}));
     return std::vector<Tensor>{gx, Tensor()};
   };
   masked_select.doc = "The elements of input (broadcast with mask) where mask is true, as 1-d.";
@@ -233,7 +235,7 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
   };
   select_back.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gg, o.Op("masked_select", {g.grad_outputs[0], g.inputs[1]}));
+    ASSIGN_OR_RETURN(Tensor gg, o.Op(opname::masked_select, {g.grad_outputs[0], g.inputs[1]}));
     return std::vector<Tensor>{gg, Tensor()};
   };
   MustAdd(r, std::move(select_back));

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/ops/linalg_products.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -127,13 +128,13 @@ absl::StatusOr<Tensor> Arrange(OpRunner& run, const Tensor& x, const std::vector
     ordered &= d > last;
     last = d;
   }
-  if (ordered) return run.Run1("reshape", {x}, {{"shape", shape}});
-  return run.Run1("permute", {x}, {{"dims", perm}});
+  if (ordered) return run.Run1(opname::reshape, {x}, {{"shape", shape}});
+  return run.Run1(opname::permute, {x}, {{"dims", perm}});
 }
 
 absl::StatusOr<Tensor> SumDims(OpRunner& run, const Tensor& x, const std::vector<int64_t>& dims) {
   if (dims.empty()) return x;  // an empty list would mean every dim
-  return run.Run1("sum", {x}, {{"dim", dims}, {"keepdim", true}});
+  return run.Run1(opname::sum, {x}, {{"dim", dims}, {"keepdim", true}});
 }
 
 class Einsum {
@@ -189,7 +190,7 @@ class Einsum {
       if (!in_output_[g]) perm.push_back(g);
     }
     ASSIGN_OR_RETURN(Tensor out, Arrange(run_, acc.t, perm));
-    return run_.Run1("reshape", {out}, {{"shape", shape}});
+    return run_.Run1(opname::reshape, {out}, {{"shape", shape}});
   }
 
  private:
@@ -263,7 +264,7 @@ class Einsum {
                              "' is repeated for operand ", index, " but the sizes differ (",
                              x.dim(p), " vs ", x.dim(q), ") in shape ", ShapeToString(x.shape())));
           }
-          ASSIGN_OR_RETURN(x, run_.Run1("diagonal", {x},
+          ASSIGN_OR_RETURN(x, run_.Run1(opname::diagonal, {x},
                                         {{"offset", int64_t{0}},
                                          {"dim1", static_cast<int64_t>(p)},
                                          {"dim2", static_cast<int64_t>(q)}}));
@@ -286,7 +287,7 @@ class Einsum {
       shape[dim_of[d]] = x.dim(d);
     }
     ASSIGN_OR_RETURN(a.t, Arrange(run_, x, perm));
-    ASSIGN_OR_RETURN(a.t, run_.Run1("reshape", {a.t}, {{"shape", shape}}));
+    ASSIGN_OR_RETURN(a.t, run_.Run1(opname::reshape, {a.t}, {{"shape", shape}}));
     return a;
   }
 
@@ -352,7 +353,7 @@ class Einsum {
     out.has.resize(dims_);
     for (int g = 0; g < dims_; ++g) out.has[g] = !sum[g] && (a.has[g] || b.has[g]);
     if (inner.empty()) {
-      ASSIGN_OR_RETURN(out.t, run_.Run1("mul", {a.t, b.t}));
+      ASSIGN_OR_RETURN(out.t, run_.Run1(opname::mul, {a.t, b.t}));
       return out;
     }
     auto size = [&](const Tensor& t, const std::vector<int64_t>& dims) {
@@ -372,10 +373,10 @@ class Einsum {
       return batch.empty() ? Shape{rows, cols} : Shape{nb, rows, cols};
     };
     ASSIGN_OR_RETURN(Tensor x, Arrange(run_, a.t, concat({&batch, &left, &inner, &right, &rest})));
-    ASSIGN_OR_RETURN(x, run_.Run1("reshape", {x}, {{"shape", matrices(nl, nk)}}));
+    ASSIGN_OR_RETURN(x, run_.Run1(opname::reshape, {x}, {{"shape", matrices(nl, nk)}}));
     ASSIGN_OR_RETURN(Tensor y, Arrange(run_, b.t, concat({&batch, &inner, &right, &left, &rest})));
-    ASSIGN_OR_RETURN(y, run_.Run1("reshape", {y}, {{"shape", matrices(nk, nr)}}));
-    ASSIGN_OR_RETURN(Tensor p, run_.Run1(batch.empty() ? "mm" : "bmm", {x, y}));
+    ASSIGN_OR_RETURN(y, run_.Run1(opname::reshape, {y}, {{"shape", matrices(nk, nr)}}));
+    ASSIGN_OR_RETURN(Tensor p, run_.Run1(batch.empty() ? opname::mm : opname::bmm, {x, y}));
     // Back to the global order: [batch, left, right, inner and the rest as 1s], permuted.
     const std::vector<int64_t> order = concat({&batch, &left, &right, &inner, &rest});
     Shape shape;
@@ -385,7 +386,7 @@ class Einsum {
       // Batch dims agree; a left (right) dim has size 1 on the other side.
       shape.push_back(!kept ? 1 : a.t.dim(g) == 1 ? b.t.dim(g) : a.t.dim(g));
     }
-    ASSIGN_OR_RETURN(p, run_.Run1("reshape", {p}, {{"shape", shape}}));
+    ASSIGN_OR_RETURN(p, run_.Run1(opname::reshape, {p}, {{"shape", shape}}));
     std::vector<int64_t> inverse(dims_);
     for (size_t k = 0; k < order.size(); ++k) inverse[order[k]] = static_cast<int64_t>(k);
     ASSIGN_OR_RETURN(out.t, Arrange(run_, p, inverse));

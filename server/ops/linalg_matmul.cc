@@ -6,13 +6,14 @@
 #include "server/ops/linalg_products.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
 using namespace ops;
 
 absl::StatusOr<Tensor> BatchMatmul(GradOps& o, const Tensor& a, const Tensor& b, bool ta, bool tb) {
-  return o.Op("batch_matmul", {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
+  return o.Op(opname::batch_matmul, {a, b}, {{"transpose_a", ta}, {"transpose_b", tb}});
 }
 
 Shape Concat(Shape a, std::initializer_list<int64_t> tail) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -57,7 +58,7 @@ absl::StatusOr<Tensors> Dot(OpRunner& run, absl::Span<const Tensor> in, const At
   if (in[0].dim(0) != in[1].dim(0)) {
     return nn::ShapeErrorWithShapes("dot", in[0].shape(), in[1].shape(), "have different lengths");
   }
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("matmul", {in[0], in[1]}));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::matmul, {in[0], in[1]}));
   return Tensors{out};
 }
 
@@ -65,8 +66,9 @@ absl::StatusOr<Tensors> Dot(OpRunner& run, absl::Span<const Tensor> in, const At
 absl::StatusOr<Tensors> Outer(OpRunner& run, absl::Span<const Tensor> in, const Attrs&) {
   RETURN_IF_ERROR(RequireRank("outer", "input", in[0], 1));
   RETURN_IF_ERROR(RequireRank("outer", "vec2", in[1], 1));
-  ASSIGN_OR_RETURN(Tensor col, run.Run1("reshape", {in[0]}, {{"shape", Shape{in[0].dim(0), 1}}}));
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("mul", {col, in[1]}));
+  ASSIGN_OR_RETURN(Tensor col,
+                   run.Run1(opname::reshape, {in[0]}, {{"shape", Shape{in[0].dim(0), 1}}}));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::mul, {col, in[1]}));
   return Tensors{out};
 }
 
@@ -85,17 +87,18 @@ absl::StatusOr<Tensors> AddProduct(OpRunner& run, const std::string& op, const T
   }
   const double alpha = a.GetFloat("alpha"), beta = a.GetFloat("beta");
   if (alpha != 1) {
-    ASSIGN_OR_RETURN(product, run.Run1("mul", {product, GradOps::Scalar(alpha)}));
+    ASSIGN_OR_RETURN(product, run.Run1(opname::mul, {product, GradOps::Scalar(alpha)}));
   }
   if (beta == 0) {
-    ASSIGN_OR_RETURN(Tensor out, run.Run1("where", {Tensor::Scalar<bool>(false), input, product}));
+    ASSIGN_OR_RETURN(Tensor out,
+                     run.Run1(opname::where, {Tensor::Scalar<bool>(false), input, product}));
     return Tensors{out};
   }
   Tensor scaled = input;
   if (beta != 1) {
-    ASSIGN_OR_RETURN(scaled, run.Run1("mul", {input, GradOps::Scalar(beta)}));
+    ASSIGN_OR_RETURN(scaled, run.Run1(opname::mul, {input, GradOps::Scalar(beta)}));
   }
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("add", {scaled, product}));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::add, {scaled, product}));
   return Tensors{out};
 }
 
@@ -107,7 +110,7 @@ absl::StatusOr<Tensors> Addmm(OpRunner& run, absl::Span<const Tensor> in, const 
     return nn::ShapeErrorWithShapes("addmm", in[1].shape(), in[2].shape(),
                                     "cannot be multiplied (mat1 columns != mat2 rows)");
   }
-  ASSIGN_OR_RETURN(Tensor product, run.Run1("mm", {in[1], in[2]}));
+  ASSIGN_OR_RETURN(Tensor product, run.Run1(opname::mm, {in[1], in[2]}));
   return AddProduct(run, "addmm", in[0], product, a);
 }
 
@@ -121,7 +124,7 @@ absl::StatusOr<Tensors> Baddbmm(OpRunner& run, absl::Span<const Tensor> in, cons
         "baddbmm", b1, b2,
         absl::StrCat("cannot be multiplied: batch2 should be [", b1[0], ", ", b1[2], ", m]"));
   }
-  ASSIGN_OR_RETURN(Tensor product, run.Run1("bmm", {in[1], in[2]}));
+  ASSIGN_OR_RETURN(Tensor product, run.Run1(opname::bmm, {in[1], in[2]}));
   return AddProduct(run, "baddbmm", in[0], product, a);
 }
 
@@ -131,8 +134,8 @@ AttrMap DiagonalAttrs(int64_t offset, int64_t dim1, int64_t dim2) {
 
 absl::StatusOr<Tensors> Trace(OpRunner& run, absl::Span<const Tensor> in, const Attrs&) {
   RETURN_IF_ERROR(RequireRank("trace", "input", in[0], 2));
-  ASSIGN_OR_RETURN(Tensor d, run.Run1("diagonal", {in[0]}, DiagonalAttrs(0, 0, 1)));
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("sum", {d}));
+  ASSIGN_OR_RETURN(Tensor d, run.Run1(opname::diagonal, {in[0]}, DiagonalAttrs(0, 0, 1)));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::sum, {d}));
   return Tensors{out};
 }
 
@@ -143,7 +146,7 @@ absl::StatusOr<Tensors> Diag(OpRunner& run, absl::Span<const Tensor> in, const A
   if (x.rank() == 2) {
     // An offset past the matrix gives an empty vector, as torch.diagonal and numpy.diag do
     // (torch 1.13's diag fails there with an internal size overflow instead).
-    ASSIGN_OR_RETURN(Tensor out, run.Run1("diagonal", {x}, DiagonalAttrs(k, 0, 1)));
+    ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::diagonal, {x}, DiagonalAttrs(k, 0, 1)));
     return Tensors{out};
   }
   if (x.rank() != 1) {
@@ -161,7 +164,7 @@ absl::StatusOr<Tensors> Diag(OpRunner& run, absl::Span<const Tensor> in, const A
   }
   AttrMap attrs = DiagonalAttrs(k, 0, 1);
   attrs["shape"] = Shape{n, n};
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("diagonal_backward", {x}, attrs));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::diagonal_backward, {x}, attrs));
   return Tensors{out};
 }
 
@@ -212,12 +215,13 @@ CompositeFn ComputeLowPrecisionInF32(CompositeFn f) {
     if (!low) return f(run, in, a);
     Tensors wide;
     for (const Tensor& t : in) {
-      ASSIGN_OR_RETURN(Tensor w, run.Run1("to_dtype", {t}, {{"dtype", std::string("f32")}}));
+      ASSIGN_OR_RETURN(Tensor w, run.Run1(opname::to_dtype, {t}, {{"dtype", std::string("f32")}}));
       wide.push_back(std::move(w));
     }
     ASSIGN_OR_RETURN(Tensors out, f(run, wide, a));
     for (Tensor& t : out) {
-      ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(dtype))}}));
+      ASSIGN_OR_RETURN(t,
+                       run.Run1(opname::to_dtype, {t}, {{"dtype", std::string(DTypeName(dtype))}}));
     }
     return out;
   };
@@ -277,7 +281,7 @@ void RegisterLinalgProductOps(OpRegistry& r) {
     AttrMap attrs = g.attrs.map();
     attrs["shape"] = g.inputs[0].shape();
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("diagonal_backward", {g.grad_outputs[0]}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::diagonal_backward, {g.grad_outputs[0]}, attrs));
     return Tensors{gx};
   };
   diagonal.doc =
@@ -309,7 +313,7 @@ void RegisterLinalgProductOps(OpRegistry& r) {
     AttrMap attrs = g.attrs.map();
     attrs.erase("shape");
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("diagonal", {g.grad_outputs[0]}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::diagonal, {g.grad_outputs[0]}, attrs));
     return Tensors{gx};
   };
   MustAdd(r, std::move(back));

@@ -3,6 +3,7 @@
 // ignore_index), applied to an internal log-softmax; probability targets are composed from
 // mul/add/sum/mean. Class weights are supported; they receive no gradient (as in PyTorch).
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -65,7 +66,7 @@ absl::StatusOr<std::vector<Tensor>> WithWeight(const std::string& op, OpRunner& 
         op, absl::StrCat("class weights must be floating point, got ", DTypeName(w.dtype())));
   }
   if (w.dtype() != in[0].dtype()) {
-    ASSIGN_OR_RETURN(w, run.Run1("to_dtype", {w.Detached()},
+    ASSIGN_OR_RETURN(w, run.Run1(opname::to_dtype, {w.Detached()},
                                  {{"dtype", std::string(DTypeName(in[0].dtype()))}}));
   }
   args.push_back(w);
@@ -75,7 +76,7 @@ absl::StatusOr<std::vector<Tensor>> WithWeight(const std::string& op, OpRunner& 
 absl::StatusOr<std::vector<Tensor>> NllLoss(OpRunner& run, absl::Span<const Tensor> in,
                                             const Attrs& a) {
   ASSIGN_OR_RETURN(std::vector<Tensor> args, WithWeight("nll_loss", run, in, {in[0], in[1]}));
-  return run.Run("cross_entropy_nll", std::move(args),
+  return run.Run(opname::cross_entropy_nll, std::move(args),
                  {{"ignore_index", a.GetInt("ignore_index")},
                   {"reduction", a.GetString("reduction")},
                   {"loss", std::string("nll_loss")}});
@@ -101,24 +102,25 @@ absl::StatusOr<Tensor> ProbabilityTargetLoss(OpRunner& run, absl::Span<const Ten
     return ShapeError(op, absl::StrCat("weight must have shape [", classes, "], got ",
                                        ShapeToString(in[2].shape())));
   }
-  ASSIGN_OR_RETURN(Tensor logp, run.Run1("cross_entropy_log_softmax", {in[0]}, {{"dim", cdim}}));
+  ASSIGN_OR_RETURN(Tensor logp,
+                   run.Run1(opname::cross_entropy_log_softmax, {in[0]}, {{"dim", cdim}}));
   Tensor target = in[1];
   const double ls = a.GetFloat("label_smoothing");
   if (ls > 0) {
-    ASSIGN_OR_RETURN(target, run.Run1("mul", {target, GradOps::Scalar(1.0 - ls)}));
-    ASSIGN_OR_RETURN(target, run.Run1("add", {target, GradOps::Scalar(ls / classes)}));
+    ASSIGN_OR_RETURN(target, run.Run1(opname::mul, {target, GradOps::Scalar(1.0 - ls)}));
+    ASSIGN_OR_RETURN(target, run.Run1(opname::add, {target, GradOps::Scalar(ls / classes)}));
   }
-  ASSIGN_OR_RETURN(Tensor prod, run.Run1("mul", {logp, target}));
+  ASSIGN_OR_RETURN(Tensor prod, run.Run1(opname::mul, {logp, target}));
   if (in.size() > 2) {
     Shape w_shape(shape.size(), 1);
     w_shape[cdim] = classes;
     ASSIGN_OR_RETURN(std::vector<Tensor> w, WithWeight(op, run, in, {}));
-    ASSIGN_OR_RETURN(Tensor wv, run.Run1("reshape", {w[0].Detached()}, {{"shape", w_shape}}));
-    ASSIGN_OR_RETURN(prod, run.Run1("mul", {prod, wv}));
+    ASSIGN_OR_RETURN(Tensor wv, run.Run1(opname::reshape, {w[0].Detached()}, {{"shape", w_shape}}));
+    ASSIGN_OR_RETURN(prod, run.Run1(opname::mul, {prod, wv}));
   }
   ASSIGN_OR_RETURN(Tensor per_sample,
-                   run.Run1("sum", {prod}, {{"dim", std::vector<int64_t>{cdim}}}));
-  ASSIGN_OR_RETURN(per_sample, run.Run1("mul", {per_sample, GradOps::Scalar(-1.0)}));
+                   run.Run1(opname::sum, {prod}, {{"dim", std::vector<int64_t>{cdim}}}));
+  ASSIGN_OR_RETURN(per_sample, run.Run1(opname::mul, {per_sample, GradOps::Scalar(-1.0)}));
   return ApplyLossReduction(run, per_sample, a);
 }
 
@@ -138,9 +140,10 @@ absl::StatusOr<std::vector<Tensor>> CrossEntropy(OpRunner& run, absl::Span<const
   }
   RETURN_IF_ERROR(CheckClassTarget(op, Metas(in.subspan(0, 2))));
   const int64_t cdim = ClassDim(in[0].shape());
-  ASSIGN_OR_RETURN(Tensor logp, run.Run1("cross_entropy_log_softmax", {in[0]}, {{"dim", cdim}}));
+  ASSIGN_OR_RETURN(Tensor logp,
+                   run.Run1(opname::cross_entropy_log_softmax, {in[0]}, {{"dim", cdim}}));
   ASSIGN_OR_RETURN(std::vector<Tensor> args, WithWeight(op, run, in, {logp, in[1]}));
-  return run.Run("cross_entropy_nll", std::move(args),
+  return run.Run(opname::cross_entropy_nll, std::move(args),
                  {{"ignore_index", a.GetInt("ignore_index")},
                   {"reduction", a.GetString("reduction")},
                   {"label_smoothing", ls},
@@ -199,7 +202,7 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
   };
   lsm.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("cross_entropy_log_softmax_backward",
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::cross_entropy_log_softmax_backward,
                                      {g.grad_outputs[0], g.outputs[0]}, g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
@@ -241,8 +244,8 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
   nll_prim.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     std::vector<Tensor> args = {g.grad_outputs[0]};
     args.insert(args.end(), g.inputs.begin(), g.inputs.end());
-    ASSIGN_OR_RETURN(Tensor gx,
-                     g.run.Run1("cross_entropy_nll_backward", std::move(args), g.attrs.map()));
+    ASSIGN_OR_RETURN(
+        Tensor gx, g.run.Run1(opname::cross_entropy_nll_backward, std::move(args), g.attrs.map()));
     std::vector<Tensor> grads(g.inputs.size());  // none for the target or the class weights
     grads[0] = std::move(gx);
     return grads;

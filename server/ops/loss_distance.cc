@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -35,10 +36,10 @@ absl::StatusOr<std::vector<Tensor>> SmoothL1Loss(OpRunner& run, absl::Span<const
   Tensor l;
   // beta = 0 is the L1 loss (PyTorch dispatches it so, avoiding the 0/0 of the quadratic part).
   if (beta == 0) {
-    ASSIGN_OR_RETURN(l, run.Run1("l1_loss_elementwise", {xt.first, xt.second}));
+    ASSIGN_OR_RETURN(l, run.Run1(opname::l1_loss_elementwise, {xt.first, xt.second}));
   } else {
     ASSIGN_OR_RETURN(
-        l, run.Run1("smooth_l1_loss_elementwise", {xt.first, xt.second}, {{"beta", beta}}));
+        l, run.Run1(opname::smooth_l1_loss_elementwise, {xt.first, xt.second}, {{"beta", beta}}));
   }
   ASSIGN_OR_RETURN(Tensor out, ApplyLossReduction(run, l, a));
   return std::vector<Tensor>{out};
@@ -51,8 +52,8 @@ absl::StatusOr<std::vector<Tensor>> HuberLoss(OpRunner& run, absl::Span<const Te
     return AttrError("huber_loss", "delta", absl::StrCat("must be > 0, got ", delta));
   }
   ASSIGN_OR_RETURN(auto xt, Broadcast2(run, "huber_loss", in[0], in[1]));
-  ASSIGN_OR_RETURN(Tensor l,
-                   run.Run1("huber_loss_elementwise", {xt.first, xt.second}, {{"delta", delta}}));
+  ASSIGN_OR_RETURN(Tensor l, run.Run1(opname::huber_loss_elementwise, {xt.first, xt.second},
+                                      {{"delta", delta}}));
   ASSIGN_OR_RETURN(Tensor out, ApplyLossReduction(run, l, a));
   return std::vector<Tensor>{out};
 }
@@ -71,10 +72,11 @@ absl::StatusOr<std::vector<Tensor>> KlDiv(OpRunner& run, absl::Span<const Tensor
   const DType common = t.wrapped_number() ? x.dtype() : PromoteTypes(x.dtype(), t.dtype());
   for (Tensor* v : {&x, &t}) {
     if (v->dtype() == common) continue;
-    ASSIGN_OR_RETURN(*v, run.Run1("to_dtype", {*v}, {{"dtype", std::string(DTypeName(common))}}));
+    ASSIGN_OR_RETURN(*v,
+                     run.Run1(opname::to_dtype, {*v}, {{"dtype", std::string(DTypeName(common))}}));
   }
   ASSIGN_OR_RETURN(auto xt, Broadcast2(run, op, x, t));
-  ASSIGN_OR_RETURN(Tensor l, run.Run1("kl_div_elementwise", {xt.first, xt.second},
+  ASSIGN_OR_RETURN(Tensor l, run.Run1(opname::kl_div_elementwise, {xt.first, xt.second},
                                       {{"log_target", a.GetBool("log_target")}}));
   const std::string reduction = a.GetString("reduction");
   if (reduction != "batchmean") {
@@ -82,10 +84,10 @@ absl::StatusOr<std::vector<Tensor>> KlDiv(OpRunner& run, absl::Span<const Tensor
     return std::vector<Tensor>{out};
   }
   // The sum divided by the batch size (the input's first dim; a 0-d input is one sample).
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("sum", {l}));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::sum, {l}));
   if (in[0].rank() > 0) {
     const double batch = static_cast<double>(in[0].shape()[0]);
-    ASSIGN_OR_RETURN(out, run.Run1("div", {out, GradOps::Scalar(batch)}));
+    ASSIGN_OR_RETURN(out, run.Run1(opname::div, {out, GradOps::Scalar(batch)}));
   }
   return std::vector<Tensor>{out};
 }
@@ -93,12 +95,12 @@ absl::StatusOr<std::vector<Tensor>> KlDiv(OpRunner& run, absl::Span<const Tensor
 // The 2-norm of `x` over `dim` (kept), floored at eps in value only: like torch, which clamps
 // the norms in place under no_grad, the gradient is that of the unclamped norm.
 absl::StatusOr<Tensor> FlooredNorm(OpRunner& run, const Tensor& x, int64_t dim, double eps) {
-  ASSIGN_OR_RETURN(
-      Tensor n,
-      run.Run1("norm", {x}, {{"p", 2.0}, {"dim", std::vector<int64_t>{dim}}, {"keepdim", true}}));
-  ASSIGN_OR_RETURN(Tensor floored, run.Run1("clamp", {n.Detached()}, {{"min", eps}}));
-  ASSIGN_OR_RETURN(Tensor shift, run.Run1("sub", {floored, n.Detached()}));
-  return run.Run1("add", {n, shift});
+  ASSIGN_OR_RETURN(Tensor n,
+                   run.Run1(opname::norm, {x},
+                            {{"p", 2.0}, {"dim", std::vector<int64_t>{dim}}, {"keepdim", true}}));
+  ASSIGN_OR_RETURN(Tensor floored, run.Run1(opname::clamp, {n.Detached()}, {{"min", eps}}));
+  ASSIGN_OR_RETURN(Tensor shift, run.Run1(opname::sub, {floored, n.Detached()}));
+  return run.Run1(opname::add, {n, shift});
 }
 
 absl::StatusOr<std::vector<Tensor>> CosineSimilarity(OpRunner& run, absl::Span<const Tensor> in,
@@ -117,11 +119,11 @@ absl::StatusOr<std::vector<Tensor>> CosineSimilarity(OpRunner& run, absl::Span<c
     ASSIGN_OR_RETURN(Tensor e, ExpandToShape(run, v, *shape));
     ASSIGN_OR_RETURN(Tensor n, FlooredNorm(run, e, dim, eps));
     // Dividing each operand by its norm first keeps the result in [-1, 1] (PyTorch's order).
-    ASSIGN_OR_RETURN(Tensor u, run.Run1("div", {e, n}));
+    ASSIGN_OR_RETURN(Tensor u, run.Run1(opname::div, {e, n}));
     unit.push_back(u);
   }
-  ASSIGN_OR_RETURN(Tensor prod, run.Run1("mul", {unit[0], unit[1]}));
-  ASSIGN_OR_RETURN(Tensor out, run.Run1("sum", {prod}, {{"dim", std::vector<int64_t>{dim}}}));
+  ASSIGN_OR_RETURN(Tensor prod, run.Run1(opname::mul, {unit[0], unit[1]}));
+  ASSIGN_OR_RETURN(Tensor out, run.Run1(opname::sum, {prod}, {{"dim", std::vector<int64_t>{dim}}}));
   return std::vector<Tensor>{out};
 }
 

@@ -4,6 +4,7 @@
 // reductions, so autodiff and BALANCED recomputation come from the constituents.
 // cross_entropy and nll_loss live in loss_cross_entropy.cc.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -46,8 +47,8 @@ std::vector<Tensor> One(Tensor t) { return {std::move(t)}; }
 
 absl::StatusOr<std::vector<Tensor>> MseLoss(OpRunner& run, absl::Span<const Tensor> in,
                                             const Attrs& a) {
-  ASSIGN_OR_RETURN(Tensor diff, run.Run1("add", {in[0], in[1]}, {{"alpha", -1.0}}));
-  ASSIGN_OR_RETURN(Tensor sq, run.Run1("mul", {diff, diff}));
+  ASSIGN_OR_RETURN(Tensor diff, run.Run1(opname::add, {in[0], in[1]}, {{"alpha", -1.0}}));
+  ASSIGN_OR_RETURN(Tensor sq, run.Run1(opname::mul, {diff, diff}));
   ASSIGN_OR_RETURN(Tensor out, ApplyLossReduction(run, sq, a));
   return One(out);
 }
@@ -58,7 +59,7 @@ absl::StatusOr<std::vector<Tensor>> L1Loss(OpRunner& run, absl::Span<const Tenso
   if (!shape.ok()) return WithMetadata(shape.status(), {{"op", "l1_loss"}});
   ASSIGN_OR_RETURN(Tensor x, ExpandToShape(run, in[0], *shape));
   ASSIGN_OR_RETURN(Tensor t, ExpandToShape(run, in[1], *shape));
-  ASSIGN_OR_RETURN(Tensor l, run.Run1("l1_loss_elementwise", {x, t}));
+  ASSIGN_OR_RETURN(Tensor l, run.Run1(opname::l1_loss_elementwise, {x, t}));
   ASSIGN_OR_RETURN(Tensor out, ApplyLossReduction(run, l, a));
   return One(out);
 }
@@ -67,13 +68,13 @@ absl::StatusOr<Tensor> Weighted(OpRunner& run, const std::string& op, const Tens
                                 absl::Span<const Tensor> in) {
   if (in.size() < 3) return loss;
   RETURN_IF_ERROR(CheckBroadcastsTo(op, "weight", in[2], in[0].shape()));
-  return run.Run1("mul", {loss, in[2]});
+  return run.Run1(opname::mul, {loss, in[2]});
 }
 
 absl::StatusOr<std::vector<Tensor>> BceLoss(OpRunner& run, absl::Span<const Tensor> in,
                                             const Attrs& a) {
   RETURN_IF_ERROR(CheckTargetShape("binary_cross_entropy", in[0], in[1]));
-  ASSIGN_OR_RETURN(Tensor l, run.Run1("binary_cross_entropy_elementwise", {in[0], in[1]}));
+  ASSIGN_OR_RETURN(Tensor l, run.Run1(opname::binary_cross_entropy_elementwise, {in[0], in[1]}));
   ASSIGN_OR_RETURN(l, Weighted(run, "binary_cross_entropy", l, in));
   ASSIGN_OR_RETURN(Tensor out, ApplyLossReduction(run, l, a));
   return One(out);
@@ -158,7 +159,7 @@ OpDef LossOp(const std::string& name, int min_inputs, int max_inputs,
 
 absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
-  return run.Run1("expand", {t}, {{"size", shape}});
+  return run.Run1(opname::expand, {t}, {{"size", shape}});
 }
 
 AttrSpec LossReductionAttr() { return StringAttr("reduction", "mean", {"none", "mean", "sum"}); }

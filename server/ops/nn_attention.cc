@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -23,11 +24,12 @@ absl::StatusOr<std::vector<Tensor>> InF32(OpRunner& run, absl::Span<const Tensor
   std::vector<Tensor> wide(in.begin(), in.end());
   for (Tensor& t : wide) {
     if (!IsLowPrecision(t.dtype())) continue;
-    ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string("f32")}}));
+    ASSIGN_OR_RETURN(t, run.Run1(opname::to_dtype, {t}, {{"dtype", std::string("f32")}}));
   }
   ASSIGN_OR_RETURN(std::vector<Tensor> outs, body(run, wide, a));
   for (Tensor& t : outs) {
-    ASSIGN_OR_RETURN(t, run.Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(stored))}}));
+    ASSIGN_OR_RETURN(t,
+                     run.Run1(opname::to_dtype, {t}, {{"dtype", std::string(DTypeName(stored))}}));
   }
   return outs;
 }
@@ -86,23 +88,23 @@ absl::StatusOr<std::vector<Tensor>> Attention(OpRunner& run, absl::Span<const Te
   const double scale = a.Has("scale") ? a.GetFloat("scale") : 1.0 / std::sqrt(double(embed));
   const double neg_inf = -std::numeric_limits<double>::infinity();
   GradOps o(run);
-  ASSIGN_OR_RETURN(Tensor key_t,
-                   o.Op("transpose", {in[1]}, {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}}));
-  ASSIGN_OR_RETURN(Tensor scores, o.Op("matmul", {q, key_t}));
+  ASSIGN_OR_RETURN(Tensor key_t, o.Op(opname::transpose, {in[1]},
+                                      {{"dim0", int64_t{-2}}, {"dim1", int64_t{-1}}}));
+  ASSIGN_OR_RETURN(Tensor scores, o.Op(opname::matmul, {q, key_t}));
   ASSIGN_OR_RETURN(scores, o.Scale(scores, scale));
   if (causal) {
     const int64_t l = q.dim(q.rank() - 2), s = in[1].dim(in[1].rank() - 2);
-    ASSIGN_OR_RETURN(Tensor ones,
-                     o.Op("ones", {}, {{"shape", Shape{l, s}}, {"dtype", std::string("bool")}}));
-    ASSIGN_OR_RETURN(Tensor keep, o.Op("tril", {ones}, {{"diagonal", int64_t{0}}}));
-    ASSIGN_OR_RETURN(scores, o.Op("where", {keep, scores, GradOps::Scalar(neg_inf)}));
+    ASSIGN_OR_RETURN(Tensor ones, o.Op(opname::ones, {},
+                                       {{"shape", Shape{l, s}}, {"dtype", std::string("bool")}}));
+    ASSIGN_OR_RETURN(Tensor keep, o.Op(opname::tril, {ones}, {{"diagonal", int64_t{0}}}));
+    ASSIGN_OR_RETURN(scores, o.Op(opname::where, {keep, scores, GradOps::Scalar(neg_inf)}));
   } else if (in.size() > 3 && in[3].dtype() == DType::kBool) {
-    ASSIGN_OR_RETURN(scores, o.Op("where", {in[3], scores, GradOps::Scalar(neg_inf)}));
+    ASSIGN_OR_RETURN(scores, o.Op(opname::where, {in[3], scores, GradOps::Scalar(neg_inf)}));
   } else if (in.size() > 3) {
     ASSIGN_OR_RETURN(scores, o.Add(scores, in[3]));
   }
-  ASSIGN_OR_RETURN(Tensor weights, o.Op("softmax", {scores}, {{"dim", int64_t{-1}}}));
-  ASSIGN_OR_RETURN(Tensor out, o.Op("matmul", {weights, in[2]}));
+  ASSIGN_OR_RETURN(Tensor weights, o.Op(opname::softmax, {scores}, {{"dim", int64_t{-1}}}));
+  ASSIGN_OR_RETURN(Tensor out, o.Op(opname::matmul, {weights, in[2]}));
   return std::vector<Tensor>{out};
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/ops/linalg_products.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -51,7 +52,7 @@ absl::Status UpdateRunning(OpRunner& run, const Tensor& running, const Tensor& b
   ASSIGN_OR_RETURN(Tensor kept, o.Scale(running.Detached(), 1.0 - momentum));
   ASSIGN_OR_RETURN(Tensor added, o.Scale(batch.Detached(), momentum));
   ASSIGN_OR_RETURN(Tensor updated, o.Add(kept, added));
-  return run.Run("assign", {running, updated}).status();
+  return run.Run(opname::assign, {running, updated}).status();
 }
 
 absl::StatusOr<std::vector<Tensor>> BatchNorm(OpRunner& run, absl::Span<const Tensor> in,
@@ -104,7 +105,7 @@ absl::StatusOr<std::vector<Tensor>> BatchNorm(OpRunner& run, absl::Span<const Te
     args.push_back(in[1]);
     args.push_back(in[2]);
   }
-  ASSIGN_OR_RETURN(std::vector<Tensor> outs, run.Run("native_batch_norm", std::move(args),
+  ASSIGN_OR_RETURN(std::vector<Tensor> outs, run.Run(opname::native_batch_norm, std::move(args),
                                                      {{"training", training}, {"eps", eps}}));
   // PyTorch leaves the running statistics alone for an empty batch.
   if (training && per_channel > 0) {
@@ -150,7 +151,7 @@ absl::StatusOr<std::vector<Tensor>> NativeBatchNormBackward(const GradContext& g
   const Tensor& var = training ? g.outputs[2] : g.inputs[4];
   ASSIGN_OR_RETURN(
       std::vector<Tensor> parts,
-      g.run.Run("native_batch_norm_backward",
+      g.run.Run(opname::native_batch_norm_backward,
                 {g.grad_outputs[0], g.inputs[0], g.inputs[1], mean, var}, g.attrs.map()));
   std::vector<Tensor> grads(g.inputs.size());
   for (size_t i = 0; i < 3; ++i) {
@@ -190,9 +191,9 @@ absl::StatusOr<std::vector<Tensor>> GroupNorm(OpRunner& run, absl::Span<const Te
   const int64_t row = channels / groups * spatial;
   GradOps o(run);
   ASSIGN_OR_RETURN(Tensor rows, o.Reshape(x, {batch, groups, row}));
-  ASSIGN_OR_RETURN(
-      Tensor normed,
-      o.Op("layer_norm", {rows}, {{"normalized_shape", std::vector<int64_t>{row}}, {"eps", eps}}));
+  ASSIGN_OR_RETURN(Tensor normed,
+                   o.Op(opname::layer_norm, {rows},
+                        {{"normalized_shape", std::vector<int64_t>{row}}, {"eps", eps}}));
   ASSIGN_OR_RETURN(Tensor y, o.Reshape(normed, x.shape()));
   // weight and bias broadcast over [C, 1, ..., 1].
   Shape param_shape(x.rank() - 1, 1);

@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -83,12 +84,12 @@ absl::StatusOr<std::vector<Tensor>> Conv2dBackward(const GradContext& g) {
   const Tensor& gy = g.grad_outputs[0];
   std::vector<Tensor> grads(g.inputs.size());
   if (g.needs_input_grad[0]) {
-    ASSIGN_OR_RETURN(
-        grads[0], o.Op("conv2d_backward_input", {gy, w}, Plus(g.attrs, "input_size", x.shape())));
+    ASSIGN_OR_RETURN(grads[0], o.Op(opname::conv2d_backward_input, {gy, w},
+                                    Plus(g.attrs, "input_size", x.shape())));
   }
   if (g.needs_input_grad[1]) {
-    ASSIGN_OR_RETURN(
-        grads[1], o.Op("conv2d_backward_weight", {gy, x}, Plus(g.attrs, "weight_size", w.shape())));
+    ASSIGN_OR_RETURN(grads[1], o.Op(opname::conv2d_backward_weight, {gy, x},
+                                    Plus(g.attrs, "weight_size", w.shape())));
   }
   if (g.inputs.size() == 3 && g.needs_input_grad[2]) {
     std::vector<int64_t> dims =

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -188,12 +189,12 @@ void AddConv1d(OpRegistry& r, const std::string& name, const std::string& op2d, 
     if (transposed) attrs2d["output_padding"] = Ints{0, p.output_padding[0]};
     std::vector<Tensor> args;
     for (int i = 0; i < 2; ++i) {
-      ASSIGN_OR_RETURN(Tensor t, run.Run1("unsqueeze", {in[i]}, {{"dim", int64_t{-2}}}));
+      ASSIGN_OR_RETURN(Tensor t, run.Run1(opname::unsqueeze, {in[i]}, {{"dim", int64_t{-2}}}));
       args.push_back(std::move(t));
     }
     if (in.size() == 3) args.push_back(in[2]);
     ASSIGN_OR_RETURN(Tensor y, run.Run1(op2d, std::move(args), std::move(attrs2d)));
-    return run.Run("squeeze", {y}, {{"dim", Ints{-2}}});
+    return run.Run(opname::squeeze, {y}, {{"dim", Ints{-2}}});
   };
   MustAdd(r, std::move(d));
 }

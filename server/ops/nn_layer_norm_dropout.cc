@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -53,7 +54,7 @@ absl::StatusOr<std::vector<Tensor>> LayerNormBackward(const GradContext& g) {
   std::vector<Tensor> args = {g.grad_outputs[0], g.inputs[0]};
   if (g.inputs.size() > 1) args.push_back(g.inputs[1]);
   ASSIGN_OR_RETURN(std::vector<Tensor> parts,
-                   g.run.Run("layer_norm_backward", std::move(args), g.attrs.map()));
+                   g.run.Run(opname::layer_norm_backward, std::move(args), g.attrs.map()));
   std::vector<Tensor> grads(g.inputs.size());
   for (size_t i = 0; i < grads.size(); ++i) {
     if (g.needs_input_grad[i]) grads[i] = parts[i];
@@ -120,7 +121,7 @@ absl::StatusOr<std::vector<Tensor>> DropoutComposite(OpRunner& run, absl::Span<c
   // Outside training dropout is the identity; p = 0 gives it its own output and gradient.
   const double effective_p = a.GetBool("training") ? p : 0.0;
   const int64_t seed = a.Has("seed") ? a.GetInt("seed") : DrawSeed();
-  return run.Run("native_dropout", {in[0]}, {{"p", effective_p}, {"seed", seed}});
+  return run.Run(opname::native_dropout, {in[0]}, {{"p", effective_p}, {"seed", seed}});
 }
 
 }  // namespace
@@ -180,7 +181,7 @@ void RegisterNnNormOps(OpRegistry& r) {
     AttrMap attrs = g.attrs.map();
     attrs["num_weights"] = g.inputs[1].dim(0);
     ASSIGN_OR_RETURN(Tensor gw,
-                     o.Op("embedding_backward", {g.grad_outputs[0], g.inputs[0]}, attrs));
+                     o.Op(opname::embedding_backward, {g.grad_outputs[0], g.inputs[0]}, attrs));
     return std::vector<Tensor>{Tensor(), gw};
   };
   emb.doc = "torch.nn.functional.embedding(input=indices, weight): rows of weight";
@@ -241,7 +242,7 @@ void RegisterNnNormOps(OpRegistry& r) {
   // The output is input * mask / (1 - p) elementwise, so the gradient is the same masking.
   nd.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("native_dropout", {g.grad_outputs[0]}, g.attrs.map()));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::native_dropout, {g.grad_outputs[0]}, g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(nd));

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -104,9 +105,9 @@ void AddPool1d(OpRegistry& r, bool max_pool) {
   d.composite = [name, op2d, max_pool](OpRunner& run, absl::Span<const Tensor> in,
                                        const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
     ASSIGN_OR_RETURN(AttrMap attrs2d, Pool2dAttrsOf(name, in[0].shape(), a, max_pool));
-    ASSIGN_OR_RETURN(Tensor x, run.Run1("unsqueeze", {in[0]}, {{"dim", int64_t{-2}}}));
+    ASSIGN_OR_RETURN(Tensor x, run.Run1(opname::unsqueeze, {in[0]}, {{"dim", int64_t{-2}}}));
     ASSIGN_OR_RETURN(Tensor y, run.Run1(op2d, {x}, std::move(attrs2d)));
-    return run.Run("squeeze", {y}, {{"dim", Ints{-2}}});
+    return run.Run(opname::squeeze, {y}, {{"dim", Ints{-2}}});
   };
   MustAdd(r, std::move(d));
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 namespace {
@@ -90,7 +91,7 @@ absl::StatusOr<std::vector<Tensor>> Interpolate(OpRunner& run, absl::Span<const 
                    {"scales", scales},
                    {"mode", std::string(mode == "nearest" ? "nearest" : "linear")},
                    {"align_corners", a.GetBool("align_corners")}};
-  return run.Run("upsample", {x}, std::move(attrs));
+  return run.Run(opname::upsample, {x}, std::move(attrs));
 }
 
 std::vector<AttrSpec> UpsampleAttrs() {
@@ -155,7 +156,7 @@ void RegisterNnResampleOps(OpRegistry& r) {
   up.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     AttrMap attrs = g.attrs.map();
     attrs["input_size"] = g.inputs[0].shape();
-    ASSIGN_OR_RETURN(Tensor gx, g.run.Run1("upsample_backward", {g.grad_outputs[0]}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, g.run.Run1(opname::upsample_backward, {g.grad_outputs[0]}, attrs));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(up));

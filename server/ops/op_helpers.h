@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 #include "server/ops/op_def.h"
+#include "server/ops/op_names.h"
 #include "server/ops/registry.h"
 
 namespace tensord::ops {
@@ -71,23 +72,25 @@ class GradOps {
   absl::StatusOr<Tensor> Op(const std::string& op, std::vector<Tensor> in, AttrMap attrs = {}) {
     return run_.Run1(op, std::move(in), std::move(attrs));
   }
-  absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) { return Op("add", {a, b}); }
-  absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) { return Op("sub", {a, b}); }
-  absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) { return Op("mul", {a, b}); }
-  absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) { return Op("div", {a, b}); }
-  absl::StatusOr<Tensor> Neg(const Tensor& a) { return Op("neg", {a}); }
+  absl::StatusOr<Tensor> Add(const Tensor& a, const Tensor& b) { return Op(opname::add, {a, b}); }
+  absl::StatusOr<Tensor> Sub(const Tensor& a, const Tensor& b) { return Op(opname::sub, {a, b}); }
+  absl::StatusOr<Tensor> Mul(const Tensor& a, const Tensor& b) { return Op(opname::mul, {a, b}); }
+  absl::StatusOr<Tensor> Div(const Tensor& a, const Tensor& b) { return Op(opname::div, {a, b}); }
+  absl::StatusOr<Tensor> Neg(const Tensor& a) { return Op(opname::neg, {a}); }
   // a * s for a float scalar s.
-  absl::StatusOr<Tensor> Scale(const Tensor& a, double s) { return Op("mul", {a, Scalar(s)}); }
+  absl::StatusOr<Tensor> Scale(const Tensor& a, double s) {
+    return Op(opname::mul, {a, Scalar(s)});
+  }
   absl::StatusOr<Tensor> Sum(const Tensor& a, std::vector<int64_t> dims, bool keepdim) {
-    return Op("sum", {a}, {{"dim", dims}, {"keepdim", keepdim}});
+    return Op(opname::sum, {a}, {{"dim", dims}, {"keepdim", keepdim}});
   }
   absl::StatusOr<Tensor> Reshape(const Tensor& a, Shape shape) {
-    return Op("reshape", {a}, {{"shape", shape}});
+    return Op(opname::reshape, {a}, {{"shape", shape}});
   }
   absl::StatusOr<Tensor> Expand(const Tensor& a, Shape shape) {
-    return Op("expand", {a}, {{"size", shape}});
+    return Op(opname::expand, {a}, {{"size", shape}});
   }
-  absl::StatusOr<Tensor> ZerosLike(const Tensor& a) { return Op("zeros_like", {a}); }
+  absl::StatusOr<Tensor> ZerosLike(const Tensor& a) { return Op(opname::zeros_like, {a}); }
   // A wrapped scalar: takes the other operand's dtype under promotion.
   static Tensor Scalar(double v);
   OpRunner& runner() { return run_; }

@@ -1,6 +1,7 @@
 // Selecting reductions: max, min (values, or values and indices along one dim), amax, amin
 // (over a dim list) and argmax, argmin. NaN wins every comparison, as in PyTorch.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -44,11 +45,12 @@ OpDef MaxMin(const std::string& name) {
     Tensor gx;
     if (g.attrs.Has("dim")) {
       ASSIGN_OR_RETURN(
-          gx, o.Op("max_dim_backward", {g.grad_outputs[0], g.outputs[1], g.inputs[0]},
+          gx, o.Op(opname::max_dim_backward, {g.grad_outputs[0], g.outputs[1], g.inputs[0]},
                    {{"dim", g.attrs.GetInt("dim")}, {"keepdim", g.attrs.GetBool("keepdim")}}));
     } else {
-      ASSIGN_OR_RETURN(gx, o.Op("amax_backward", {g.grad_outputs[0], g.inputs[0], g.outputs[0]},
-                                {{"match_nan", true}}));
+      ASSIGN_OR_RETURN(gx,
+                       o.Op(opname::amax_backward, {g.grad_outputs[0], g.inputs[0], g.outputs[0]},
+                            {{"match_nan", true}}));
     }
     return std::vector<Tensor>{gx};
   };
@@ -75,8 +77,8 @@ OpDef AMaxMin(const std::string& name) {
     GradOps o(g.run);
     AttrMap attrs = g.attrs.map();
     attrs["match_nan"] = false;
-    ASSIGN_OR_RETURN(Tensor gx,
-                     o.Op("amax_backward", {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::amax_backward,
+                                     {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, attrs));
     return std::vector<Tensor>{gx};
   };
   return d;

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -56,7 +57,7 @@ OpDef Norm() {
     GradOps o(g.run);
     ASSIGN_OR_RETURN(
         Tensor gx,
-        o.Op("norm_backward", {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, g.attrs.map()));
+        o.Op(opname::norm_backward, {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
   return d;

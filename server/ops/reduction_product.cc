@@ -3,6 +3,7 @@
 // gradients of prod and cumprod are internal ops built from exclusive prefix and suffix
 // products, never a division by the input, so they are right with one or several zeros.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -19,7 +20,7 @@ DType AccumulatingDType(const TensorMeta& in, const Attrs& a) {
 // casts the result back to the input's dtype).
 absl::StatusOr<Tensor> InGradDType(GradOps& o, const Tensor& x, const Tensor& grad) {
   if (x.dtype() == grad.dtype()) return x;
-  return o.Op("to_dtype", {x}, {{"dtype", std::string(DTypeName(grad.dtype()))}});
+  return o.Op(opname::to_dtype, {x}, {{"dtype", std::string(DTypeName(grad.dtype()))}});
 }
 
 OpDef Prod() {
@@ -45,7 +46,7 @@ OpDef Prod() {
     ASSIGN_OR_RETURN(Tensor x, InGradDType(o, g.inputs[0], g.grad_outputs[0]));
     AttrMap attrs;
     if (g.attrs.Has("dim")) attrs["dim"] = g.attrs.GetInt("dim");
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("prod_backward", {g.grad_outputs[0], x}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::prod_backward, {g.grad_outputs[0], x}, attrs));
     return std::vector<Tensor>{gx};
   };
   return d;
@@ -100,8 +101,8 @@ void RegisterProductScanOps(OpRegistry& r) {
   cumsum.doc = "running sum along dim";
   cumsum.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(
-        Tensor gx, o.Op("cumsum_backward", {g.grad_outputs[0]}, {{"dim", g.attrs.GetInt("dim")}}));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::cumsum_backward, {g.grad_outputs[0]},
+                                     {{"dim", g.attrs.GetInt("dim")}}));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(cumsum));
@@ -111,7 +112,7 @@ void RegisterProductScanOps(OpRegistry& r) {
   cumprod.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
     ASSIGN_OR_RETURN(Tensor x, InGradDType(o, g.inputs[0], g.grad_outputs[0]));
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("cumprod_backward", {g.grad_outputs[0], x},
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::cumprod_backward, {g.grad_outputs[0], x},
                                      {{"dim", g.attrs.GetInt("dim")}}));
     return std::vector<Tensor>{gx};
   };

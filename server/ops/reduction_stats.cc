@@ -1,6 +1,7 @@
 // Statistical reductions over a dim list: var, std (with Bessel-style correction) and
 // logsumexp (computed stably). Their gradients are internal ops with their own kernels.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/reduction.h"
 
 namespace tensord {
@@ -54,8 +55,8 @@ OpDef VarStd(const std::string& name) {
     AttrMap attrs = {
         {"keepdim", g.attrs.GetBool("keepdim")}, {"correction", correction}, {"std", is_std}};
     if (g.attrs.Has("dim")) attrs["dim"] = g.attrs.GetInts("dim");
-    ASSIGN_OR_RETURN(Tensor gx,
-                     o.Op("var_backward", {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::var_backward,
+                                     {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, attrs));
     return std::vector<Tensor>{gx};
   };
   return d;
@@ -93,8 +94,8 @@ void RegisterStatisticOps(OpRegistry& r) {
   lse.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
     ASSIGN_OR_RETURN(
-        Tensor gx,
-        o.Op("logsumexp_backward", {g.grad_outputs[0], g.inputs[0], g.outputs[0]}, g.attrs.map()));
+        Tensor gx, o.Op(opname::logsumexp_backward, {g.grad_outputs[0], g.inputs[0], g.outputs[0]},
+                        g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(lse));

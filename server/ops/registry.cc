@@ -4,7 +4,9 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "server/core/status.h"
+#include "server/ops/op_names.h"
 
 namespace tensord {
 
@@ -39,9 +41,25 @@ const OpRegistry& OpRegistry::Builtin() {
     RegisterLinalgOps(*r);
     RegisterNnOps(*r);
     RegisterLossOps(*r);
+    // Rules run these by name: a listed name that is no op stops the server here, at start-up.
+    std::vector<std::string> unknown = r->UnknownOpsRunByName();
+    if (!unknown.empty()) {
+      std::fprintf(stderr, "tensord: internal error: ops run by name are not registered: %s\n",
+                   absl::StrJoin(unknown, ", ").c_str());
+      std::abort();
+    }
     return r;
   }();
   return *registry;
+}
+
+std::vector<std::string> OpRegistry::UnknownOpsRunByName() const {
+  std::vector<std::string> unknown;
+#define TENSORD_CHECK_OP_RUN_BY_NAME(name) \
+  if (!ops_.count(#name)) unknown.push_back(#name);
+  TENSORD_OPS_RUN_BY_NAME(TENSORD_CHECK_OP_RUN_BY_NAME)
+#undef TENSORD_CHECK_OP_RUN_BY_NAME
+  return unknown;
 }
 
 absl::StatusOr<const OpDef*> OpRegistry::Find(const std::string& name) const {

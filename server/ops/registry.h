@@ -20,6 +20,9 @@ class OpRegistry {
   // UNKNOWN_OP when absent.
   absl::StatusOr<const OpDef*> Find(const std::string& name) const;
   std::vector<const OpDef*> All() const;  // sorted by name
+  // The names of server/ops/op_names.h that are not registered here (none in a sound build:
+  // Builtin() stops the process otherwise).
+  std::vector<std::string> UnknownOpsRunByName() const;
 
   // Adds an op; INVALID_ARGUMENT on a name clash or an inconsistent entry.
   absl::Status Add(OpDef def);

@@ -1,6 +1,7 @@
 // Shape and indexing ops. Views (reshape, squeeze, ...) share storage with their input: they
 // are free, and `assign` through one is visible through the other, as with PyTorch views.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -258,8 +259,8 @@ void RegisterShapeOps(OpRegistry& r) {
     ASSIGN_OR_RETURN(auto dims,
                      NormalizePermutation("permute", g.attrs.GetInts("dims"), g.inputs[0].rank()));
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx,
-                     o.Op("permute", {g.grad_outputs[0]}, {{"dims", InversePermutation(dims)}}));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::permute, {g.grad_outputs[0]},
+                                     {{"dims", InversePermutation(dims)}}));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(permute));
@@ -277,7 +278,7 @@ void RegisterShapeOps(OpRegistry& r) {
   };
   transpose.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("transpose", {g.grad_outputs[0]}, g.attrs.map()));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::transpose, {g.grad_outputs[0]}, g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(transpose));

@@ -1,6 +1,7 @@
 // Ops about where a value lives rather than what it is: to_device (a differentiable copy to a
 // named device) and assign, the one in-place op (optimizer updates write through it).
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -18,8 +19,8 @@ void RegisterShapeDeviceOps(OpRegistry& r) {
   to_device.infer = ops::SameAs(0);
   to_device.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     ops::GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx,
-                     o.Op("to_device", {g.grad_outputs[0]}, {{"device", g.inputs[0].device()}}));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::to_device, {g.grad_outputs[0]},
+                                     {{"device", g.inputs[0].device()}}));
     return std::vector<Tensor>{gx};
   };
   to_device.doc = "A copy of the input on the named device (see ListDevices).";

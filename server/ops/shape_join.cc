@@ -2,6 +2,7 @@
 // outputs that depends on the attributes). Each one's gradient is the other direction.
 #include "absl/strings/str_join.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -105,7 +106,8 @@ OpDef Splitting(const std::string& name, AttrSpec pieces) {
   d.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
     std::vector<Tensor> parts(g.grad_outputs.begin(), g.grad_outputs.end());
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("cat", std::move(parts), {{"dim", g.attrs.GetInt("dim")}}));
+    ASSIGN_OR_RETURN(Tensor gx,
+                     o.Op(opname::cat, std::move(parts), {{"dim", g.attrs.GetInt("dim")}}));
     return std::vector<Tensor>{gx};
   };
   return d;
@@ -178,7 +180,7 @@ void RegisterShapeJoinOps(OpRegistry& r) {
       if (dim < 0 || LegacyEmpty(g.inputs[i].shape())) continue;  // skipped by the forward
       const int64_t len = g.inputs[i].dim(dim);
       if (g.needs_input_grad[i]) {
-        ASSIGN_OR_RETURN(grads[i], o.Op("narrow", {g.grad_outputs[0]},
+        ASSIGN_OR_RETURN(grads[i], o.Op(opname::narrow, {g.grad_outputs[0]},
                                         {{"dim", dim}, {"start", offset}, {"length", len}}));
       }
       offset += len;
@@ -205,7 +207,7 @@ void RegisterShapeJoinOps(OpRegistry& r) {
       if (!g.needs_input_grad[i]) continue;
       ASSIGN_OR_RETURN(
           Tensor slab,
-          o.Op("narrow", {g.grad_outputs[0]},
+          o.Op(opname::narrow, {g.grad_outputs[0]},
                {{"dim", dim}, {"start", static_cast<int64_t>(i)}, {"length", int64_t{1}}}));
       ASSIGN_OR_RETURN(grads[i], o.Reshape(slab, g.inputs[i].shape()));
     }

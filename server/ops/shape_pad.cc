@@ -3,6 +3,7 @@
 // the constant), so the gradient adds each output's gradient back to the element it read.
 #include "absl/strings/str_join.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -128,7 +129,7 @@ void RegisterPadOps(OpRegistry& r) {
   };
   pad.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("pad_backward", {g.grad_outputs[0]},
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::pad_backward, {g.grad_outputs[0]},
                                      {{"pad", g.attrs.GetInts("pad")},
                                       {"mode", g.attrs.GetString("mode")},
                                       {"size", g.inputs[0].shape()}}));
@@ -162,7 +163,7 @@ void RegisterPadOps(OpRegistry& r) {
   back.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
     ASSIGN_OR_RETURN(Tensor gx,
-                     o.Op("pad", {g.grad_outputs[0]},
+                     o.Op(opname::pad, {g.grad_outputs[0]},
                           {{"pad", g.attrs.GetInts("pad")}, {"mode", g.attrs.GetString("mode")}}));
     return std::vector<Tensor>{gx};
   };

@@ -3,6 +3,7 @@
 // (flip, roll back, sum over the repeats, the same mask).
 #include "absl/strings/str_join.h"
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -179,7 +180,7 @@ void RegisterShapeRearrangeOps(OpRegistry& r) {
   };
   flip.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("flip", {g.grad_outputs[0]}, g.attrs.map()));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::flip, {g.grad_outputs[0]}, g.attrs.map()));
     return std::vector<Tensor>{gx};
   };
   MustAdd(r, std::move(flip));
@@ -201,7 +202,7 @@ void RegisterShapeRearrangeOps(OpRegistry& r) {
     AttrMap attrs = {{"shifts", shifts}};
     if (!g.attrs.GetInts("dims").empty()) attrs["dims"] = dims;
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op("roll", {g.grad_outputs[0]}, attrs));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(opname::roll, {g.grad_outputs[0]}, attrs));
     return std::vector<Tensor>{gx};
   };
   roll.doc = "Without dims the flattened tensor is rolled by the one shift, as in torch.roll.";

@@ -2,6 +2,7 @@
 // start/end/step), plus slice_backward, the internal op their gradients are written with: it
 // places a gradient back at the sliced positions of a zero tensor of the input's shape.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -36,7 +37,7 @@ BackwardFn SliceBackward(absl::StatusOr<SliceSpec> (*resolve)(const Shape&, cons
     GradOps o(g.run);
     ASSIGN_OR_RETURN(
         Tensor gx,
-        o.Op("slice_backward", {g.grad_outputs[0]},
+        o.Op(opname::slice_backward, {g.grad_outputs[0]},
              {{"dim", s.dim}, {"start", s.start}, {"step", s.step}, {"size", in[s.dim]}}));
     return std::vector<Tensor>{gx};
   };
@@ -134,7 +135,7 @@ void RegisterShapeSliceOps(OpRegistry& r) {
     GradOps o(g.run);
     ASSIGN_OR_RETURN(
         Tensor gx,
-        o.Op("slice", {g.grad_outputs[0]},
+        o.Op(opname::slice, {g.grad_outputs[0]},
              {{"dim", dim}, {"start", start}, {"end", start + len * step}, {"step", step}}));
     return std::vector<Tensor>{gx};
   };

@@ -3,6 +3,7 @@
 // descending. Indices are i64 (plain tensors); the values' gradient goes back to the input
 // positions the indices name.
 #include "server/ops/op_helpers.h"
+#include "server/ops/op_names.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord {
@@ -23,8 +24,9 @@ OpDef Sorting(const std::string& name, Marking marking) {
 absl::StatusOr<std::vector<Tensor>> ValuesBackward(const GradContext& g) {
   GradOps o(g.run);
   ASSIGN_OR_RETURN(Tensor zeros, o.ZerosLike(g.inputs[0]));
-  ASSIGN_OR_RETURN(Tensor gx, o.Op("scatter_add_internal", {zeros, g.outputs[1], g.grad_outputs[0]},
-                                   {{"dim", g.attrs.GetInt("dim")}}));
+  ASSIGN_OR_RETURN(Tensor gx,
+                   o.Op(opname::scatter_add_internal, {zeros, g.outputs[1], g.grad_outputs[0]},
+                        {{"dim", g.attrs.GetInt("dim")}}));
   return std::vector<Tensor>{gx};
 }
 
