@@ -21,6 +21,10 @@ using ::tensord::v1::BAD_TENSOR_DATA;
 using ::tensord::v1::DTYPE_MISMATCH;
 using ::tensord::v1::INVALID_REQUEST;
 
+// A server newer than the table could send a dtype this client would refuse as unknown.
+static_assert(::tensord::v1::DType_MAX == dtype_table::kCount,
+              "common/dtype_table.h lacks a tensord.v1.DType");
+
 template <typename T>
 std::string PackBytes(const std::vector<T>& values) {
   std::string out(values.size() * sizeof(T), '\0');
@@ -35,6 +39,11 @@ float Load16(DType dtype, const std::string& bytes, size_t i) {
   return dtype == DType::kBF16 ? BF16ToFloat(h) : HalfToFloat(h);
 }
 
+// The table entry of a dtype (null for a value outside the enum); DType values are wire numbers.
+const dtype_table::Entry* TableEntry(DType dtype) {
+  return dtype_table::At(dtype_table::IndexOfWireNumber(static_cast<int>(dtype)));
+}
+
 std::string PackBools(const std::vector<bool>& values) {
   std::string out(values.size(), '\0');
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i] ? 1 : 0;
@@ -44,46 +53,17 @@ std::string PackBools(const std::vector<bool>& values) {
 }  // namespace
 
 std::string DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF64:
-      return "f64";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kBool:
-      return "bool";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-  }
+  if (const dtype_table::Entry* entry = TableEntry(dtype)) return std::string(entry->name);
   return absl::StrCat("dtype(", static_cast<int>(dtype), ")");
 }
 
 size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kI32:
-      return 4;
-    case DType::kF64:
-    case DType::kI64:
-      return 8;
-    case DType::kBool:
-      return 1;
-    case DType::kBF16:
-    case DType::kF16:
-      return 2;
-  }
-  return 0;
+  const dtype_table::Entry* entry = TableEntry(dtype);
+  return entry ? entry->size : 0;
 }
 
 absl::StatusOr<DType> DTypeFromProto(::tensord::v1::DType dtype) {
-  if (dtype >= ::tensord::v1::DTYPE_F32 && dtype <= ::tensord::v1::DTYPE_F16) {
-    return static_cast<DType>(dtype);
-  }
+  if (dtype_table::IndexOfWireNumber(dtype) >= 0) return static_cast<DType>(dtype);
   return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
                      absl::StrCat("client: unknown dtype ", static_cast<int>(dtype)));
 }

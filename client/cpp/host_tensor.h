@@ -8,14 +8,18 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/dtype_table.h"
 #include "tensord/v1/tensor.pb.h"
 
 namespace tensord::client {
 
-// Numbers match tensord.v1.DType. kBF16 and kF16 are 2-byte storage dtypes (the server
-// computes on them in f32); C++ has no element type for them: HostTensor holds their 16-bit
-// patterns, FromFloats rounds floats into them and ToFloats/ToDoubles read them.
+// Numbers match tensord.v1.DType; order, names and sizes are those of common/dtype_table.h,
+// which the server reads too. kBF16 and kF16 are 2-byte storage dtypes (the server computes on
+// them in f32); C++ has no element type for them: HostTensor holds their 16-bit patterns,
+// FromFloats rounds floats into them and ToFloats/ToDoubles read them.
 enum class DType : int { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kBool = 5, kBF16 = 6, kF16 = 7 };
+static_assert(static_cast<int>(DType::kF16) == dtype_table::WireNumber(dtype_table::kCount - 1),
+              "DType follows common/dtype_table.h");
 using Shape = std::vector<int64_t>;
 
 // "f32", "f64", "i32", "i64", "bool", "bf16", "f16".
@@ -29,28 +33,12 @@ std::string ShapeString(const Shape& shape);  // "[2, 3]"
 // Product of the dims; -1 when a dim is negative or the product overflows.
 int64_t NumElements(const Shape& shape);
 
-// The C++ element type of each dtype; bool travels as one byte, 0 or 1.
+// The dtype of each C++ element type (float, double, int32_t, int64_t, bool); bool travels as
+// one byte, 0 or 1.
 template <typename T>
-struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::kF32;
-};
-template <>
-struct DTypeOf<double> {
-  static constexpr DType value = DType::kF64;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::kI32;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::kI64;
-};
-template <>
-struct DTypeOf<bool> {
-  static constexpr DType value = DType::kBool;
+struct DTypeOf {
+  static constexpr DType value =
+      static_cast<DType>(dtype_table::WireNumber(dtype_table::IndexOfType<T>()));
 };
 
 class HostTensor {

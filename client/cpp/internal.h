@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cpp/client.h"
+#include "client/cpp/tensor.h"
 #include "grpcpp/grpcpp.h"
 #include "tensord/v1/service.grpc.pb.h"
 
@@ -76,5 +77,18 @@ absl::Status NoSession();
 // Wraps the outputs of an Execute response as Tensors of `state`.
 std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,
                                               const ::tensord::v1::ExecuteResponse& response);
+
+// Fills `call` with the op, its operands and attributes; the first operand that cannot be
+// sent (a failed Tensor) sets `*error` unless it holds an error already.
+void FillCall(::tensord::v1::OpCall* call, const std::string& op,
+              const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error);
+
+// Sends `request`, which holds one call, and returns that call's outputs.
+absl::StatusOr<std::vector<Tensor>> ExecuteOneCall(const std::shared_ptr<SessionState>& state,
+                                                   ::tensord::v1::ExecuteRequest& request);
+
+// The output of a call of `op` (Op1's), or INVALID_REQUEST naming the op when it has several.
+absl::StatusOr<Tensor> OnlyOutput(const std::string& op,
+                                  absl::StatusOr<std::vector<Tensor>> outputs);
 
 }  // namespace tensord::client::internal

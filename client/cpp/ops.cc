@@ -34,33 +34,14 @@ absl::StatusOr<std::vector<Tensor>> Op(const std::string& op, std::vector<Operan
                        {{"op", op}});
   }
   ::tensord::v1::ExecuteRequest request;
-  ::tensord::v1::OpCall* call = request.add_calls();
-  call->set_op(op);
-  for (const Operand& operand : inputs) {
-    if (absl::Status s = operand.ToProto(call->add_inputs()); !s.ok()) return s;
-  }
-  for (const auto& [name, value] : attrs) (*call->mutable_attrs())[name] = value.proto();
-  absl::StatusOr<::tensord::v1::ExecuteResponse> response = state->Execute(request);
-  if (!response.ok()) return response.status();
-  std::vector<std::vector<Tensor>> outputs = internal::AdoptOutputs(state, *response);
-  if (outputs.size() != 1) {
-    return ClientError(
-        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
-        absl::StrCat("client: Execute of one call returned ", outputs.size(), " results"));
-  }
-  return std::move(outputs[0]);
+  absl::Status error;
+  internal::FillCall(request.add_calls(), op, inputs, attrs, &error);
+  if (!error.ok()) return error;
+  return internal::ExecuteOneCall(state, request);
 }
 
 TensorOr Op1(const std::string& op, std::vector<Operand> inputs, const Attrs& attrs) {
-  absl::StatusOr<std::vector<Tensor>> outputs = Op(op, std::move(inputs), attrs);
-  if (!outputs.ok()) return outputs.status();
-  if (outputs->size() != 1) {
-    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::INVALID_REQUEST,
-                       absl::StrCat("client: ", op, " returned ", outputs->size(),
-                                    " outputs; use Op() for multi-output ops"),
-                       {{"op", op}});
-  }
-  return std::move((*outputs)[0]);
+  return internal::OnlyOutput(op, Op(op, std::move(inputs), attrs));
 }
 
 TensorOr Add(const Operand& a, const Operand& b, double alpha) {

@@ -9,20 +9,6 @@
 
 namespace tensord::client {
 
-namespace {
-
-void FillCall(::tensord::v1::OpCall* call, const std::string& op,
-              const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error) {
-  call->set_op(op);
-  for (const Operand& operand : inputs) {
-    absl::Status s = operand.ToProto(call->add_inputs());
-    if (!s.ok() && error->ok()) *error = s;
-  }
-  for (const auto& [name, value] : attrs) (*call->mutable_attrs())[name] = value.proto();
-}
-
-}  // namespace
-
 // ---- info structs -----------------------------------------------------------------------------
 
 bool operator==(const ContextInfo& a, const ContextInfo& b) {
@@ -74,7 +60,7 @@ Batch::Batch(std::shared_ptr<internal::SessionState> state, BatchOptions options
 CallRef Batch::Add(const std::string& op, std::vector<Operand> inputs, const Attrs& attrs,
                    const CallOptions& options) {
   ::tensord::v1::OpCall* call = request_.add_calls();
-  FillCall(call, op, inputs, attrs, &error_);
+  internal::FillCall(call, op, inputs, attrs, &error_);
   call->set_requires_grad(options.requires_grad);
   call->set_fetch(options.fetch);
   for (const Operand& operand : inputs) {
@@ -168,33 +154,17 @@ absl::StatusOr<std::vector<Tensor>> Session::Op(const std::string& op, std::vect
   ::tensord::v1::ExecuteRequest request;
   absl::Status error;
   ::tensord::v1::OpCall* call = request.add_calls();
-  FillCall(call, op, inputs, attrs, &error);
+  internal::FillCall(call, op, inputs, attrs, &error);
   if (!error.ok()) return error;
   call->set_requires_grad(options.requires_grad);
   request.set_no_grad(options.no_grad);
   request.set_context_id(options.context);
-  absl::StatusOr<::tensord::v1::ExecuteResponse> response = state_->Execute(request);
-  if (!response.ok()) return response.status();
-  std::vector<std::vector<Tensor>> outputs = internal::AdoptOutputs(state_, *response);
-  if (outputs.size() != 1) {
-    return ClientError(
-        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
-        absl::StrCat("client: Execute of one call returned ", outputs.size(), " results"));
-  }
-  return std::move(outputs[0]);
+  return internal::ExecuteOneCall(state_, request);
 }
 
 absl::StatusOr<Tensor> Session::Op1(const std::string& op, std::vector<Operand> inputs,
                                     const Attrs& attrs, const OpOptions& options) {
-  absl::StatusOr<std::vector<Tensor>> outputs = Op(op, std::move(inputs), attrs, options);
-  if (!outputs.ok()) return outputs.status();
-  if (outputs->size() != 1) {
-    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::INVALID_REQUEST,
-                       absl::StrCat("client: ", op, " returned ", outputs->size(),
-                                    " outputs; use Op() for multi-output ops"),
-                       {{"op", op}});
-  }
-  return std::move((*outputs)[0]);
+  return internal::OnlyOutput(op, Op(op, std::move(inputs), attrs, options));
 }
 
 Batch Session::NewBatch(const BatchOptions& options) { return Batch(state_, options); }

@@ -140,6 +140,41 @@ std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState
   return out;
 }
 
+void FillCall(::tensord::v1::OpCall* call, const std::string& op,
+              const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error) {
+  call->set_op(op);
+  for (const Operand& operand : inputs) {
+    absl::Status s = operand.ToProto(call->add_inputs());
+    if (!s.ok() && error->ok()) *error = s;
+  }
+  for (const auto& [name, value] : attrs) (*call->mutable_attrs())[name] = value.proto();
+}
+
+absl::StatusOr<std::vector<Tensor>> ExecuteOneCall(const std::shared_ptr<SessionState>& state,
+                                                   ::tensord::v1::ExecuteRequest& request) {
+  absl::StatusOr<::tensord::v1::ExecuteResponse> response = state->Execute(request);
+  if (!response.ok()) return response.status();
+  std::vector<std::vector<Tensor>> outputs = AdoptOutputs(state, *response);
+  if (outputs.size() != 1) {
+    return ClientError(
+        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
+        absl::StrCat("client: Execute of one call returned ", outputs.size(), " results"));
+  }
+  return std::move(outputs[0]);
+}
+
+absl::StatusOr<Tensor> OnlyOutput(const std::string& op,
+                                  absl::StatusOr<std::vector<Tensor>> outputs) {
+  if (!outputs.ok()) return outputs.status();
+  if (outputs->size() != 1) {
+    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::INVALID_REQUEST,
+                       absl::StrCat("client: ", op, " returned ", outputs->size(),
+                                    " outputs; use Op() for multi-output ops"),
+                       {{"op", op}});
+  }
+  return std::move((*outputs)[0]);
+}
+
 }  // namespace internal
 
 }  // namespace tensord::client

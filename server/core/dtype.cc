@@ -7,50 +7,18 @@
 namespace tensord {
 
 size_t DTypeSize(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-    case DType::kI32:
-      return 4;
-    case DType::kF64:
-    case DType::kI64:
-      return 8;
-    case DType::kBool:
-      return 1;
-    case DType::kBF16:
-    case DType::kF16:
-      return 2;
-  }
-  return 0;
+  const dtype_table::Entry* entry = dtype_table::At(static_cast<int>(dtype));
+  return entry ? entry->size : 0;
 }
 
 absl::string_view DTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return "f32";
-    case DType::kF64:
-      return "f64";
-    case DType::kI32:
-      return "i32";
-    case DType::kI64:
-      return "i64";
-    case DType::kBool:
-      return "bool";
-    case DType::kBF16:
-      return "bf16";
-    case DType::kF16:
-      return "f16";
-  }
-  return "?";
+  const dtype_table::Entry* entry = dtype_table::At(static_cast<int>(dtype));
+  return entry ? absl::string_view(entry->name.data(), entry->name.size()) : "?";
 }
 
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
-  if (name == "f32" || name == "float32" || name == "float") return DType::kF32;
-  if (name == "f64" || name == "float64" || name == "double") return DType::kF64;
-  if (name == "i32" || name == "int32" || name == "int") return DType::kI32;
-  if (name == "i64" || name == "int64" || name == "long") return DType::kI64;
-  if (name == "bool" || name == "b8") return DType::kBool;
-  if (name == "bf16" || name == "bfloat16") return DType::kBF16;
-  if (name == "f16" || name == "float16" || name == "half") return DType::kF16;
+  const int index = dtype_table::IndexOfName(std::string_view(name.data(), name.size()));
+  if (index >= 0) return static_cast<DType>(index);
   return Error(Reason::kDtypeMismatch, absl::StrCat("dtype: unknown dtype '", name, "'"),
                {{"dtype", std::string(name)}});
 }

@@ -8,16 +8,19 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "common/dtype_table.h"
 
 namespace tensord {
 
-// Numbers match tensord.v1.DType minus one (the proto reserves 0 for "unspecified").
+// Positions in common/dtype_table.h, the table the C++ client shares: numbers match
+// tensord.v1.DType minus one (the proto reserves 0 for "unspecified").
 // kBF16 (bfloat16) and kF16 (IEEE binary16) are storage dtypes: kernels compute on the five
 // compute dtypes, and the dispatcher runs an op on bf16/f16 operands in f32 and rounds its
 // float outputs back (see server/dispatch/low_precision.cc), unless a kernel declares that it
 // takes them directly (KernelTable's low-precision kernels: casts, copies, views).
 enum class DType : uint8_t { kF32 = 0, kF64, kI32, kI64, kBool, kBF16, kF16 };
-inline constexpr int kNumDTypes = 7;
+inline constexpr int kNumDTypes = dtype_table::kCount;
+static_assert(static_cast<int>(DType::kF16) == kNumDTypes - 1, "DType follows dtype_table");
 
 size_t DTypeSize(DType dtype);
 // "f32", "f64", "i32", "i64", "bool", "bf16", "f16".
@@ -69,27 +72,10 @@ constexpr DTypeSet WithLowPrecision(DTypeSet compute) {
 // bf16 and f16 rank below f32, and bf16 with f16 promotes to f32 (neither holds the other).
 DType PromoteTypes(DType a, DType b);
 
+// The DType of the C++ element type T (float, double, int32_t, int64_t, bool).
 template <typename T>
-struct DTypeOf;
-template <>
-struct DTypeOf<float> {
-  static constexpr DType value = DType::kF32;
-};
-template <>
-struct DTypeOf<double> {
-  static constexpr DType value = DType::kF64;
-};
-template <>
-struct DTypeOf<int32_t> {
-  static constexpr DType value = DType::kI32;
-};
-template <>
-struct DTypeOf<int64_t> {
-  static constexpr DType value = DType::kI64;
-};
-template <>
-struct DTypeOf<bool> {
-  static constexpr DType value = DType::kBool;
+struct DTypeOf {
+  static constexpr DType value = static_cast<DType>(dtype_table::IndexOfType<T>());
 };
 
 }  // namespace tensord

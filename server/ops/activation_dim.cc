@@ -41,13 +41,8 @@ using Metas = absl::StatusOr<std::vector<TensorMeta>>;
 
 // softmax / log_softmax over `dim`, optionally computed in `dtype` (torch's dtype argument).
 OpDef Softmax(const std::string& name, BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.category = "activation";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "activation", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {RequiredIntAttr("dim"), DTypeAttr("dtype")};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.infer = SoftmaxInfer(name);
   d.backward = std::move(backward);
   return d;
@@ -118,13 +113,7 @@ Metas PreluInfer(absl::Span<const TensorMeta> in, const Attrs&) {
 }
 
 void AddPrelu(OpRegistry& r) {
-  OpDef d;
-  d.name = "prelu";
-  d.category = "activation";
-  d.min_inputs = d.max_inputs = 2;
-  d.input_names = {"input", "weight"};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
+  OpDef d = NewOp("prelu", "activation", {"input", "weight"}, kFloat, Marking::kDifferentiable);
   d.infer = PreluInfer;
   d.backward = [](const GradContext& g) -> Grads {
     return g.run.Run(opname::prelu_backward, {g.grad_outputs[0], g.inputs[0], g.inputs[1]});
@@ -133,16 +122,11 @@ void AddPrelu(OpRegistry& r) {
 
   // (grad_output, input, weight) → (grad_input, grad_weight), grad_weight already summed over
   // everything but the channel so that it has the weight's shape.
-  OpDef b;
-  b.name = "prelu_backward";
-  b.category = "activation";
-  b.min_inputs = b.max_inputs = 3;
-  b.input_names = {"grad_output", "input", "weight"};
-  b.dtypes = kFloat;
+  OpDef b =
+      NewInternalOp("prelu_backward", "activation", {"grad_output", "input", "weight"}, kFloat);
   b.infer = [](absl::Span<const TensorMeta> in, const Attrs&) -> Metas {
     return std::vector<TensorMeta>{in[1], in[2]};
   };
-  b.internal = true;
   b.doc = "gradient of prelu (used by its backward rule)";
   MustAdd(r, std::move(b));
 }
@@ -174,13 +158,8 @@ Metas GluInfer(absl::Span<const TensorMeta> in, const Attrs& a) {
 }
 
 void AddGlu(OpRegistry& r) {
-  OpDef d;
-  d.name = "glu";
-  d.category = "activation";
-  d.input_names = {"input"};
+  OpDef d = NewOp("glu", "activation", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {IntAttr("dim", -1)};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.infer = GluInfer;
   d.backward = [](const GradContext& g) -> Grads {
     ASSIGN_OR_RETURN(Tensor gx, g.run.Run1(opname::glu_backward, {g.grad_outputs[0], g.inputs[0]},
@@ -189,30 +168,19 @@ void AddGlu(OpRegistry& r) {
   };
   MustAdd(r, std::move(d));
 
-  OpDef b;
-  b.name = "glu_backward";
-  b.category = "activation";
-  b.min_inputs = b.max_inputs = 2;
-  b.input_names = {"grad_output", "input"};
+  OpDef b = NewInternalOp("glu_backward", "activation", {"grad_output", "input"}, kFloat);
   b.attrs = {IntAttr("dim", -1)};
-  b.dtypes = kFloat;
   b.infer = [](absl::Span<const TensorMeta> in, const Attrs&) -> Metas {
     return std::vector<TensorMeta>{in[1]};
   };
-  b.internal = true;
   b.doc = "gradient of glu (used by its backward rule)";
   MustAdd(r, std::move(b));
 }
 
 // softmin(x) = softmax(-x): a composite, so its gradient is softmax's and neg's.
 void AddSoftmin(OpRegistry& r) {
-  OpDef d;
-  d.name = "softmin";
-  d.category = "activation";
-  d.input_names = {"input"};
+  OpDef d = NewOp("softmin", "activation", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {RequiredIntAttr("dim"), DTypeAttr("dtype")};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.composite = [](OpRunner& run, absl::Span<const Tensor> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
     // Checked here so that errors name softmin rather than the softmax it runs.

@@ -15,13 +15,8 @@ namespace ops {
 void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, InferFn infer,
                   Saved saved, std::vector<AttrSpec> attrs) {
   const std::string backward_name = name + "_backward";
-  OpDef d;
-  d.name = name;
-  d.category = "activation";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "activation", {"input"}, dtypes, Marking::kDifferentiable);
   d.attrs = attrs;
-  d.dtypes = dtypes;
-  d.marking = Marking::kDifferentiable;
   d.infer = std::move(infer);
   d.backward = [backward_name, saved](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     const Tensor& v = saved == Saved::kOutput ? g.outputs[0] : g.inputs[0];
@@ -30,16 +25,11 @@ void AddPointwise(OpRegistry& r, const std::string& name, DTypeSet dtypes, Infer
   };
   MustAdd(r, std::move(d));
 
-  OpDef b;
-  b.name = backward_name;
-  b.category = "activation";
-  b.min_inputs = b.max_inputs = 2;
-  b.input_names = {"grad_output", saved == Saved::kOutput ? "output" : "input"};
+  OpDef b = NewInternalOp(backward_name, "activation",
+                          {"grad_output", saved == Saved::kOutput ? "output" : "input"}, kFloat);
   b.attrs = std::move(attrs);
-  b.dtypes = kFloat;
   b.promote_from = 0;
   b.infer = BroadcastInfer(backward_name);
-  b.internal = true;
   b.doc = "gradient of " + name + " (used by its backward rule)";
   MustAdd(r, std::move(b));
 }

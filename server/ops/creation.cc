@@ -19,15 +19,10 @@ absl::StatusOr<Shape> ShapeAttr(const std::string& op, const Attrs& attrs) {
 }
 
 OpDef Filled(const std::string& name, bool with_value) {
-  OpDef d;
-  d.name = name;
-  d.category = "creation";
-  d.min_inputs = d.max_inputs = 0;
+  OpDef d = NewOp(name, "creation", {}, kAll, Marking::kNonDifferentiable);
   d.attrs = {Aliased(RequiredIntsAttr("shape"), {"size"}), DTypeAttr("dtype")};
   if (with_value) d.attrs.push_back(Aliased(RequiredFloatAttr("value"), {"fill_value"}));
-  d.dtypes = kAll;
   d.creation = true;
-  d.marking = Marking::kNonDifferentiable;
   d.infer = [name](absl::Span<const TensorMeta>,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Shape s, ShapeAttr(name, a));
@@ -37,14 +32,9 @@ OpDef Filled(const std::string& name, bool with_value) {
 }
 
 OpDef FilledLike(const std::string& name, bool with_value) {
-  OpDef d;
-  d.name = name;
-  d.category = "creation";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "creation", {"input"}, kAll, Marking::kNonDifferentiable);
   d.attrs = {DTypeAttr("dtype")};
   if (with_value) d.attrs.push_back(Aliased(RequiredFloatAttr("value"), {"fill_value"}));
-  d.dtypes = kAll;
-  d.marking = Marking::kNonDifferentiable;
   d.infer = [](absl::Span<const TensorMeta> in,
                const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     return std::vector<TensorMeta>{{AttrDType(a, in[0].dtype), in[0].shape}};
@@ -151,15 +141,10 @@ absl::StatusOr<std::vector<TensorMeta>> EyeInfer(absl::Span<const TensorMeta>, c
 }
 
 OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
-  OpDef d;
-  d.name = name;
-  d.category = "creation";
-  d.min_inputs = d.max_inputs = 0;
+  OpDef d = NewOp(name, "creation", {}, dtypes, Marking::kNonDifferentiable);
   d.attrs = {Aliased(RequiredIntsAttr("shape"), {"size"}), DTypeAttr("dtype"),
              OptionalIntAttr("seed")};
-  d.dtypes = dtypes;
   d.creation = true;
-  d.marking = Marking::kNonDifferentiable;
   d.infer = [name, dtypes, def](absl::Span<const TensorMeta>,
                                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Shape s, ShapeAttr(name, a));
@@ -196,17 +181,12 @@ void RegisterCreationOps(OpRegistry& r) {
   MustAdd(r, FilledLike("ones_like", false));
   MustAdd(r, FilledLike("full_like", true));
 
-  OpDef arange;
-  arange.name = "arange";
-  arange.category = "creation";
-  arange.min_inputs = arange.max_inputs = 0;
+  OpDef arange = NewOp("arange", "creation", {}, kFloatInt, Marking::kNonDifferentiable);
   arange.attrs = {{"start", AttrType::kScalar, int64_t{0}},
                   {"end", AttrType::kScalar, {}, true},
                   {"step", AttrType::kScalar, int64_t{1}},
                   DTypeAttr("dtype")};
-  arange.dtypes = kFloatInt;
   arange.creation = true;
-  arange.marking = Marking::kNonDifferentiable;
   arange.infer = ArangeInfer;
   arange.doc =
       "Default dtype i64 when start, end and step are all given as integers (as torch.arange "
@@ -214,14 +194,9 @@ void RegisterCreationOps(OpRegistry& r) {
       "does.";
   MustAdd(r, std::move(arange));
 
-  OpDef eye;
-  eye.name = "eye";
-  eye.category = "creation";
-  eye.min_inputs = eye.max_inputs = 0;
+  OpDef eye = NewOp("eye", "creation", {}, kFloatInt, Marking::kNonDifferentiable);
   eye.attrs = {RequiredIntAttr("n"), OptionalIntAttr("m"), DTypeAttr("dtype")};
-  eye.dtypes = kFloatInt;
   eye.creation = true;
-  eye.marking = Marking::kNonDifferentiable;
   eye.infer = EyeInfer;
   MustAdd(r, std::move(eye));
 

@@ -32,6 +32,11 @@ InferFn BroadcastInfer(const std::string& op, std::optional<DType> out = std::nu
 // dtype, integer and bool inputs give f32.
 InferFn FloatFunctionInfer();
 
+// A two-input elementwise op entry: the operands broadcast and are promoted to their PyTorch
+// result type; the output has the broadcast shape and dtype `out`, or else the promoted one.
+OpDef BinaryDef(const std::string& name, DTypeSet dtypes, Marking marking, BackwardFn backward,
+                std::optional<DType> out = std::nullopt);
+
 // A single-input elementwise op entry.
 OpDef UnaryDef(const std::string& name, DTypeSet dtypes, Marking marking, InferFn infer = SameAs(0),
                BackwardFn backward = nullptr);

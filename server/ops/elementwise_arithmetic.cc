@@ -37,6 +37,15 @@ InferFn BroadcastInfer(const std::string& op, std::optional<DType> out) {
   };
 }
 
+OpDef BinaryDef(const std::string& name, DTypeSet dtypes, Marking marking, BackwardFn backward,
+                std::optional<DType> out) {
+  OpDef d = NewOp(name, "elementwise", {"input", "other"}, dtypes, marking);
+  d.promote_from = 0;
+  d.infer = BroadcastInfer(name, out);
+  d.backward = std::move(backward);
+  return d;
+}
+
 InferFn FloatFunctionInfer() {
   return [](absl::Span<const TensorMeta> in,
             const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -49,20 +58,6 @@ InferFn FloatFunctionInfer() {
 namespace {
 using namespace ops;
 using Grads = absl::StatusOr<std::vector<Tensor>>;
-
-OpDef Binary(const std::string& name, DTypeSet dtypes, BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.category = "elementwise";
-  d.min_inputs = d.max_inputs = 2;
-  d.input_names = {"input", "other"};
-  d.dtypes = dtypes;
-  d.promote_from = 0;
-  d.marking = Marking::kDifferentiable;
-  d.infer = BroadcastInfer(name);
-  d.backward = std::move(backward);
-  return d;
-}
 
 // PyTorch refuses a fractional alpha for integer tensors and any alpha but 1 (True) for bools.
 InferFn AlphaInfer(const std::string& op) {
@@ -200,7 +195,7 @@ Grads WhereBackward(const GradContext& g) {
 }
 
 OpDef Div() {
-  OpDef div = Binary("div", kAll, DivBackward);
+  OpDef div = BinaryDef("div", kAll, Marking::kDifferentiable, DivBackward);
   div.attrs = {{"rounding_mode", AttrType::kString, {}, false, {"trunc", "floor"}}};
   div.infer = [](absl::Span<const TensorMeta> in,
                  const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -220,16 +215,11 @@ OpDef Div() {
 }
 
 OpDef Where() {
-  OpDef where;
-  where.name = "where";
-  where.category = "elementwise";
-  where.min_inputs = where.max_inputs = 3;
-  where.input_names = {"condition", "input", "other"};
   // The table's dtype check looks at input 0, the condition; the value operands (promoted
   // from index 1) may be any dtype, and the shape rule requires a bool condition.
-  where.dtypes = kAll;
+  OpDef where = NewOp("where", "elementwise", {"condition", "input", "other"}, kAll,
+                      Marking::kDifferentiable);
   where.promote_from = 1;
-  where.marking = Marking::kDifferentiable;
   where.infer = [](absl::Span<const TensorMeta> in,
                    const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     if (in[0].dtype != DType::kBool) {
@@ -247,22 +237,23 @@ OpDef Where() {
 }  // namespace
 
 void RegisterElementwiseOps(OpRegistry& r) {
-  OpDef add = Binary("add", kAll, [](const GradContext& g) { return AddSubBackward(g, 1.0); });
+  OpDef add = BinaryDef("add", kAll, Marking::kDifferentiable,
+                        [](const GradContext& g) { return AddSubBackward(g, 1.0); });
   add.attrs = {FloatAttr("alpha", 1.0)};
   add.infer = AlphaInfer("add");
   MustAdd(r, std::move(add));
 
-  OpDef sub =
-      Binary("sub", kFloatInt, [](const GradContext& g) { return AddSubBackward(g, -1.0); });
+  OpDef sub = BinaryDef("sub", kFloatInt, Marking::kDifferentiable,
+                        [](const GradContext& g) { return AddSubBackward(g, -1.0); });
   sub.attrs = {FloatAttr("alpha", 1.0)};
   sub.infer = AlphaInfer("sub");
   MustAdd(r, std::move(sub));
 
-  MustAdd(r, Binary("mul", kAll, MulBackward));
+  MustAdd(r, BinaryDef("mul", kAll, Marking::kDifferentiable, MulBackward));
   MustAdd(r, Div());
-  MustAdd(r, Binary("pow", kFloatInt, PowBackward));
-  MustAdd(r, Binary("maximum", kAll, ExtremumBackward(true)));
-  MustAdd(r, Binary("minimum", kAll, ExtremumBackward(false)));
+  MustAdd(r, BinaryDef("pow", kFloatInt, Marking::kDifferentiable, PowBackward));
+  MustAdd(r, BinaryDef("maximum", kAll, Marking::kDifferentiable, ExtremumBackward(true)));
+  MustAdd(r, BinaryDef("minimum", kAll, Marking::kDifferentiable, ExtremumBackward(false)));
   MustAdd(r, Where());
 
   RegisterUnaryMathOps(r);

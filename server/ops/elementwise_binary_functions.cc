@@ -12,20 +12,6 @@ namespace {
 using namespace ops;
 using Grads = absl::StatusOr<std::vector<Tensor>>;
 
-OpDef Binary(const std::string& name, DTypeSet dtypes, Marking marking, BackwardFn backward) {
-  OpDef d;
-  d.name = name;
-  d.category = "elementwise";
-  d.min_inputs = d.max_inputs = 2;
-  d.input_names = {"input", "other"};
-  d.dtypes = dtypes;
-  d.promote_from = 0;
-  d.marking = marking;
-  d.infer = BroadcastInfer(name);
-  d.backward = std::move(backward);
-  return d;
-}
-
 // d/da (a mod b) = 1 and d/db = -q with q the rounded quotient the modulo subtracts: floored
 // for remainder, truncated for fmod (PyTorch's formulas).
 BackwardFn ModuloBackward(const char* rounding_mode) {
@@ -111,13 +97,8 @@ Grads LerpBackward(const GradContext& g) {
 // must have it too (no promotion). A 0-d weight, the form a Python number takes, may be of any
 // dtype: the kernel converts it.
 OpDef Lerp() {
-  OpDef d;
-  d.name = "lerp";
-  d.category = "elementwise";
-  d.min_inputs = d.max_inputs = 3;
-  d.input_names = {"input", "end", "weight"};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
+  OpDef d =
+      NewOp("lerp", "elementwise", {"input", "end", "weight"}, kFloat, Marking::kDifferentiable);
   d.infer = [](absl::Span<const TensorMeta> in,
                const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     const DType want = in[0].dtype;
@@ -141,14 +122,14 @@ OpDef Lerp() {
 }  // namespace
 
 void RegisterBinaryFunctionOps(OpRegistry& r) {
-  MustAdd(r, Binary("remainder", kFloatInt, Marking::kDifferentiable, ModuloBackward("floor")));
-  MustAdd(r, Binary("fmod", kFloatInt, Marking::kDifferentiable, ModuloBackward("trunc")));
-  OpDef atan2 = Binary("atan2", kAll, Marking::kDifferentiable, Atan2Backward);
+  MustAdd(r, BinaryDef("remainder", kFloatInt, Marking::kDifferentiable, ModuloBackward("floor")));
+  MustAdd(r, BinaryDef("fmod", kFloatInt, Marking::kDifferentiable, ModuloBackward("trunc")));
+  OpDef atan2 = BinaryDef("atan2", kAll, Marking::kDifferentiable, Atan2Backward);
   atan2.infer = FloatBinaryInfer("atan2");
   MustAdd(r, std::move(atan2));
-  MustAdd(r, Binary("hypot", kFloat, Marking::kDifferentiable, HypotBackward));
+  MustAdd(r, BinaryDef("hypot", kFloat, Marking::kDifferentiable, HypotBackward));
   for (const char* name : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {
-    MustAdd(r, Binary(name, kIntBool, Marking::kNonDifferentiable, nullptr));
+    MustAdd(r, BinaryDef(name, kIntBool, Marking::kNonDifferentiable, nullptr));
   }
   OpDef bitwise_not = UnaryDef("bitwise_not", kIntBool, Marking::kNonDifferentiable);
   MustAdd(r, std::move(bitwise_not));

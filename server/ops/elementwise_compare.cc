@@ -9,16 +9,7 @@ void RegisterComparisonOps(OpRegistry& r) {
   // PyTorch's logical ops accept any dtype and treat nonzero (NaN included) as true.
   for (const char* name :
        {"eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"}) {
-    OpDef d;
-    d.name = name;
-    d.category = "elementwise";
-    d.min_inputs = d.max_inputs = 2;
-    d.input_names = {"input", "other"};
-    d.dtypes = kAll;
-    d.promote_from = 0;
-    d.marking = Marking::kNonDifferentiable;
-    d.infer = ops::BroadcastInfer(name, DType::kBool);
-    MustAdd(r, std::move(d));
+    MustAdd(r, ops::BinaryDef(name, kAll, Marking::kNonDifferentiable, nullptr, DType::kBool));
   }
 }
 

@@ -405,15 +405,9 @@ class Einsum {
 }  // namespace
 
 void RegisterLinalgEinsumOps(OpRegistry& r) {
-  OpDef d;
-  d.name = "einsum";
-  d.category = "linalg";
-  d.min_inputs = 1;
+  OpDef d = NewOp("einsum", "linalg", {"operands"}, kFloat, Marking::kDifferentiable);
   d.max_inputs = kVariadic;
-  d.input_names = {"operands"};
   d.attrs = {{"equation", AttrType::kString, {}, true}};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.composite = ComputeLowPrecisionInF32([](OpRunner& run, absl::Span<const Tensor> in,
                                             const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
     Einsum e(run, a.GetString("equation"));

@@ -63,13 +63,7 @@ absl::StatusOr<std::vector<Tensor>> MatmulBackward(const GradContext& g) {
 }
 
 OpDef Product(const std::string& name, std::vector<std::string> inputs) {
-  OpDef d;
-  d.name = name;
-  d.category = "linalg";
-  d.min_inputs = d.max_inputs = static_cast<int>(inputs.size());
-  d.input_names = std::move(inputs);
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
+  OpDef d = NewOp(name, "linalg", std::move(inputs), kFloat, Marking::kDifferentiable);
   d.compute_bound = true;
   return d;
 }

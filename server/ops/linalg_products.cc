@@ -19,14 +19,7 @@ using namespace ops;
 using Tensors = std::vector<Tensor>;
 
 OpDef LinalgOp(const std::string& name, std::vector<std::string> inputs) {
-  OpDef d;
-  d.name = name;
-  d.category = "linalg";
-  d.min_inputs = d.max_inputs = static_cast<int>(inputs.size());
-  d.input_names = std::move(inputs);
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
-  return d;
+  return NewOp(name, "linalg", std::move(inputs), kFloat, Marking::kDifferentiable);
 }
 
 absl::Status SameDtypes(const std::string& op, absl::Span<const Tensor> in) {
@@ -126,6 +119,15 @@ absl::StatusOr<Tensors> Baddbmm(OpRunner& run, absl::Span<const Tensor> in, cons
   }
   ASSIGN_OR_RETURN(Tensor product, run.Run1(opname::bmm, {in[1], in[2]}));
   return AddProduct(run, "baddbmm", in[0], product, a);
+}
+
+// addmm and baddbmm: beta * input + alpha * the product `add_product` takes of the other two.
+OpDef AddProductOp(const std::string& name, std::vector<std::string> inputs,
+                   CompositeFn add_product) {
+  OpDef d = LinalgOp(name, std::move(inputs));
+  d.attrs = {FloatAttr("beta", 1.0), FloatAttr("alpha", 1.0)};
+  d.composite = ComputeLowPrecisionInF32(std::move(add_product));
+  return d;
 }
 
 AttrMap DiagonalAttrs(int64_t offset, int64_t dim1, int64_t dim2) {
@@ -241,17 +243,13 @@ void RegisterLinalgProductOps(OpRegistry& r) {
   outer.doc = "torch.outer: out[i, j] = input[i] * vec2[j]";
   MustAdd(r, std::move(outer));
 
-  OpDef addmm = LinalgOp("addmm", {"input", "mat1", "mat2"});
-  addmm.attrs = {FloatAttr("beta", 1.0), FloatAttr("alpha", 1.0)};
-  addmm.composite = ComputeLowPrecisionInF32(Addmm);
+  OpDef addmm = AddProductOp("addmm", {"input", "mat1", "mat2"}, Addmm);
   addmm.doc =
       "torch.addmm: beta * input + alpha * (mat1 @ mat2); input broadcasts to [n, m]; "
       "beta = 0 ignores input's values";
   MustAdd(r, std::move(addmm));
 
-  OpDef baddbmm = LinalgOp("baddbmm", {"input", "batch1", "batch2"});
-  baddbmm.attrs = {FloatAttr("beta", 1.0), FloatAttr("alpha", 1.0)};
-  baddbmm.composite = ComputeLowPrecisionInF32(Baddbmm);
+  OpDef baddbmm = AddProductOp("baddbmm", {"input", "batch1", "batch2"}, Baddbmm);
   baddbmm.doc =
       "torch.baddbmm: beta * input + alpha * bmm(batch1, batch2); input broadcasts to "
       "[b, n, m]; beta = 0 ignores input's values";

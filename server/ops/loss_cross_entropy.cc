@@ -151,15 +151,9 @@ absl::StatusOr<std::vector<Tensor>> CrossEntropy(OpRunner& run, absl::Span<const
 }
 
 OpDef PublicLoss(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "loss";
+  OpDef d = NewOp(name, "loss", {"input", "target", "weight"}, kFloat, Marking::kDifferentiable);
   d.min_inputs = 2;
-  d.max_inputs = 3;
-  d.input_names = {"input", "target", "weight"};
   d.attrs = {IgnoreIndexAttr(), LossReductionAttr()};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   return d;
 }
 
@@ -186,14 +180,9 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
   ce.composite = CrossEntropy;
   MustAdd(r, std::move(ce));
 
-  OpDef lsm;
-  lsm.name = "cross_entropy_log_softmax";
-  lsm.category = "loss";
-  lsm.input_names = {"input"};
+  OpDef lsm = NewInternalOp("cross_entropy_log_softmax", "loss", {"input"}, kFloat,
+                            Marking::kDifferentiable);
   lsm.attrs = {RequiredIntAttr("dim")};
-  lsm.dtypes = kFloat;
-  lsm.marking = Marking::kDifferentiable;
-  lsm.internal = true;
   lsm.infer = [](absl::Span<const TensorMeta> in,
                  const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(
@@ -208,14 +197,9 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(lsm));
 
-  OpDef lsm_back;
-  lsm_back.name = "cross_entropy_log_softmax_backward";
-  lsm_back.category = "loss";
-  lsm_back.min_inputs = lsm_back.max_inputs = 2;
-  lsm_back.input_names = {"grad", "output"};
+  OpDef lsm_back =
+      NewInternalOp("cross_entropy_log_softmax_backward", "loss", {"grad", "output"}, kFloat);
   lsm_back.attrs = {RequiredIntAttr("dim")};
-  lsm_back.dtypes = kFloat;
-  lsm_back.internal = true;
   lsm_back.infer = [](absl::Span<const TensorMeta> in,
                       const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
@@ -225,16 +209,10 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(lsm_back));
 
-  OpDef nll_prim;
-  nll_prim.name = "cross_entropy_nll";
-  nll_prim.category = "loss";
+  OpDef nll_prim = NewInternalOp("cross_entropy_nll", "loss", {"log_probs", "target", "weight"},
+                                 kFloat, Marking::kDifferentiable);
   nll_prim.min_inputs = 2;
-  nll_prim.max_inputs = 3;
-  nll_prim.input_names = {"log_probs", "target", "weight"};
   nll_prim.attrs = NllAttrs();
-  nll_prim.dtypes = kFloat;
-  nll_prim.marking = Marking::kDifferentiable;
-  nll_prim.internal = true;
   nll_prim.infer = [](absl::Span<const TensorMeta> in,
                       const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(CheckClassTarget(a.GetString("loss"), in));
@@ -252,15 +230,10 @@ void RegisterCrossEntropyOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(nll_prim));
 
-  OpDef nll_back;
-  nll_back.name = "cross_entropy_nll_backward";
-  nll_back.category = "loss";
+  OpDef nll_back = NewInternalOp("cross_entropy_nll_backward", "loss",
+                                 {"grad", "log_probs", "target", "weight"}, kFloat);
   nll_back.min_inputs = 3;
-  nll_back.max_inputs = 4;
-  nll_back.input_names = {"grad", "log_probs", "target", "weight"};
   nll_back.attrs = NllAttrs();
-  nll_back.dtypes = kFloat;
-  nll_back.internal = true;
   nll_back.infer = [](absl::Span<const TensorMeta> in,
                       const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(CheckClassTarget(a.GetString("loss"), in.subspan(1)));

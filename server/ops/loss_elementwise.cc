@@ -100,16 +100,10 @@ absl::StatusOr<std::vector<Tensor>> BceWithLogitsLoss(OpRunner& run, absl::Span<
 
 OpDef ElementwiseLoss(const std::string& name, int min_inputs, int max_inputs,
                       std::vector<std::string> input_names, std::vector<AttrSpec> attrs) {
-  OpDef d;
-  d.name = name;
-  d.category = "loss";
+  OpDef d = NewInternalOp(name, "loss", std::move(input_names), kFloat, Marking::kDifferentiable);
   d.min_inputs = min_inputs;
   d.max_inputs = max_inputs;
-  d.input_names = std::move(input_names);
   d.attrs = std::move(attrs);
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
-  d.internal = true;
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(SameShapes(name, in));
@@ -126,14 +120,10 @@ OpDef ElementwiseLoss(const std::string& name, int min_inputs, int max_inputs,
 
 OpDef ElementwiseLossBackward(const std::string& forward, int min_inputs, int max_inputs,
                               std::vector<AttrSpec> attrs) {
-  OpDef d;
-  d.name = forward + "_backward";
-  d.category = "loss";
+  OpDef d = NewInternalOp(forward + "_backward", "loss", {}, kFloat);
   d.min_inputs = min_inputs + 1;
   d.max_inputs = max_inputs + 1;
   d.attrs = std::move(attrs);
-  d.dtypes = kFloat;
-  d.internal = true;
   d.infer = [name = d.name](absl::Span<const TensorMeta> in,
                             const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(SameShapes(name, in));
@@ -144,15 +134,10 @@ OpDef ElementwiseLossBackward(const std::string& forward, int min_inputs, int ma
 
 OpDef LossOp(const std::string& name, int min_inputs, int max_inputs,
              std::vector<std::string> input_names) {
-  OpDef d;
-  d.name = name;
-  d.category = "loss";
+  OpDef d = NewOp(name, "loss", std::move(input_names), kFloat, Marking::kDifferentiable);
   d.min_inputs = min_inputs;
   d.max_inputs = max_inputs;
-  d.input_names = std::move(input_names);
   d.attrs = {LossReductionAttr()};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.promote_from = 0;  // every tensor operand is a float of the input's dtype
   return d;
 }

@@ -111,15 +111,10 @@ absl::StatusOr<std::vector<Tensor>> Attention(OpRunner& run, absl::Span<const Te
 }  // namespace
 
 void RegisterNnAttentionOps(OpRegistry& r) {
-  OpDef d;
-  d.name = "scaled_dot_product_attention";
-  d.category = "nn";
-  d.input_names = {"query", "key", "value", "attn_mask"};
+  OpDef d = NewOp("scaled_dot_product_attention", "nn", {"query", "key", "value", "attn_mask"},
+                  kFloat, Marking::kDifferentiable);
   d.min_inputs = 3;
-  d.max_inputs = 4;
   d.attrs = {FloatAttr("dropout_p", 0.0), BoolAttr("is_causal", false), OptionalFloatAttr("scale")};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.composite = [](OpRunner& run, absl::Span<const Tensor> in, const Attrs& a) {
     return InF32(run, in, a, Attention);
   };

@@ -218,15 +218,10 @@ void RegisterNnAttentionOps(OpRegistry& r);  // nn_attention.cc
 void RegisterBatchGroupNormOps(OpRegistry& r) {
   RegisterNnResampleOps(r);
   RegisterNnAttentionOps(r);
-  OpDef bn;
-  bn.name = "batch_norm";
-  bn.category = "nn";
-  bn.input_names = {"input", "running_mean", "running_var", "weight", "bias"};
+  OpDef bn = NewOp("batch_norm", "nn", {"input", "running_mean", "running_var", "weight", "bias"},
+                   kFloat, Marking::kDifferentiable);
   bn.min_inputs = 1;
-  bn.max_inputs = 5;
   bn.attrs = {BoolAttr("training", false), FloatAttr("momentum", 0.1), FloatAttr("eps", 1e-5)};
-  bn.dtypes = kFloat;
-  bn.marking = Marking::kDifferentiable;
   bn.composite = BatchNorm;
   bn.mutates_inputs = {1, 2};
   bn.doc =
@@ -238,30 +233,19 @@ void RegisterBatchGroupNormOps(OpRegistry& r) {
       "torch.nn.BatchNorm does";
   MustAdd(r, std::move(bn));
 
-  OpDef nbn;
-  nbn.name = "native_batch_norm";
-  nbn.category = "nn";
-  nbn.internal = true;
-  nbn.input_names = {"input", "weight", "bias", "mean", "var"};
+  OpDef nbn = NewInternalOp("native_batch_norm", "nn", {"input", "weight", "bias", "mean", "var"},
+                            kFloat, Marking::kDifferentiable);
   nbn.min_inputs = 3;
-  nbn.max_inputs = 5;
   nbn.attrs = {BoolAttr("training", false), FloatAttr("eps", 1e-5)};
-  nbn.dtypes = kFloat;
-  nbn.marking = Marking::kDifferentiable;
   nbn.infer = NativeBatchNormInfer;
   nbn.backward = NativeBatchNormBackward;
   MustAdd(r, std::move(nbn));
 
   // (grad_output, input, weight, mean, var) -> (grad_input, grad_weight, grad_bias). Training
   // differentiates through the batch statistics; evaluation treats mean and var as constants.
-  OpDef nbnb;
-  nbnb.name = "native_batch_norm_backward";
-  nbnb.category = "nn";
-  nbnb.internal = true;
-  nbnb.input_names = {"grad_output", "input", "weight", "mean", "var"};
-  nbnb.min_inputs = nbnb.max_inputs = 5;
+  OpDef nbnb = NewInternalOp("native_batch_norm_backward", "nn",
+                             {"grad_output", "input", "weight", "mean", "var"}, kFloat);
   nbnb.attrs = {BoolAttr("training", false), FloatAttr("eps", 1e-5)};
-  nbnb.dtypes = kFloat;
   nbnb.infer = [](absl::Span<const TensorMeta> in,
                   const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     const std::string op = "native_batch_norm_backward";
@@ -279,15 +263,10 @@ void RegisterBatchGroupNormOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(nbnb));
 
-  OpDef gn;
-  gn.name = "group_norm";
-  gn.category = "nn";
-  gn.input_names = {"input", "weight", "bias"};
+  OpDef gn =
+      NewOp("group_norm", "nn", {"input", "weight", "bias"}, kFloat, Marking::kDifferentiable);
   gn.min_inputs = 1;
-  gn.max_inputs = 3;
   gn.attrs = {RequiredIntAttr("num_groups"), FloatAttr("eps", 1e-5)};
-  gn.dtypes = kFloat;
-  gn.marking = Marking::kDifferentiable;
   gn.composite = ComputeLowPrecisionInF32(GroupNorm);
   gn.doc =
       "torch.nn.functional.group_norm over [N, C, *]: statistics per sample and group of "

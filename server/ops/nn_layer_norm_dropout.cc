@@ -128,15 +128,10 @@ absl::StatusOr<std::vector<Tensor>> DropoutComposite(OpRunner& run, absl::Span<c
 
 // Called from RegisterNnOps (nn_conv2d_pool2d.cc): the family spans two files.
 void RegisterNnNormOps(OpRegistry& r) {
-  OpDef ln;
-  ln.name = "layer_norm";
-  ln.category = "nn";
-  ln.input_names = {"input", "weight", "bias"};
+  OpDef ln =
+      NewOp("layer_norm", "nn", {"input", "weight", "bias"}, kFloat, Marking::kDifferentiable);
   ln.min_inputs = 1;
-  ln.max_inputs = 3;
   ln.attrs = {RequiredIntsAttr("normalized_shape"), FloatAttr("eps", 1e-5)};
-  ln.dtypes = kFloat;
-  ln.marking = Marking::kDifferentiable;
   ln.infer = LayerNormInfer;
   ln.backward = LayerNormBackward;
   ln.doc = "torch.nn.functional.layer_norm over the trailing normalized_shape dims";
@@ -144,15 +139,10 @@ void RegisterNnNormOps(OpRegistry& r) {
 
   // (grad_output, input, weight?) -> (grad_input, grad_weight, grad_bias); the statistics are
   // recomputed from the input rather than saved.
-  OpDef lnb;
-  lnb.name = "layer_norm_backward";
-  lnb.category = "nn";
-  lnb.internal = true;
-  lnb.input_names = {"grad_output", "input", "weight"};
+  OpDef lnb =
+      NewInternalOp("layer_norm_backward", "nn", {"grad_output", "input", "weight"}, kFloat);
   lnb.min_inputs = 2;
-  lnb.max_inputs = 3;
   lnb.attrs = {RequiredIntsAttr("normalized_shape"), FloatAttr("eps", 1e-5)};
-  lnb.dtypes = kFloat;
   lnb.infer = [](absl::Span<const TensorMeta> in,
                  const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(std::vector<TensorMeta> fwd, LayerNormInfer(in.subspan(1), a));
@@ -166,15 +156,9 @@ void RegisterNnNormOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(lnb));
 
-  OpDef emb;
-  emb.name = "embedding";
-  emb.category = "nn";
-  emb.input_names = {"input", "weight"};
-  emb.min_inputs = emb.max_inputs = 2;
-  emb.attrs = {OptionalIntAttr("padding_idx")};
   // The primary operand is the index tensor; weight's float dtype is checked by the shape rule.
-  emb.dtypes = kInt;
-  emb.marking = Marking::kDifferentiable;
+  OpDef emb = NewOp("embedding", "nn", {"input", "weight"}, kInt, Marking::kDifferentiable);
+  emb.attrs = {OptionalIntAttr("padding_idx")};
   emb.infer = EmbeddingInfer;
   emb.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
@@ -187,14 +171,8 @@ void RegisterNnNormOps(OpRegistry& r) {
   emb.doc = "torch.nn.functional.embedding(input=indices, weight): rows of weight";
   MustAdd(r, std::move(emb));
 
-  OpDef embb;
-  embb.name = "embedding_backward";
-  embb.category = "nn";
-  embb.internal = true;
-  embb.input_names = {"grad_output", "indices"};
-  embb.min_inputs = embb.max_inputs = 2;
+  OpDef embb = NewInternalOp("embedding_backward", "nn", {"grad_output", "indices"}, kFloat);
   embb.attrs = {OptionalIntAttr("padding_idx"), RequiredIntAttr("num_weights")};
-  embb.dtypes = kFloat;
   embb.infer = [](absl::Span<const TensorMeta> in,
                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const std::string op = "embedding_backward";
@@ -213,27 +191,16 @@ void RegisterNnNormOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(embb));
 
-  OpDef dropout;
-  dropout.name = "dropout";
-  dropout.category = "nn";
-  dropout.input_names = {"input"};
+  OpDef dropout = NewOp("dropout", "nn", {"input"}, kFloat, Marking::kDifferentiable);
   dropout.attrs = {FloatAttr("p", 0.5), BoolAttr("training", true), OptionalIntAttr("seed")};
-  dropout.dtypes = kFloat;
-  dropout.marking = Marking::kDifferentiable;
   dropout.composite = DropoutComposite;
   dropout.doc =
       "torch.nn.functional.dropout; the mask is a function of seed (drawn per call when "
       "absent), so a seed makes it reproducible";
   MustAdd(r, std::move(dropout));
 
-  OpDef nd;
-  nd.name = "native_dropout";
-  nd.category = "nn";
-  nd.internal = true;
-  nd.input_names = {"input"};
+  OpDef nd = NewInternalOp("native_dropout", "nn", {"input"}, kFloat, Marking::kDifferentiable);
   nd.attrs = {RequiredFloatAttr("p"), RequiredIntAttr("seed")};
-  nd.dtypes = kFloat;
-  nd.marking = Marking::kDifferentiable;
   nd.infer = [](absl::Span<const TensorMeta> in,
                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(CheckP("native_dropout", a.GetFloat("p")));

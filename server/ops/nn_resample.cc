@@ -122,17 +122,12 @@ absl::StatusOr<Shape> UpsampleShape(const std::string& op, const Shape& x, const
 }  // namespace
 
 void RegisterNnResampleOps(OpRegistry& r) {
-  OpDef d;
-  d.name = "interpolate";
-  d.category = "nn";
-  d.input_names = {"input"};
+  OpDef d = NewOp("interpolate", "nn", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {IntsAttr("size"),
              {"scale_factor", AttrType::kFloats, {}},
              StringAttr("mode", "nearest", {"nearest", "linear", "bilinear", "trilinear"}),
              {"align_corners", AttrType::kBool, {}},
              {"recompute_scale_factor", AttrType::kBool, {}}};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.composite = Interpolate;
   d.doc =
       "torch.nn.functional.interpolate over [N, C, *spatial]: nearest (PyTorch's 'nearest', "
@@ -140,14 +135,8 @@ void RegisterNnResampleOps(OpRegistry& r) {
       "defaults to false";
   MustAdd(r, std::move(d));
 
-  OpDef up;
-  up.name = "upsample";
-  up.category = "nn";
-  up.internal = true;
-  up.input_names = {"input"};
+  OpDef up = NewInternalOp("upsample", "nn", {"input"}, kFloat, Marking::kDifferentiable);
   up.attrs = UpsampleAttrs();
-  up.dtypes = kFloat;
-  up.marking = Marking::kDifferentiable;
   up.infer = [](absl::Span<const TensorMeta> in,
                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Shape out, UpsampleShape("upsample", in[0].shape, a));
@@ -161,14 +150,9 @@ void RegisterNnResampleOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(up));
 
-  OpDef back;
-  back.name = "upsample_backward";
-  back.category = "nn";
-  back.internal = true;
-  back.input_names = {"grad_output"};
+  OpDef back = NewInternalOp("upsample_backward", "nn", {"grad_output"}, kFloat);
   back.attrs = UpsampleAttrs();
   back.attrs.push_back(RequiredIntsAttr("input_size"));
-  back.dtypes = kFloat;
   back.infer = [](absl::Span<const TensorMeta> in,
                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const Shape input_size = a.GetInts("input_size");

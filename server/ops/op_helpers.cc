@@ -2,6 +2,25 @@
 
 namespace tensord::ops {
 
+OpDef NewOp(std::string name, std::string category, std::vector<std::string> input_names,
+            DTypeSet dtypes, Marking marking) {
+  OpDef d;
+  d.name = std::move(name);
+  d.category = std::move(category);
+  d.min_inputs = d.max_inputs = static_cast<int>(input_names.size());
+  d.input_names = std::move(input_names);
+  d.dtypes = dtypes;
+  d.marking = marking;
+  return d;
+}
+
+OpDef NewInternalOp(std::string name, std::string category, std::vector<std::string> input_names,
+                    DTypeSet dtypes, Marking marking) {
+  OpDef d = NewOp(std::move(name), std::move(category), std::move(input_names), dtypes, marking);
+  d.internal = true;
+  return d;
+}
+
 InferFn SameAs(int index) {
   return [index](absl::Span<const TensorMeta> in,
                  const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {

@@ -13,6 +13,18 @@
 
 namespace tensord::ops {
 
+// ---- Entries ----------------------------------------------------------------------------------
+// What every entry starts from: its name, family (`category`), tensor inputs (one per name, so
+// min_inputs = max_inputs = their number; an op with optional trailing inputs lowers
+// min_inputs), the dtypes its primary operand accepts and its autodiff marking. The caller adds
+// attributes, rules and doc.
+OpDef NewOp(std::string name, std::string category, std::vector<std::string> input_names,
+            DTypeSet dtypes, Marking marking);
+// The same for a helper op of backward rules and composites (`internal`: hidden from clients).
+// It stays unmarked unless a composite runs it under autodiff, which then needs its rule.
+OpDef NewInternalOp(std::string name, std::string category, std::vector<std::string> input_names,
+                    DTypeSet dtypes, Marking marking = Marking::kUnmarked);
+
 // ---- Attribute specs --------------------------------------------------------------------------
 inline AttrSpec IntAttr(std::string name, int64_t def) {
   return {std::move(name), AttrType::kInt, def};

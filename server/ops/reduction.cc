@@ -11,13 +11,8 @@ namespace {
 using namespace ops;
 
 OpDef ListReduction(const std::string& name, DTypeSet dtypes, Marking marking) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "reduction", {"input"}, dtypes, marking);
   d.attrs = {IntsAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = dtypes;
-  d.marking = marking;
   return d;
 }
 

@@ -20,13 +20,8 @@ absl::StatusOr<std::pair<std::vector<int64_t>, Shape>> SingleDimReduction(const 
 // max/min: without dim one 0-d value (gradient shared evenly by the tied maxima, like
 // torch.max(x)); with dim the values and their first index (gradient to that index).
 OpDef MaxMin(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "reduction", {"input"}, kFloatInt, Marking::kDifferentiable);
   d.attrs = {OptionalIntAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloatInt;
-  d.marking = Marking::kDifferentiable;
   d.doc = "without dim: the " + name + " value (0-d); with dim: (values, indices i64)";
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -59,13 +54,8 @@ OpDef MaxMin(const std::string& name) {
 
 // amax/amin over a dim list; the gradient is split evenly among tied extrema.
 OpDef AMaxMin(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "reduction", {"input"}, kFloatInt, Marking::kDifferentiable);
   d.attrs = {IntsAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloatInt;
-  d.marking = Marking::kDifferentiable;
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(auto dims, ReductionDims(name, a, in[0].shape.size()));
@@ -85,13 +75,8 @@ OpDef AMaxMin(const std::string& name) {
 }
 
 OpDef ArgMaxMin(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "reduction", {"input"}, kFloatInt, Marking::kNonDifferentiable);
   d.attrs = {OptionalIntAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloatInt;
-  d.marking = Marking::kNonDifferentiable;
   d.doc = "index (i64) of the first extremum; without dim, into the flattened input";
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -105,14 +90,8 @@ OpDef ArgMaxMin(const std::string& name) {
 // to the result. match_nan: a NaN result selects the NaN elements (torch.max(x)); otherwise
 // NaN selects nothing (torch.amax).
 OpDef AMaxBackward() {
-  OpDef d;
-  d.name = "amax_backward";
-  d.category = "reduction";
-  d.min_inputs = d.max_inputs = 3;
-  d.input_names = {"grad", "input", "result"};
+  OpDef d = NewInternalOp("amax_backward", "reduction", {"grad", "input", "result"}, kFloat);
   d.attrs = {IntsAttr("dim"), BoolAttr("keepdim", false), BoolAttr("match_nan", false)};
-  d.dtypes = kFloat;
-  d.internal = true;
   d.infer = [](absl::Span<const TensorMeta> in,
                const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     if (in[0].dtype != in[1].dtype || in[2].dtype != in[1].dtype) {
@@ -125,14 +104,8 @@ OpDef AMaxBackward() {
 
 // Internal: scatters the gradient of max/min values along `dim` to the selected indices.
 OpDef MaxDimBackward() {
-  OpDef d;
-  d.name = "max_dim_backward";
-  d.category = "reduction";
-  d.min_inputs = d.max_inputs = 3;
-  d.input_names = {"grad", "indices", "input"};
+  OpDef d = NewInternalOp("max_dim_backward", "reduction", {"grad", "indices", "input"}, kFloat);
   d.attrs = {RequiredIntAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloat;
-  d.internal = true;
   d.infer = [](absl::Span<const TensorMeta> in,
                const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(

@@ -37,13 +37,8 @@ absl::StatusOr<std::vector<int64_t>> NormDims(const std::string& op, const Shape
 }
 
 OpDef Norm() {
-  OpDef d;
-  d.name = "norm";
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp("norm", "reduction", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {FloatAttr("p", 2.0), IntsAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.doc =
       "vector p-norm over dim (absent: every element): (sum |x|^p)^(1/p); p = inf / -inf: "
       "max / min |x|; p = 0: number of non-zero elements. p is a number (2 for 'fro')";
@@ -65,14 +60,8 @@ OpDef Norm() {
 
 // Internal: (grad, input, result) -> grad of input.
 OpDef NormBackward() {
-  OpDef d;
-  d.name = "norm_backward";
-  d.category = "reduction";
-  d.min_inputs = d.max_inputs = 3;
-  d.input_names = {"grad", "input", "result"};
+  OpDef d = NewInternalOp("norm_backward", "reduction", {"grad", "input", "result"}, kFloat);
   d.attrs = {FloatAttr("p", 2.0), IntsAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloat;
-  d.internal = true;
   d.infer = [](absl::Span<const TensorMeta> in,
                const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     if (in[0].dtype != in[1].dtype || in[2].dtype != in[1].dtype) {

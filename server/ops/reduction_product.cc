@@ -24,13 +24,8 @@ absl::StatusOr<Tensor> InGradDType(GradOps& o, const Tensor& x, const Tensor& gr
 }
 
 OpDef Prod() {
-  OpDef d;
-  d.name = "prod";
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp("prod", "reduction", {"input"}, kAll, Marking::kDifferentiable);
   d.attrs = {OptionalIntAttr("dim"), BoolAttr("keepdim", false), DTypeAttr("dtype")};
-  d.dtypes = kAll;
-  d.marking = Marking::kDifferentiable;
   d.doc =
       "product over dim (one int), or of every element (a 0-d result; keepdim applies only "
       "with dim); an empty product is 1";
@@ -54,13 +49,8 @@ OpDef Prod() {
 
 // cumsum and cumprod: an output of the input's shape along a required dim.
 OpDef Scan(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "reduction", {"input"}, kAll, Marking::kDifferentiable);
   d.attrs = {RequiredIntAttr("dim"), DTypeAttr("dtype")};
-  d.dtypes = kAll;
-  d.marking = Marking::kDifferentiable;
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(NormalizeDimFor(name, a.GetInt("dim"), in[0].shape.size()).status());
@@ -71,15 +61,10 @@ OpDef Scan(const std::string& name) {
 
 // Internal gradient ops: (grad, [input]) -> grad of input, in the gradient's dtype.
 OpDef ScanBackward(const std::string& name, int inputs, AttrSpec dim) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
+  OpDef d = NewInternalOp(name, "reduction", {"grad", "input"}, kFloat);
   d.min_inputs = d.max_inputs = inputs;
-  d.input_names = {"grad", "input"};
   d.input_names.resize(inputs);
   d.attrs = {std::move(dim)};
-  d.dtypes = kFloat;
-  d.internal = true;
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const TensorMeta& x = in.back();

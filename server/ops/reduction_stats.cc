@@ -22,13 +22,8 @@ namespace {
 using namespace ops;
 
 OpDef FloatReduction(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.input_names = {"input"};
+  OpDef d = NewOp(name, "reduction", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {IntsAttr("dim"), BoolAttr("keepdim", false)};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(auto dims, ReductionDims(name, a, in[0].shape.size()));
@@ -64,15 +59,9 @@ OpDef VarStd(const std::string& name) {
 
 // Internal gradient ops of the statistics: (grad, input, result) -> grad of input.
 OpDef StatBackward(const std::string& name, std::vector<AttrSpec> extra) {
-  OpDef d;
-  d.name = name;
-  d.category = "reduction";
-  d.min_inputs = d.max_inputs = 3;
-  d.input_names = {"grad", "input", "result"};
+  OpDef d = NewInternalOp(name, "reduction", {"grad", "input", "result"}, kFloat);
   d.attrs = {IntsAttr("dim"), BoolAttr("keepdim", false)};
   for (AttrSpec& s : extra) d.attrs.push_back(std::move(s));
-  d.dtypes = kFloat;
-  d.internal = true;
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     if (in[0].dtype != in[1].dtype || in[2].dtype != in[1].dtype) {

@@ -8,16 +8,6 @@ namespace tensord {
 namespace {
 using namespace ops;
 
-OpDef Unary(const std::string& name, DTypeSet dtypes, Marking marking) {
-  OpDef d;
-  d.name = name;
-  d.category = "shape";
-  d.input_names = {"input"};
-  d.dtypes = dtypes;
-  d.marking = marking;
-  return d;
-}
-
 absl::StatusOr<Shape> ResolveReshape(const Shape& in, std::vector<int64_t> shape) {
   int64_t known = 1, infer_at = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -99,6 +89,13 @@ std::vector<int64_t> InversePermutation(const std::vector<int64_t>& dims) {
 
 namespace ops {
 
+OpDef ShapeOp(const std::string& name, std::vector<AttrSpec> attrs, DTypeSet dtypes,
+              Marking marking) {
+  OpDef d = NewOp(name, "shape", {"input"}, dtypes, marking);
+  d.attrs = std::move(attrs);
+  return d;
+}
+
 absl::StatusOr<int64_t> WrapDim(const std::string& op, const std::string& attr, int64_t dim,
                                 int64_t rank, bool allow_scalar) {
   const int64_t r = rank == 0 && allow_scalar ? 1 : rank;
@@ -167,8 +164,7 @@ absl::StatusOr<Shape> ExpandedShape(const Shape& in, const std::vector<int64_t>&
 }
 
 void RegisterShapeOps(OpRegistry& r) {
-  OpDef reshape = Unary("reshape", kAll, Marking::kDifferentiable);
-  reshape.attrs = {RequiredIntsAttr("shape")};
+  OpDef reshape = ShapeOp("reshape", {RequiredIntsAttr("shape")});
   reshape.view = true;
   reshape.infer = [](absl::Span<const TensorMeta> in,
                      const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -182,8 +178,7 @@ void RegisterShapeOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(reshape));
 
-  OpDef expand = Unary("expand", kAll, Marking::kDifferentiable);
-  expand.attrs = {RequiredIntsAttr("size")};
+  OpDef expand = ShapeOp("expand", {RequiredIntsAttr("size")});
   expand.infer = [](absl::Span<const TensorMeta> in,
                     const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Shape s, ExpandedShape(in[0].shape, a.GetInts("size")));
@@ -195,8 +190,7 @@ void RegisterShapeOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(expand));
 
-  OpDef cast = Unary("to_dtype", kAll, Marking::kDifferentiable);
-  cast.attrs = {{"dtype", AttrType::kDType, {}, true}};
+  OpDef cast = ShapeOp("to_dtype", {{"dtype", AttrType::kDType, {}, true}});
   cast.infer = [](absl::Span<const TensorMeta> in,
                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     return std::vector<TensorMeta>{{*a.GetDType("dtype"), in[0].shape}};
@@ -208,8 +202,7 @@ void RegisterShapeOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(cast));
 
-  OpDef flatten = Unary("flatten", kAll, Marking::kDifferentiable);
-  flatten.attrs = {IntAttr("start_dim", 0), IntAttr("end_dim", -1)};
+  OpDef flatten = ShapeOp("flatten", {IntAttr("start_dim", 0), IntAttr("end_dim", -1)});
   flatten.view = true;
   flatten.infer = [](absl::Span<const TensorMeta> in,
                      const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -219,8 +212,7 @@ void RegisterShapeOps(OpRegistry& r) {
   flatten.backward = ReshapeBack;
   MustAdd(r, std::move(flatten));
 
-  OpDef squeeze = Unary("squeeze", kAll, Marking::kDifferentiable);
-  squeeze.attrs = {IntsAttr("dim")};
+  OpDef squeeze = ShapeOp("squeeze", {IntsAttr("dim")});
   squeeze.view = true;
   squeeze.infer = [](absl::Span<const TensorMeta> in,
                      const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -230,8 +222,7 @@ void RegisterShapeOps(OpRegistry& r) {
   squeeze.backward = ReshapeBack;
   MustAdd(r, std::move(squeeze));
 
-  OpDef unsqueeze = Unary("unsqueeze", kAll, Marking::kDifferentiable);
-  unsqueeze.attrs = {RequiredIntAttr("dim")};
+  OpDef unsqueeze = ShapeOp("unsqueeze", {RequiredIntAttr("dim")});
   unsqueeze.view = true;
   unsqueeze.infer = [](absl::Span<const TensorMeta> in,
                        const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -244,8 +235,7 @@ void RegisterShapeOps(OpRegistry& r) {
   unsqueeze.backward = ReshapeBack;
   MustAdd(r, std::move(unsqueeze));
 
-  OpDef permute = Unary("permute", kAll, Marking::kDifferentiable);
-  permute.attrs = {RequiredIntsAttr("dims")};
+  OpDef permute = ShapeOp("permute", {RequiredIntsAttr("dims")});
   permute.infer = [](absl::Span<const TensorMeta> in,
                      const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const Shape& x = in[0].shape;
@@ -265,8 +255,7 @@ void RegisterShapeOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(permute));
 
-  OpDef transpose = Unary("transpose", kAll, Marking::kDifferentiable);
-  transpose.attrs = {RequiredIntAttr("dim0"), RequiredIntAttr("dim1")};
+  OpDef transpose = ShapeOp("transpose", {RequiredIntAttr("dim0"), RequiredIntAttr("dim1")});
   transpose.infer = [](absl::Span<const TensorMeta> in,
                        const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     Shape s = in[0].shape;
@@ -286,13 +275,13 @@ void RegisterShapeOps(OpRegistry& r) {
   // The server keeps every tensor contiguous, so both are plain copies (a fresh storage that
   // a later assign into the input does not see).
   for (const char* name : {"contiguous", "clone"}) {
-    OpDef copy = Unary(name, kAll, Marking::kDifferentiable);
+    OpDef copy = ShapeOp(name);
     copy.infer = SameAs(0);
     copy.backward = IdentityBack;
     MustAdd(r, std::move(copy));
   }
 
-  OpDef detach = Unary("detach", kAll, Marking::kNonDifferentiable);
+  OpDef detach = ShapeOp("detach", {}, kAll, Marking::kNonDifferentiable);
   detach.view = true;
   detach.infer = SameAs(0);
   detach.doc = "The input's value as a plain tensor (shares storage, no autodiff identity).";

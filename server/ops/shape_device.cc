@@ -7,13 +7,8 @@
 namespace tensord {
 
 void RegisterShapeDeviceOps(OpRegistry& r) {
-  OpDef to_device;
-  to_device.name = "to_device";
-  to_device.category = "shape";
-  to_device.input_names = {"input"};
+  OpDef to_device = ops::NewOp("to_device", "shape", {"input"}, kAll, Marking::kDifferentiable);
   to_device.attrs = {{"device", AttrType::kString, {}, true}};
-  to_device.dtypes = kAll;
-  to_device.marking = Marking::kDifferentiable;
   // The dispatcher runs a call on the backend of its input's device, so the kernel of the
   // source backend performs the copy and reports DEVICE_NOT_FOUND for a device it cannot reach.
   to_device.infer = ops::SameAs(0);
@@ -26,13 +21,8 @@ void RegisterShapeDeviceOps(OpRegistry& r) {
   to_device.doc = "A copy of the input on the named device (see ListDevices).";
   MustAdd(r, std::move(to_device));
 
-  OpDef assign;
-  assign.name = "assign";
-  assign.category = "shape";
-  assign.min_inputs = assign.max_inputs = 2;
-  assign.input_names = {"target", "value"};
-  assign.dtypes = kAll;
-  assign.marking = Marking::kNonDifferentiable;
+  OpDef assign =
+      ops::NewOp("assign", "shape", {"target", "value"}, kAll, Marking::kNonDifferentiable);
   assign.in_place = true;
   // The output is the target itself: same storage, so no output is allocated.
   assign.view = true;

@@ -67,27 +67,15 @@ absl::StatusOr<int64_t> StackDim(absl::Span<const TensorMeta> in, int64_t dim) {
 }
 
 OpDef Variadic(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "shape";
-  d.min_inputs = 1;
+  OpDef d = NewOp(name, "shape", {"tensors"}, kAll, Marking::kDifferentiable);
   d.max_inputs = kVariadic;
-  d.input_names = {"tensors"};
   d.attrs = {IntAttr("dim", 0)};
-  d.dtypes = kAll;
   d.promote_from = 0;  // like torch.cat: inputs of different dtypes meet at the result type
-  d.marking = Marking::kDifferentiable;
   return d;
 }
 
 OpDef Splitting(const std::string& name, AttrSpec pieces) {
-  OpDef d;
-  d.name = name;
-  d.category = "shape";
-  d.input_names = {"input"};
-  d.attrs = {std::move(pieces), IntAttr("dim", 0)};
-  d.dtypes = kAll;
-  d.marking = Marking::kDifferentiable;
+  OpDef d = ShapeOp(name, {std::move(pieces), IntAttr("dim", 0)});
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(RequireDims(name, in[0].shape));

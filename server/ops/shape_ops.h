@@ -27,6 +27,10 @@ void RegisterSortingOps(OpRegistry& r);  // sort, argsort, topk
 
 namespace ops {
 
+// The entry most ops of the family start from: one input, differentiable, over every dtype.
+OpDef ShapeOp(const std::string& name, std::vector<AttrSpec> attrs = {}, DTypeSet dtypes = kAll,
+              Marking marking = Marking::kDifferentiable);
+
 // Wraps a possibly negative `dim` into [0, rank) like PyTorch; a 0-d tensor accepts -1 and 0
 // unless `allow_scalar` is false. BAD_ATTRIBUTE names the op, attribute, value and rank.
 absl::StatusOr<int64_t> WrapDim(const std::string& op, const std::string& attr, int64_t dim,

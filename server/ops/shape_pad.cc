@@ -61,16 +61,6 @@ absl::Status CheckNonConstant(const std::string& op, const Shape& in, const PadS
   return absl::OkStatus();
 }
 
-OpDef PadLike(const std::string& name) {
-  OpDef d;
-  d.name = name;
-  d.category = "shape";
-  d.input_names = {"input"};
-  d.dtypes = kFloat;
-  d.marking = Marking::kDifferentiable;
-  return d;
-}
-
 }  // namespace
 
 namespace ops {
@@ -119,7 +109,7 @@ absl::StatusOr<PadSpec> ResolvePad(const std::string& op, const Shape& in, const
 }  // namespace ops
 
 void RegisterPadOps(OpRegistry& r) {
-  OpDef pad = PadLike("pad");
+  OpDef pad = ShapeOp("pad", {}, kFloat);
   pad.attrs = {RequiredIntsAttr("pad"), StringAttr("mode", "constant", kModes),
                FloatAttr("value", 0)};
   pad.infer = [](absl::Span<const TensorMeta> in,
@@ -141,7 +131,7 @@ void RegisterPadOps(OpRegistry& r) {
   MustAdd(r, std::move(pad));
 
   // The input of the forward had shape `size`; the gradient has the forward's output shape.
-  OpDef back = PadLike("pad_backward");
+  OpDef back = ShapeOp("pad_backward", {}, kFloat);
   back.input_names = {"grad"};
   back.attrs = {RequiredIntsAttr("pad"), StringAttr("mode", "constant", kModes),
                 RequiredIntsAttr("size")};

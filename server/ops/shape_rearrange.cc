@@ -10,17 +10,6 @@ namespace tensord {
 namespace {
 using namespace ops;
 
-OpDef Layout(const std::string& name, std::vector<AttrSpec> attrs) {
-  OpDef d;
-  d.name = name;
-  d.category = "shape";
-  d.input_names = {"input"};
-  d.attrs = std::move(attrs);
-  d.dtypes = kAll;
-  d.marking = Marking::kDifferentiable;
-  return d;
-}
-
 std::string Ints(const std::vector<int64_t>& v) {
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
 }
@@ -69,7 +58,7 @@ absl::StatusOr<std::vector<Tensor>> RepeatBackward(const std::string& op, const 
 }
 
 OpDef Triangle(const std::string& name) {
-  OpDef d = Layout(name, {IntAttr("diagonal", 0)});
+  OpDef d = ShapeOp(name, {IntAttr("diagonal", 0)});
   d.infer = [name](absl::Span<const TensorMeta> in,
                    const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
     if (in[0].shape.size() < 2) {
@@ -172,7 +161,7 @@ absl::StatusOr<std::vector<int64_t>> ResolveRepeats(const std::string& op, const
 }  // namespace ops
 
 void RegisterShapeRearrangeOps(OpRegistry& r) {
-  OpDef flip = Layout("flip", {RequiredIntsAttr("dims")});
+  OpDef flip = ShapeOp("flip", {RequiredIntsAttr("dims")});
   flip.infer = [](absl::Span<const TensorMeta> in,
                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(FlipDims(in[0].shape, a).status());
@@ -185,7 +174,7 @@ void RegisterShapeRearrangeOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(flip));
 
-  OpDef roll = Layout("roll", {RequiredIntsAttr("shifts"), IntsAttr("dims")});
+  OpDef roll = ShapeOp("roll", {RequiredIntsAttr("shifts"), IntsAttr("dims")});
   roll.infer = [](absl::Span<const TensorMeta> in,
                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     RETURN_IF_ERROR(ResolveRoll(in[0].shape, a).status());
@@ -210,7 +199,7 @@ void RegisterShapeRearrangeOps(OpRegistry& r) {
 
   for (const char* name : {"repeat", "tile"}) {
     const std::string op = name;
-    OpDef d = Layout(op, {RequiredIntsAttr(op == "tile" ? "dims" : "repeats")});
+    OpDef d = ShapeOp(op, {RequiredIntsAttr(op == "tile" ? "dims" : "repeats")});
     d.infer = [op](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
       ASSIGN_OR_RETURN(Shape s, RepeatedShape(op, in[0].shape, a));

@@ -9,17 +9,6 @@ namespace tensord {
 namespace {
 using namespace ops;
 
-OpDef SliceLike(const std::string& name, std::vector<AttrSpec> attrs) {
-  OpDef d;
-  d.name = name;
-  d.category = "shape";
-  d.input_names = {"input"};
-  d.attrs = std::move(attrs);
-  d.dtypes = kAll;
-  d.marking = Marking::kDifferentiable;
-  return d;
-}
-
 InferFn SliceInfer(absl::StatusOr<SliceSpec> (*resolve)(const Shape&, const Attrs&)) {
   return [resolve](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -93,22 +82,22 @@ absl::StatusOr<SliceSpec> ResolveNarrow(const Shape& in, const Attrs& a) {
 }  // namespace ops
 
 void RegisterShapeSliceOps(OpRegistry& r) {
-  OpDef narrow = SliceLike(
+  OpDef narrow = ShapeOp(
       "narrow", {RequiredIntAttr("dim"), RequiredIntAttr("start"), RequiredIntAttr("length")});
   narrow.infer = SliceInfer(ResolveNarrow);
   narrow.backward = SliceBackward(ResolveNarrow);
   MustAdd(r, std::move(narrow));
 
-  OpDef slice = SliceLike("slice", {IntAttr("dim", 0), OptionalIntAttr("start"),
-                                    OptionalIntAttr("end"), IntAttr("step", 1)});
+  OpDef slice = ShapeOp("slice", {IntAttr("dim", 0), OptionalIntAttr("start"),
+                                  OptionalIntAttr("end"), IntAttr("step", 1)});
   slice.infer = SliceInfer(ResolveSlice);
   slice.backward = SliceBackward(ResolveSlice);
   slice.doc = "input[..., start:end:step] along dim, with Python's clamping of start and end.";
   MustAdd(r, std::move(slice));
 
   // Attributes are already normalised by the forward op (start in range, step > 0).
-  OpDef back = SliceLike("slice_backward", {RequiredIntAttr("dim"), RequiredIntAttr("start"),
-                                            RequiredIntAttr("step"), RequiredIntAttr("size")});
+  OpDef back = ShapeOp("slice_backward", {RequiredIntAttr("dim"), RequiredIntAttr("start"),
+                                          RequiredIntAttr("step"), RequiredIntAttr("size")});
   back.input_names = {"grad"};
   back.dtypes = kFloatInt;
   back.internal = true;

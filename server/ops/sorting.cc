@@ -11,13 +11,7 @@ namespace {
 using namespace ops;
 
 OpDef Sorting(const std::string& name, Marking marking) {
-  OpDef d;
-  d.name = name;
-  d.category = "sorting";
-  d.input_names = {"input"};
-  d.dtypes = kFloatInt;
-  d.marking = marking;
-  return d;
+  return NewOp(name, "sorting", {"input"}, kFloatInt, marking);
 }
 
 // The values' gradient scattered to where each value came from (indices are output 1).

@@ -3,13 +3,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/dtype_table.h"
 #include "server/core/status.h"
 
 namespace tensord {
 
+// A wire dtype this build lacks would be refused as unknown: the table must list every one.
+static_assert(v1::DType_MAX == dtype_table::kCount, "common/dtype_table.h lacks a v1::DType");
+
 absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field) {
-  // tensord.v1.DType numbers are the core enum plus one (0 is "unspecified").
-  if (value < 1 || value > kNumDTypes) {
+  const int index = dtype_table::IndexOfWireNumber(value);
+  if (index < 0) {
     return Error(Reason::kInvalidRequest,
                  absl::StrCat("request: ", field, " has dtype value ", value,
                               value == 0 ? " (DTYPE_UNSPECIFIED)" : " (unknown)",
@@ -17,10 +21,12 @@ absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field) {
                               "DTYPE_BOOL, DTYPE_BF16, DTYPE_F16"),
                  {{"field", field}, {"value", absl::StrCat(value)}});
   }
-  return static_cast<DType>(value - 1);
+  return static_cast<DType>(index);
 }
 
-v1::DType DTypeToProto(DType dtype) { return static_cast<v1::DType>(static_cast<int>(dtype) + 1); }
+v1::DType DTypeToProto(DType dtype) {
+  return static_cast<v1::DType>(dtype_table::WireNumber(static_cast<int>(dtype)));
+}
 
 void FillTensorInfo(uint64_t handle, const Tensor& t, v1::TensorInfo* info) {
   info->set_handle(handle);

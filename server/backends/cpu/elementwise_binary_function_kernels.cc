@@ -81,15 +81,6 @@ absl::Status HypotKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
-template <typename Op>
-absl::Status BitwiseKernel(KernelCall& c) {
-  VisitDType<kIntBool.bits()>(c.inputs[0].dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], Op{});
-  });
-  return absl::OkStatus();
-}
-
 // On bools the bitwise ops are the logical ones; the casts keep bool results 0 or 1.
 struct BitAnd {
   template <typename T>
@@ -150,9 +141,11 @@ void RegisterBinaryFunctionKernels(KernelTable& t) {
   t.Add("fmod", "loop_fmod", kFloatInt, ModuloKernel<false>);
   t.Add("atan2", "loop_atan2", kAll, Atan2Kernel);
   t.Add("hypot", "loop_hypot", kFloat, HypotKernel);
-  t.Add("bitwise_and", "loop_bitwise_and", kIntBool, BitwiseKernel<BitAnd>);
-  t.Add("bitwise_or", "loop_bitwise_or", kIntBool, BitwiseKernel<BitOr>);
-  t.Add("bitwise_xor", "loop_bitwise_xor", kIntBool, BitwiseKernel<BitXor>);
+  t.Add("bitwise_and", "loop_bitwise_and", kIntBool,
+        SameDTypeBinaryKernel<kIntBool.bits(), BitAnd>);
+  t.Add("bitwise_or", "loop_bitwise_or", kIntBool, SameDTypeBinaryKernel<kIntBool.bits(), BitOr>);
+  t.Add("bitwise_xor", "loop_bitwise_xor", kIntBool,
+        SameDTypeBinaryKernel<kIntBool.bits(), BitXor>);
   t.Add("bitwise_not", "loop_bitwise_not", kIntBool, SameDTypeKernel<kIntBool.bits(), BitNot>);
   t.Add("lerp", "loop_lerp", kFloat, LerpKernel);
 }

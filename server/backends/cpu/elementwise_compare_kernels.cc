@@ -6,15 +6,6 @@
 namespace tensord::cpu {
 namespace {
 
-template <typename Op>
-absl::Status CompareKernel(KernelCall& c) {
-  VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    BinaryLoop<T, T, bool>(c.inputs[0], c.inputs[1], c.outputs[0], Op{});
-  });
-  return absl::OkStatus();
-}
-
 // C++ comparisons already have IEEE semantics: NaN compares unequal to everything.
 struct Eq {
   template <typename T>
@@ -75,15 +66,15 @@ struct Xor {
 }  // namespace
 
 void RegisterComparisonKernels(KernelTable& t) {
-  t.Add("eq", "loop_eq", kAll, CompareKernel<Eq>);
-  t.Add("ne", "loop_ne", kAll, CompareKernel<Ne>);
-  t.Add("lt", "loop_lt", kAll, CompareKernel<Lt>);
-  t.Add("le", "loop_le", kAll, CompareKernel<Le>);
-  t.Add("gt", "loop_gt", kAll, CompareKernel<Gt>);
-  t.Add("ge", "loop_ge", kAll, CompareKernel<Ge>);
-  t.Add("logical_and", "loop_logical_and", kAll, CompareKernel<And>);
-  t.Add("logical_or", "loop_logical_or", kAll, CompareKernel<Or>);
-  t.Add("logical_xor", "loop_logical_xor", kAll, CompareKernel<Xor>);
+  t.Add("eq", "loop_eq", kAll, SameDTypeBinaryKernel<kFIB, Eq>);
+  t.Add("ne", "loop_ne", kAll, SameDTypeBinaryKernel<kFIB, Ne>);
+  t.Add("lt", "loop_lt", kAll, SameDTypeBinaryKernel<kFIB, Lt>);
+  t.Add("le", "loop_le", kAll, SameDTypeBinaryKernel<kFIB, Le>);
+  t.Add("gt", "loop_gt", kAll, SameDTypeBinaryKernel<kFIB, Gt>);
+  t.Add("ge", "loop_ge", kAll, SameDTypeBinaryKernel<kFIB, Ge>);
+  t.Add("logical_and", "loop_logical_and", kAll, SameDTypeBinaryKernel<kFIB, And>);
+  t.Add("logical_or", "loop_logical_or", kAll, SameDTypeBinaryKernel<kFIB, Or>);
+  t.Add("logical_xor", "loop_logical_xor", kAll, SameDTypeBinaryKernel<kFIB, Xor>);
 }
 
 }  // namespace tensord::cpu

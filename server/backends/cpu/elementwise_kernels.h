@@ -28,6 +28,17 @@ absl::Status SameDTypeKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
+// Two operands of one dtype in kSet (the dispatcher promoted them), broadcast: out = Op{}(a, b)
+// in Op's result type (the operands' dtype, or bool for comparisons).
+template <uint32_t kSet, typename Op>
+absl::Status SameDTypeBinaryKernel(KernelCall& c) {
+  VisitDType<kSet>(c.inputs[0].dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    BinaryLoop<T, T, decltype(Op{}(T{}, T{}))>(c.inputs[0], c.inputs[1], c.outputs[0], Op{});
+  });
+  return absl::OkStatus();
+}
+
 // Floating-point functions: integer and bool inputs compute in f32, as PyTorch promotes them.
 template <typename Op>
 absl::Status FloatFunctionKernel(KernelCall& c) {

@@ -74,26 +74,21 @@ struct SignOp {
     }
   }
 };
-// Rounding functions are the identity on integers.
-struct FloorOp {
+// floor, ceil and trunc; the identity on integers, which are whole already.
+enum class Rounding { kFloor, kCeil, kTrunc };
+template <Rounding kMode>
+struct RoundingOp {
   template <typename T>
   T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::floor(x);
-    return x;
-  }
-};
-struct CeilOp {
-  template <typename T>
-  T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::ceil(x);
-    return x;
-  }
-};
-struct TruncOp {
-  template <typename T>
-  T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) return std::trunc(x);
-    return x;
+    if constexpr (!std::is_floating_point_v<T>) {
+      return x;
+    } else if constexpr (kMode == Rounding::kFloor) {
+      return std::floor(x);
+    } else if constexpr (kMode == Rounding::kCeil) {
+      return std::ceil(x);
+    } else {
+      return std::trunc(x);
+    }
   }
 };
 struct FracOp {
@@ -205,9 +200,9 @@ void RegisterUnaryMathKernels(KernelTable& t) {
   t.Add("rsqrt", "loop_rsqrt", kAll, FloatFunctionKernel<RsqrtOp>);
   t.Add("reciprocal", "loop_reciprocal", kAll, FloatFunctionKernel<ReciprocalOp>);
   t.Add("sign", "loop_sign", kAll, SameDTypeKernel<kFIB, SignOp>);
-  t.Add("floor", "loop_floor", kFloatInt, SameDTypeKernel<kFI, FloorOp>);
-  t.Add("ceil", "loop_ceil", kFloatInt, SameDTypeKernel<kFI, CeilOp>);
-  t.Add("trunc", "loop_trunc", kFloatInt, SameDTypeKernel<kFI, TruncOp>);
+  t.Add("floor", "loop_floor", kFloatInt, SameDTypeKernel<kFI, RoundingOp<Rounding::kFloor>>);
+  t.Add("ceil", "loop_ceil", kFloatInt, SameDTypeKernel<kFI, RoundingOp<Rounding::kCeil>>);
+  t.Add("trunc", "loop_trunc", kFloatInt, SameDTypeKernel<kFI, RoundingOp<Rounding::kTrunc>>);
   t.Add("round", "loop_round", kFloatInt, RoundKernel);
   t.Add("frac", "loop_frac", kFloat, SameDTypeKernel<kF, FracOp>);
   t.Add("clamp", "loop_clamp", kFloatInt, ClampKernel);

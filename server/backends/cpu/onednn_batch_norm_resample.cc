@@ -23,7 +23,6 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
-using Args = std::unordered_map<int, memory>;
 using Flags = dnnl::normalization_flags;
 
 // oneDNN's reference implementations are slower than the loop kernels.

@@ -98,7 +98,7 @@ const dnnl::primitive_attr& Attr() {
   return *attr;
 }
 
-void Execute(const CachedPrimitive& p, std::unordered_map<int, dnnl::memory> args) {
+void Execute(const CachedPrimitive& p, Args args) {
   const dnnl::memory::desc scratch = p.pd.scratchpad_desc();
   if (scratch.get_size() > 0) {
     args.emplace(DNNL_ARG_SCRATCHPAD,

@@ -52,8 +52,10 @@ struct CacheStats {
 std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
                                                     const std::function<CachedPrimitive()>& make);
 CacheStats GetCacheStats();
+// A primitive's arguments, by DNNL_ARG_* slot.
+using Args = std::unordered_map<int, dnnl::memory>;
 // Runs `p` on the calling thread's stream with `args` and the thread's scratchpad, and waits.
-void Execute(const CachedPrimitive& p, std::unordered_map<int, dnnl::memory> args);
+void Execute(const CachedPrimitive& p, Args args);
 void ClearCache();
 
 // Wraps `t`'s buffer (no copy). oneDNN takes a non-const pointer even for read-only inputs.

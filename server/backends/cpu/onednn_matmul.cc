@@ -50,7 +50,7 @@ absl::Status RunGemm(const GemmProblem& p) {
     dnnl::matmul::primitive_desc pd(d, Attr(), Engine());
     return CachedPrimitive{dnnl::matmul(pd), pd};
   });
-  std::unordered_map<int, memory> args = {
+  Args args = {
       {DNNL_ARG_SRC, WrapPtr(p.a, a)},
       {DNNL_ARG_WEIGHTS, WrapPtr(p.b, b)},
       {DNNL_ARG_DST, WrapPtr(p.c, c)},

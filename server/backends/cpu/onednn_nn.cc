@@ -19,7 +19,6 @@ namespace {
 using dnnl::algorithm;
 using dnnl::memory;
 using dnnl::prop_kind;
-using Args = std::unordered_map<int, memory>;
 
 memory::desc Nchw(const Shape& s) {
   const nn::Nchw d = nn::AsNchw(s);

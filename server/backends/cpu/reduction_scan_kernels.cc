@@ -51,65 +51,71 @@ Acc ProdRun(const In* p, int64_t n) {
   return ((s[0] * s[1]) * (s[2] * s[3])) * ((s[4] * s[5]) * (s[6] * s[7]));
 }
 
-absl::Status ProdKernel(KernelCall& c) {
+// Runs `lines(p, q, s)` with the element types of the input (p) and of the output (q), which
+// torch's dtype argument lets differ, over the lines `s` of the call.
+template <typename LinesFn>
+absl::Status ForwardOverLines(KernelCall& c, LinesFn lines) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   ASSIGN_OR_RETURN(DimSplit s, Lines(c, x));
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
-    using In = T;
-    const In* p = x.data<In>();
-    TENSORD_DISPATCH_ALL(out.dtype(), [&] {
-      using Acc = AccOf<T>;
-      T* q = out.data<T>();
-      if (s.inner == 1) {
-        for (int64_t o = 0; o < s.outer; ++o)
-          q[o] = Store<T>(ProdRun<Acc, T>(p + o * s.size, s.size));
-        return;
-      }
-      std::vector<Acc> acc(s.inner);
-      for (int64_t o = 0; o < s.outer; ++o) {
-        std::fill(acc.begin(), acc.end(), Acc{1});
-        for (int64_t r = 0; r < s.size; ++r) {
-          const In* row = p + (o * s.size + r) * s.inner;
-          for (int64_t j = 0; j < s.inner; ++j) acc[j] *= Load<T>(row[j]);
-        }
-        for (int64_t j = 0; j < s.inner; ++j) q[o * s.inner + j] = Store<T>(acc[j]);
-      }
-    });
+    const T* p = x.data<T>();
+    TENSORD_DISPATCH_ALL(out.dtype(), [&] { lines(p, out.data<T>(), s); });
   });
   return absl::OkStatus();
 }
 
-// cumsum (kProd = false) and cumprod along "dim".
+// prod: one product per line.
+struct ProdLines {
+  template <typename In, typename Out>
+  void operator()(const In* p, Out* q, const DimSplit& s) const {
+    using Acc = AccOf<Out>;
+    if (s.inner == 1) {
+      for (int64_t o = 0; o < s.outer; ++o)
+        q[o] = Store<Out>(ProdRun<Acc, Out>(p + o * s.size, s.size));
+      return;
+    }
+    std::vector<Acc> acc(s.inner);
+    for (int64_t o = 0; o < s.outer; ++o) {
+      std::fill(acc.begin(), acc.end(), Acc{1});
+      for (int64_t r = 0; r < s.size; ++r) {
+        const In* row = p + (o * s.size + r) * s.inner;
+        for (int64_t j = 0; j < s.inner; ++j) acc[j] *= Load<Out>(row[j]);
+      }
+      for (int64_t j = 0; j < s.inner; ++j) q[o * s.inner + j] = Store<Out>(acc[j]);
+    }
+  }
+};
+
+// cumsum (kProd = false) and cumprod along "dim": every prefix of every line.
 template <bool kProd>
-absl::Status ScanKernel(KernelCall& c) {
-  const Tensor& x = c.inputs[0];
-  Tensor& out = c.outputs[0];
-  ASSIGN_OR_RETURN(DimSplit s, Lines(c, x));
-  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
-    using In = T;
-    const In* p = x.data<In>();
-    TENSORD_DISPATCH_ALL(out.dtype(), [&] {
-      using Acc = AccOf<T>;
-      T* q = out.data<T>();
-      std::vector<Acc> acc(s.inner);
-      for (int64_t o = 0; o < s.outer; ++o) {
-        std::fill(acc.begin(), acc.end(), Acc{kProd ? 1 : 0});
-        for (int64_t r = 0; r < s.size; ++r) {
-          const int64_t base = (o * s.size + r) * s.inner;
-          for (int64_t j = 0; j < s.inner; ++j) {
-            if constexpr (kProd) {
-              acc[j] *= Load<T>(p[base + j]);
-            } else {
-              acc[j] += Load<T>(p[base + j]);
-            }
-            q[base + j] = Store<T>(acc[j]);
+struct ScanLines {
+  template <typename In, typename Out>
+  void operator()(const In* p, Out* q, const DimSplit& s) const {
+    using Acc = AccOf<Out>;
+    std::vector<Acc> acc(s.inner);
+    for (int64_t o = 0; o < s.outer; ++o) {
+      std::fill(acc.begin(), acc.end(), Acc{kProd ? 1 : 0});
+      for (int64_t r = 0; r < s.size; ++r) {
+        const int64_t base = (o * s.size + r) * s.inner;
+        for (int64_t j = 0; j < s.inner; ++j) {
+          if constexpr (kProd) {
+            acc[j] *= Load<Out>(p[base + j]);
+          } else {
+            acc[j] += Load<Out>(p[base + j]);
           }
+          q[base + j] = Store<Out>(acc[j]);
         }
       }
-    });
-  });
-  return absl::OkStatus();
+    }
+  }
+};
+
+absl::Status ProdKernel(KernelCall& c) { return ForwardOverLines(c, ProdLines{}); }
+
+template <bool kProd>
+absl::Status ScanKernel(KernelCall& c) {
+  return ForwardOverLines(c, ScanLines<kProd>{});
 }
 
 // cumsum's gradient: the running sum of the gradient from the end of each line.
