@@ -12,7 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/cpp/status.h"
-#include "server/core/half.h"  // header-only bf16/f16 conversions shared with the server
+#include "common/half.h"
 
 namespace tensord::client {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "server/core/half.h"
+#include "common/half.h"
 #include "server/core/status.h"
 
 namespace tensord {

@@ -6,7 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/core/half.h"
+#include "common/half.h"
 #include "tests/service/service_env.h"
 
 namespace tensord::service_test {

@@ -1,7 +1,7 @@
 // The bf16/f16 conversions of server/core/half.h, checked exhaustively over every 16-bit
 // pattern and against independent references for float → 2 bytes (rounding by exact double
 // arithmetic rather than by bit tricks).
-#include "server/core/half.h"
+#include "common/half.h"
 
 #include <gtest/gtest.h>
 

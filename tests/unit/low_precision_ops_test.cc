@@ -12,7 +12,7 @@
 #include <cstring>
 
 #include "server/backends/cpu/cpu_backend.h"
-#include "server/core/half.h"
+#include "common/half.h"
 #include "server/core/status.h"
 #include "tests/support/op_test_util.h"
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "server/core/half.h"
+#include "common/half.h"
 
 namespace tensord::cpu {
 namespace {
