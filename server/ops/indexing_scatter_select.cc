@@ -38,13 +38,21 @@ absl::Status ShapeMismatch(const std::string& op, const std::string& what, const
 }
 
 // torch.scatter's rules: input, index and src have one rank (0-d counts as 1-d); the index is
-// no larger than src anywhere and no larger than the input outside `dim`.
+// no larger than src anywhere and no larger than the input outside `dim`. A number for src
+// (scatter's value overload, PyTorch's scatter(input, dim, index, value)) fills every indexed
+// place, so only the index's rank and its size outside `dim` are checked; the kernel converts
+// it to the input's dtype as PyTorch does (truncating toward zero for integers).
 absl::StatusOr<std::vector<TensorMeta>> ScatterInfer(const std::string& op,
                                                      absl::Span<const TensorMeta> in,
                                                      const Attrs& a) {
-  const Shape &x = in[0].shape, &index = in[1].shape, &src = in[2].shape;
+  const Shape &x = in[0].shape, &index = in[1].shape;
+  const bool value = op == "scatter" && in[2].wrapped_number;
+  // A number fills whatever the index addresses: check it as a src of the index's shape.
+  const Shape src = value ? index : in[2].shape;
   RETURN_IF_ERROR(CheckIndexDtype(op, in[1]));
-  RETURN_IF_ERROR(SameDtype(op, "src", in[0], in[2]));
+  if (!value) {
+    RETURN_IF_ERROR(SameDtype(op, "src", in[0], in[2]));
+  }
   ASSIGN_OR_RETURN(int64_t dim, WrapDim(op, "dim", a.GetInt("dim"), x.size()));
   const size_t rank = std::max<size_t>(x.size(), 1);
   if (std::max<size_t>(index.size(), 1) != rank || std::max<size_t>(src.size(), 1) != rank) {
@@ -65,7 +73,7 @@ absl::StatusOr<std::vector<TensorMeta>> ScatterInfer(const std::string& op,
           index);
     }
   }
-  return std::vector<TensorMeta>{in[0]};
+  return std::vector<TensorMeta>{{in[0].dtype, x}};
 }
 
 // The gradient of src reads back where src was written: the index's block of src.
@@ -157,10 +165,14 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
       return ScatterInfer(op, in, a);
     };
     d.backward = ScatterBackward(op == "scatter_add");
-    d.doc = op == "scatter"
-                ? "out[..., index[p], ...] = src[p] along dim; with repeated indices one of the "
-                  "written values wins (unspecified which, as in torch)."
-                : "out[..., index[p], ...] += src[p] along dim; repeated indices accumulate.";
+    d.doc =
+        op == "scatter"
+            ? "out[..., index[p], ...] = src[p] along dim; with repeated indices one of the "
+              "written values wins (unspecified which, as in torch). src may be a number "
+              "(torch's value overload): it is written at every indexed place, converted to "
+              "the input's dtype (a number the dtype cannot hold is refused; a bf16/f16 input is "
+              "computed in f32, so there a number beyond its range becomes inf)."
+            : "out[..., index[p], ...] += src[p] along dim; repeated indices accumulate.";
     MustAdd(r, std::move(d));
   }
 

@@ -82,6 +82,13 @@ def _scatter(accumulate):
             fn = torch.scatter_add if accumulate else torch.scatter
             out.append(([x, index, arr(rng, shape, dt)], {"dim": d},
                         lambda t, i, s, d=d, fn=fn: fn(t, d, i, s), f"dim={d} {shape}"))
+            if not accumulate:
+                # torch's scatter(input, dim, index, value): a number written at every indexed
+                # place, converted to the input's dtype (a float into ints truncates).
+                for value in ((-2.5, 3) if dt in F else (7, -2.7)):
+                    out.append(([x, index, value], {"dim": d},
+                                lambda t, i, v, d=d: torch.scatter(t, d, i, v),
+                                f"dim={d} {shape} value={value}"))
         return out
     return build
 

@@ -73,15 +73,6 @@ _RETURN_INDICES = ("return_indices: PyTorch's flag for a second output (the argm
                    "tensord has no such attribute")
 
 KNOWN: list = [
-    # ---- (a) server bugs to fix
-    Known("scatter", "src given as a Python float, float32 input (PyTorch's scatter(input, dim, "
-          "index, value) overload)", "refused", BUG,
-          "a Python float travels as an f64 scalar operand; elementwise ops take a scalar "
-          "operand in the tensor's dtype, scatter instead checks it as an f64 tensor against "
-          "the f32 input (DTYPE_MISMATCH 'src must have the input's dtype f32, got f64'); in "
-          "float64 it passes",
-          match=lambda s: not _tensor(s.get("src")), reason="DTYPE_MISMATCH", dtypes=("f32",)),
-
     # ---- (b) PyTorch forms tensord should serve
     Known("nonzero", "as_tuple=False", "refused", PYTORCH_FORM,
           "as_tuple is not an attribute (False is tensord's only behaviour)",
