@@ -254,14 +254,19 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
   nonzero.name = "nonzero";
   nonzero.category = "indexing";
   nonzero.input_names = {"input"};
+  nonzero.attrs = {BoolAttr("as_tuple", false)};
   nonzero.dtypes = kAll;
   nonzero.marking = Marking::kNonDifferentiable;
   nonzero.infer = [](absl::Span<const TensorMeta> in,
-                     const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
-    return std::vector<TensorMeta>{
-        {DType::kI64, Shape{-1, static_cast<int64_t>(in[0].shape.size())}}};
+                     const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+    if (!a.GetBool("as_tuple")) return std::vector<TensorMeta>{{DType::kI64, Shape{-1, rank}}};
+    // One column per dim; a 0-d input counts as 1-d, as in torch (one tensor of zeros).
+    return std::vector<TensorMeta>(std::max<int64_t>(rank, 1), {DType::kI64, Shape{-1}});
   };
-  nonzero.doc = "i64 [n, rank]: the index of every nonzero element (NaN counts), row-major.";
+  nonzero.doc =
+      "i64 [n, rank]: the index of every nonzero element (NaN counts), row-major; as_tuple: "
+      "its columns as rank 1-d tensors (one for a 0-d input), as torch's tuple.";
   MustAdd(r, std::move(nonzero));
 }
 

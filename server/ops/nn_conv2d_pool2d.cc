@@ -23,6 +23,7 @@ std::vector<AttrSpec> PoolAttrs(bool max_pool) {
                              IntsDefault("padding", {0}), BoolAttr("ceil_mode", false)};
   if (max_pool) {
     a.push_back(IntsDefault("dilation", {1}));
+    a.push_back(BoolAttr("return_indices", false));
   } else {
     a.push_back(BoolAttr("count_include_pad", true));
     a.push_back(OptionalIntAttr("divisor_override"));
@@ -120,14 +121,21 @@ InferFn PoolInfer(const std::string& op, bool max_pool) {
       return AttrError(op, "divisor_override", "must not be zero");
     }
     ASSIGN_OR_RETURN(Shape out, nn::Pool2dOutputShape(op, in[0].shape, p));
-    return std::vector<TensorMeta>{{in[0].dtype, out}};
+    std::vector<TensorMeta> outs = {{in[0].dtype, out}};
+    // return_indices: PyTorch's second output, each maximum's offset in its input plane.
+    if (max_pool && a.GetBool("return_indices")) outs.push_back({DType::kI64, out});
+    return outs;
   };
 }
 
+// The values' gradient; the indices output (return_indices) is not differentiable, and the
+// gradient op, which recomputes the maxima, has no such attribute.
 BackwardFn PoolBackward(const std::string& backward_op) {
   return [backward_op](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op(backward_op, {g.grad_outputs[0], g.inputs[0]}, g.attrs.map()));
+    AttrMap attrs = g.attrs.map();
+    attrs.erase("return_indices");
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(backward_op, {g.grad_outputs[0], g.inputs[0]}, attrs));
     return std::vector<Tensor>{gx};
   };
 }
@@ -197,11 +205,15 @@ void RegisterNnOps(OpRegistry& r) {
     pool.attrs = PoolAttrs(max_pool);
     pool.infer = PoolInfer(name, max_pool);
     pool.backward = PoolBackward(name + "_backward");
-    pool.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, H, W] or [C, H, W] input");
+    pool.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, H, W] or [C, H, W] input",
+                            max_pool ? "; return_indices adds the i64 offset of each maximum in "
+                                       "its input plane (h * W + w), PyTorch's indices"
+                                     : "");
     MustAdd(r, std::move(pool));
 
     OpDef back = InternalOp(name + "_backward", {"grad_output", "input"});
     back.attrs = PoolAttrs(max_pool);
+    if (max_pool) back.attrs.pop_back();  // return_indices: the gradient has one output
     back.infer = PoolBackwardInfer(name + "_backward", max_pool);
     MustAdd(r, std::move(back));
   }

@@ -96,9 +96,28 @@ def _pool(fn, avg):
                                            "count_include_pad": False}))
         else:
             configs.append(((1, 2, 9, 9), {"kernel_size": 3, "dilation": 2}))
-        return [([arr(rng, xs, dt)], attrs, lambda t, a=attrs: fn(t, **a), f"{xs} {attrs}")
-                for xs, attrs in configs]
+            configs += _WITH_INDICES_2D
+        return [([arr(rng, xs, dt)], attrs, lambda t, a=attrs: _tuple(fn(t, **a)),
+                 f"{xs} {attrs}") for xs, attrs in configs]
     return build
+
+
+def _tuple(out):
+    """PyTorch's (values, indices) of return_indices=True as a tuple; a tensor unchanged."""
+    return tuple(out) if isinstance(out, (tuple, list)) else out
+
+
+# return_indices=True: the values and each maximum's offset in its input plane (padding,
+# dilation, ceil_mode and an unbatched input move the windows; the offsets stay unpadded).
+_WITH_INDICES_2D = [
+    ((2, 3, 6, 6), {"kernel_size": 2, "return_indices": True}),
+    ((1, 2, 7, 5), {"kernel_size": 3, "stride": 2, "padding": 1, "return_indices": True}),
+    ((1, 2, 9, 8), {"kernel_size": [3, 2], "dilation": [2, 1], "ceil_mode": True,
+                    "return_indices": True}),
+    ((3, 5, 5), {"kernel_size": 2, "return_indices": True}),
+    ((0, 2, 4, 4), {"kernel_size": 2, "return_indices": True}),
+    ((1, 2, 4, 4), {"kernel_size": 2, "return_indices": False}),
+]
 
 
 def _pool1d(fn, avg):
@@ -116,18 +135,32 @@ def _pool1d(fn, avg):
                                         "ceil_mode": True, "count_include_pad": False}))
         else:
             configs.append(((1, 2, 11), {"kernel_size": 3, "dilation": 2, "padding": 1}))
-        return [([arr(rng, xs, dt)], attrs, lambda t, a=attrs: fn(t, **a), f"{xs} {attrs}")
-                for xs, attrs in configs]
+            configs += [((2, 3, 8), {"kernel_size": 2, "return_indices": True}),
+                        ((1, 2, 11), {"kernel_size": 3, "stride": 2, "dilation": 2,
+                                      "padding": 1, "ceil_mode": True,
+                                      "return_indices": True}),
+                        ((3, 6), {"kernel_size": 3, "return_indices": True}),
+                        ((2, 2, 5), {"kernel_size": 2, "return_indices": False})]
+        return [([arr(rng, xs, dt)], attrs, lambda t, a=attrs: _tuple(fn(t, **a)),
+                 f"{xs} {attrs}") for xs, attrs in configs]
     return build
 
 
-def _adaptive(fn):
+def _adaptive(fn, max_pool=False):
     def build(rng, dt):
         configs = [((2, 3, 5, 7), [3, 4]), ((1, 2, 6, 6), [3]), ((2, 1, 4, 5), [1, 1]),
                    ((1, 2, 3, 3), [5, 4]), ((3, 7, 5), [2, 3]), ((0, 2, 4, 4), [2])]
-        return [([arr(rng, xs, dt)], {"output_size": size},
-                 lambda t, s=size: fn(t, s if len(s) == 2 else s[0]), f"{xs} -> {size}")
-                for xs, size in configs]
+        out = [([arr(rng, xs, dt)], {"output_size": size},
+                lambda t, s=size: fn(t, s if len(s) == 2 else s[0]), f"{xs} -> {size}")
+               for xs, size in configs]
+        if max_pool:  # return_indices: (values, each maximum's offset in its input plane)
+            for xs, size in (((2, 3, 5, 7), [3, 4]), ((1, 2, 3, 3), [5, 4]), ((3, 7, 5), [2, 3]),
+                             ((0, 2, 4, 4), [2])):
+                out.append(([arr(rng, xs, dt)], {"output_size": size, "return_indices": True},
+                            lambda t, s=size: tuple(fn(t, s if len(s) == 2 else s[0],
+                                                         return_indices=True)),
+                            f"{xs} -> {size} return_indices"))
+        return out
     return build
 
 
@@ -142,5 +175,5 @@ TABLE = {
     "max_pool2d": spec_of(_pool(TF.max_pool2d, False)),
     "avg_pool2d": spec_of(_pool(TF.avg_pool2d, True), tol32=(1e-5, 1e-6)),
     "adaptive_avg_pool2d": spec_of(_adaptive(TF.adaptive_avg_pool2d), tol32=(1e-5, 1e-6)),
-    "adaptive_max_pool2d": spec_of(_adaptive(TF.adaptive_max_pool2d)),
+    "adaptive_max_pool2d": spec_of(_adaptive(TF.adaptive_max_pool2d, True)),
 }

@@ -101,8 +101,12 @@ def _masked_select(rng, dt):
 
 
 def _nonzero(rng, dt):
-    return [([arr(rng, s, dt, "intlike")], {}, torch.nonzero, str(s))
-            for s in (rshape(rng, 2), (5,), (), (0, 3), rshape(rng, 3))]
+    shapes = (rshape(rng, 2), (5,), (), (0, 3), rshape(rng, 3))
+    # as_tuple=True: one 1-d index tensor per dim (one for a 0-d input), torch's tuple.
+    return [([arr(rng, s, dt, "intlike")], {}, torch.nonzero, str(s)) for s in shapes] + \
+        [([arr(rng, s, dt, "intlike")], {"as_tuple": True},
+          lambda t: tuple(torch.nonzero(t, as_tuple=True)), f"{s} as_tuple") for s in shapes] + \
+        [([arr(rng, (2, 3), dt, "intlike")], {"as_tuple": False}, torch.nonzero, "as_tuple=False")]
 
 
 # ---- sorting ---------------------------------------------------------------------------------

@@ -55,13 +55,6 @@ def _has_none(x) -> bool:
     return isinstance(x, (list, tuple)) and any(v is None for v in x)
 
 
-def _dropped(name: str) -> Callable:
-    def rewrite(attrs: dict) -> dict:
-        attrs.pop(name, None)
-        return attrs
-    return rewrite
-
-
 def _set(name: str, value) -> Callable:
     def rewrite(attrs: dict) -> dict:
         attrs[name] = value
@@ -69,38 +62,8 @@ def _set(name: str, value) -> Callable:
     return rewrite
 
 
-_RETURN_INDICES = ("return_indices: PyTorch's flag for a second output (the argmax indices); "
-                   "tensord has no such attribute")
-
 KNOWN: list = [
     # ---- (b) PyTorch forms tensord should serve
-    Known("nonzero", "as_tuple=False", "refused", PYTORCH_FORM,
-          "as_tuple is not an attribute (False is tensord's only behaviour)",
-          match=lambda s: s.get("as_tuple") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("as_tuple")),
-    Known("nonzero", "as_tuple=True", "refused", PYTORCH_FORM,
-          "not served yet: one index tensor per dimension",
-          match=lambda s: s.get("as_tuple") is True, reason="BAD_ATTRIBUTE"),
-    Known("max_pool1d", "return_indices=False", "refused", PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("return_indices")),
-    Known("max_pool1d", "return_indices=True", "refused", PYTORCH_FORM,
-          "not served yet: " + _RETURN_INDICES, match=lambda s: s.get("return_indices") is True,
-          reason="BAD_ATTRIBUTE"),
-    Known("max_pool2d", "return_indices=False", "refused", PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("return_indices")),
-    Known("max_pool2d", "return_indices=True", "refused", PYTORCH_FORM,
-          "not served yet: " + _RETURN_INDICES, match=lambda s: s.get("return_indices") is True,
-          reason="BAD_ATTRIBUTE"),
-    Known("adaptive_max_pool2d", "return_indices=False (output_size without None)", "refused",
-          PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False and not _has_none(s.get("output_size")),
-          reason="BAD_ATTRIBUTE", rewrite=_dropped("return_indices")),
-    Known("adaptive_max_pool2d", "return_indices=True (output_size without None)", "refused",
-          PYTORCH_FORM, "not served yet: " + _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is True and not _has_none(s.get("output_size")),
-          reason="BAD_ATTRIBUTE"),
     Known("adaptive_avg_pool2d", "output_size with None, e.g. (None, 7)", "untranslatable",
           PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
           "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),

@@ -276,6 +276,24 @@ TEST(IndexingScatterSelectOps, NonzeroEveryDtype) {
   EXPECT_TRUE(SameValues(Run1("nonzero", {f}), {2, 1}, {0, 2}));
 }
 
+// as_tuple: the columns of nonzero's [n, rank] result, one 1-d tensor per dim; a 0-d input
+// counts as 1-d (one tensor), as in torch.
+TEST(IndexingScatterSelectOps, NonzeroAsTuple) {
+  auto cols =
+      RunOp("nonzero", {Values(DType::kF32, {2, 3}, {0, 1, 0, 2, 0, 3})}, {{"as_tuple", true}});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  ASSERT_EQ(cols->size(), 2u);
+  EXPECT_TRUE(SameValues((*cols)[0], {3}, {0, 1, 1}));
+  EXPECT_TRUE(SameValues((*cols)[1], {3}, {1, 0, 2}));
+  cols = RunOp("nonzero", {Values(DType::kI64, {}, {5})}, {{"as_tuple", true}});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  ASSERT_EQ(cols->size(), 1u);
+  EXPECT_TRUE(SameValues((*cols)[0], {1}, {0}));
+  cols = RunOp("nonzero", {Values(DType::kBool, {0, 2}, {})}, {{"as_tuple", true}});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  ASSERT_EQ(cols->size(), 2u);
+  EXPECT_TRUE(SameValues((*cols)[1], {0}, {}));
+}
 
 }  // namespace
 }  // namespace tensord
