@@ -13,8 +13,15 @@ AttrSpec IntsDefault(std::string name, std::vector<int64_t> def) {
   return {std::move(name), AttrType::kInts, std::move(def)};
 }
 
-std::vector<AttrSpec> ConvAttrs() {
-  return {IntsDefault("stride", {1}), IntsDefault("padding", {0}), IntsDefault("dilation", {1}),
+// conv2d's padding may also be 'valid' or 'same' (its composite form); the gradient ops see
+// the ints that form resolves to.
+std::vector<AttrSpec> ConvAttrs(bool client_facing = false) {
+  AttrSpec padding = IntsDefault("padding", {0});
+  if (client_facing) {
+    padding.type = AttrType::kIntsOrString;
+    padding.choices = {"valid", "same"};
+  }
+  return {IntsDefault("stride", {1}), std::move(padding), IntsDefault("dilation", {1}),
           IntAttr("groups", 1)};
 }
 
@@ -160,17 +167,24 @@ InferFn PoolBackwardInfer(const std::string& op, bool max_pool) {
 void RegisterNnNormOps(OpRegistry& r);           // nn_layer_norm_dropout.cc
 void RegisterBatchGroupNormOps(OpRegistry& r);   // nn_batch_group_norm.cc
 void RegisterConvNdTransposeOps(OpRegistry& r);  // nn_conv_nd_transpose.cc
+// conv2d's padding='valid' / 'same' (nn_conv_nd_transpose.cc, shared with conv1d and conv3d).
+CompositeFn ConvPaddingStringForm(const std::string& op, int spatial);
 
 void RegisterNnOps(OpRegistry& r) {
   RegisterNnNormOps(r);
   RegisterConvNdTransposeOps(r);
   RegisterBatchGroupNormOps(r);
   OpDef conv = NnOp("conv2d", {"input", "weight", "bias"}, 2);
-  conv.attrs = ConvAttrs();
+  conv.attrs = ConvAttrs(true);
   conv.infer = Conv2dInfer;
   conv.backward = Conv2dBackward;
+  conv.composite_form_when = nn::HasPaddingString;
+  conv.composite_form = ConvPaddingStringForm("conv2d", 2);
   conv.compute_bound = true;
-  conv.doc = "torch.nn.functional.conv2d over [N, C, H, W] or [C, H, W] input";
+  conv.doc =
+      "torch.nn.functional.conv2d over [N, C, H, W] or [C, H, W] input; padding may be 'valid' "
+      "(none) or 'same' (stride 1; dilation * (kernel - 1) per dim, the larger half after, as "
+      "PyTorch)";
   MustAdd(r, std::move(conv));
 
   OpDef conv_bi = InternalOp("conv2d_backward_input", {"grad_output", "weight"});

@@ -150,7 +150,8 @@ void AddAdaptive(OpRegistry& r, const std::string& name, bool max_pool) {
     return std::vector<Tensor>{gx};
   };
   d.doc = absl::StrCat("torch.nn.functional.", name,
-                       " over [N, C, H, W] or [C, H, W] input to output_size (oH, oW)",
+                       " over [N, C, H, W] or [C, H, W] input to output_size (oH, oW); -1 keeps "
+                       "that dim's input size (PyTorch's None; the Python client sends None as -1)",
                        max_pool ? "; return_indices adds the i64 offset of each maximum in its "
                                   "input plane (h * W + w), PyTorch's indices"
                                 : "");

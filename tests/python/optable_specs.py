@@ -6,9 +6,14 @@ from opcheck import ALL, F, NP, Case, Spec
 
 
 def spec_of(build, dtypes=F, grad="d", **tol):
+    """Spec from build(rng, dt) -> [(inputs, attrs, ref[, label[, grad_inputs]]) or Case]
+    (a Case for what a row cannot say, such as an expected error)."""
     def gen(rng, dt):
         out = []
         for item in build(rng, dt):
+            if isinstance(item, Case):
+                out.append(item)
+                continue
             inputs, attrs, ref = item[:3]
             grad_inputs = item[4] if len(item) > 4 else None
             out.append(Case(inputs, ref, attrs, grad_inputs=grad_inputs,

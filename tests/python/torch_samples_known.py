@@ -51,10 +51,6 @@ def _tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def _has_none(x) -> bool:
-    return isinstance(x, (list, tuple)) and any(v is None for v in x)
-
-
 def _set(name: str, value) -> Callable:
     def rewrite(attrs: dict) -> dict:
         attrs[name] = value
@@ -64,26 +60,6 @@ def _set(name: str, value) -> Callable:
 
 KNOWN: list = [
     # ---- (b) PyTorch forms tensord should serve
-    Known("adaptive_avg_pool2d", "output_size with None, e.g. (None, 7)", "untranslatable",
-          PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
-          "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),
-    Known("adaptive_max_pool2d", "output_size with None, e.g. (None, 3)", "untranslatable",
-          PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
-          "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),
-    Known("conv1d", "padding='valid'", "refused", PYTORCH_FORM,
-          "padding is ints only ('valid' is padding 0)",
-          match=lambda s: s.get("padding") == "valid", reason="BAD_ATTRIBUTE",
-          rewrite=_set("padding", [0])),
-    Known("conv1d", "padding='same'", "refused", PYTORCH_FORM,
-          "padding is ints only ('same' may pad asymmetrically, which ints cannot say)",
-          match=lambda s: s.get("padding") == "same", reason="BAD_ATTRIBUTE"),
-    Known("conv2d", "padding='valid'", "refused", PYTORCH_FORM,
-          "padding is ints only ('valid' is padding 0)",
-          match=lambda s: s.get("padding") == "valid", reason="BAD_ATTRIBUTE",
-          rewrite=_set("padding", [0])),
-    Known("conv2d", "padding='same'", "refused", PYTORCH_FORM,
-          "padding is ints only ('same' may pad asymmetrically, which ints cannot say)",
-          match=lambda s: s.get("padding") == "same", reason="BAD_ATTRIBUTE"),
     Known("norm", "p='fro'", "refused", PYTORCH_FORM, "p is a float only ('fro' is p=2 over the "
           "dims)", match=lambda s: s.get("p") == "fro", reason="BAD_ATTRIBUTE",
           rewrite=_set("p", 2.0)),

@@ -28,6 +28,8 @@ _CHECKPOINTING = {"none": service_pb2.CHECKPOINTING_NONE,
 
 # Ops that return (values, indices) when called with return_indices=True, as in PyTorch.
 _INDICES_OPS = {"max_pool1d", "max_pool2d", "adaptive_max_pool2d"}
+# Ops whose output_size may hold None (keep that dim's input size); the wire says -1.
+_KEEP_SIZE_OPS = {"adaptive_avg_pool2d", "adaptive_max_pool2d"}
 
 
 def _returns_tuple(name: str, attrs: dict) -> bool:
@@ -390,6 +392,9 @@ class Session:
         batch how many outputs a call has where the client cannot infer it (split, chunk).
         """
         attrs = {k: v for k, v in attrs.items() if v is not None}
+        if name in _KEEP_SIZE_OPS and isinstance(attrs.get("output_size"), (list, tuple)):
+            # PyTorch's None in output_size (keep that dim's input size) travels as -1.
+            attrs["output_size"] = [-1 if v is None else v for v in attrs["output_size"]]
         call = ops_pb2.OpCall(op=name, requires_grad=bool(requires_grad))
         types = self.client.attr_types(name) if attrs else {}
         for key, value in attrs.items():
