@@ -68,6 +68,9 @@ class Storage {
 struct TensorMeta {
   DType dtype = DType::kF32;
   Shape shape;
+  // A Python scalar operand (Tensor::wrapped_number): shape rules where PyTorch's overload for
+  // a number differs from the tensor one (scatter's value fills every indexed place) read it.
+  bool wrapped_number = false;
 };
 
 class Tensor {
@@ -94,7 +97,7 @@ class Tensor {
   int64_t numel() const { return NumElements(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
   const std::string& device() const { return device_; }
-  TensorMeta meta() const { return {dtype_, shape_}; }
+  TensorMeta meta() const { return {dtype_, shape_, wrapped_number_}; }
 
   template <typename T>
   T* data() {

@@ -209,7 +209,9 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
                   {"supported", accepted.ToString()}});
   }
 
-  if (def->composite) {
+  const CompositeFn* composite = def->composite ? &def->composite : nullptr;
+  if (def->composite_form && def->composite_form_when(attrs)) composite = &def->composite_form;
+  if (composite != nullptr) {
     CallEnv inner = env;
     inner.no_grad = env.no_grad || def->marking == Marking::kNonDifferentiable;
     // Composites see the caller's tensors (with autodiff identity) so constituents record.
@@ -226,7 +228,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
       }
     }
     DispatchRunner runner(*this, inner);
-    ASSIGN_OR_RETURN(std::vector<Tensor> outs, def->composite(runner, args, attrs));
+    ASSIGN_OR_RETURN(std::vector<Tensor> outs, (*composite)(runner, args, attrs));
     if (def->marking == Marking::kNonDifferentiable) {
       for (Tensor& t : outs) t.set_autograd(nullptr);
     }

@@ -27,6 +27,8 @@ const char* AttrTypeName(AttrType type) {
       return "dtype";
     case AttrType::kScalar:
       return "scalar";
+    case AttrType::kIntsOrString:
+      return "ints_or_string";
   }
   return "?";
 }
@@ -115,6 +117,20 @@ absl::StatusOr<AttrValue> Coerce(const std::string& op, const AttrSpec& spec, co
         return v;
       }
       return wrong();
+    case AttrType::kIntsOrString:
+      if (std::holds_alternative<std::vector<int64_t>>(v)) return v;
+      if (const auto* i = std::get_if<int64_t>(&v)) return AttrValue(std::vector<int64_t>{*i});
+      if (const auto* s = std::get_if<std::string>(&v)) {
+        if (std::find(spec.choices.begin(), spec.choices.end(), *s) == spec.choices.end()) {
+          return BadAttr(op, spec.name,
+                         absl::StrCat("must be ints or one of ", absl::StrJoin(spec.choices, "|")),
+                         shown);
+        }
+        return v;
+      }
+      return BadAttr(op, spec.name,
+                     absl::StrCat("must be ints or one of ", absl::StrJoin(spec.choices, "|")),
+                     shown);
     case AttrType::kString:
       if (const auto* s = std::get_if<std::string>(&v)) {
         if (!spec.choices.empty() &&

@@ -16,7 +16,19 @@ namespace tensord {
 
 // kScalar: an int or a float kept as given (no widening), for attributes whose PyTorch meaning
 // depends on the Python type of the number (torch.arange(5) is i64, torch.arange(5.0) is f32).
-enum class AttrType { kBool, kInt, kFloat, kString, kInts, kFloats, kDType, kScalar };
+// kIntsOrString: ints (as kInts) or one of the spec's `choices`, for PyTorch parameters that
+// take either (a convolution's padding: ints, 'valid' or 'same').
+enum class AttrType {
+  kBool,
+  kInt,
+  kFloat,
+  kString,
+  kInts,
+  kFloats,
+  kDType,
+  kScalar,
+  kIntsOrString
+};
 const char* AttrTypeName(AttrType type);
 
 // std::monostate means "absent" (an optional attribute with no default, e.g. sum's dim).
@@ -29,7 +41,7 @@ struct AttrSpec {
   AttrType type;
   AttrValue default_value;  // monostate: optional with no default, unless `required`
   bool required = false;
-  std::vector<std::string> choices;  // allowed values of a kString attribute; empty = any
+  std::vector<std::string> choices;  // allowed strings of kString (empty = any), kIntsOrString
   // Other names a call may give it by: PyTorch's spellings where tensord's differ (full_like's
   // fill_value for value, size for shape). Kernels and rules read it by `name` only.
   std::vector<std::string> aliases = {};

@@ -39,13 +39,21 @@ absl::Status ShapeMismatch(const std::string& op, const std::string& what, const
 }
 
 // torch.scatter's rules: input, index and src have one rank (0-d counts as 1-d); the index is
-// no larger than src anywhere and no larger than the input outside `dim`.
+// no larger than src anywhere and no larger than the input outside `dim`. A number for src
+// (scatter's value overload, PyTorch's scatter(input, dim, index, value)) fills every indexed
+// place, so only the index's rank and its size outside `dim` are checked; the kernel converts
+// it to the input's dtype as PyTorch does (truncating toward zero for integers).
 absl::StatusOr<std::vector<TensorMeta>> ScatterInfer(const std::string& op,
                                                      absl::Span<const TensorMeta> in,
                                                      const Attrs& a) {
-  const Shape &x = in[0].shape, &index = in[1].shape, &src = in[2].shape;
+  const Shape &x = in[0].shape, &index = in[1].shape;
+  const bool value = op == "scatter" && in[2].wrapped_number;
+  // A number fills whatever the index addresses: check it as a src of the index's shape.
+  const Shape src = value ? index : in[2].shape;
   RETURN_IF_ERROR(CheckIndexDtype(op, in[1]));
-  RETURN_IF_ERROR(SameDtype(op, "src", in[0], in[2]));
+  if (!value) {
+    RETURN_IF_ERROR(SameDtype(op, "src", in[0], in[2]));
+  }
   ASSIGN_OR_RETURN(int64_t dim, WrapDim(op, "dim", a.GetInt("dim"), x.size()));
   const size_t rank = std::max<size_t>(x.size(), 1);
   if (std::max<size_t>(index.size(), 1) != rank || std::max<size_t>(src.size(), 1) != rank) {
@@ -66,7 +74,7 @@ absl::StatusOr<std::vector<TensorMeta>> ScatterInfer(const std::string& op,
           index);
     }
   }
-  return std::vector<TensorMeta>{in[0]};
+  return std::vector<TensorMeta>{{in[0].dtype, x}};
 }
 
 // The gradient of src reads back where src was written: the index's block of src.
@@ -158,10 +166,14 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
       return ScatterInfer(op, in, a);
     };
     d.backward = ScatterBackward(op == "scatter_add");
-    d.doc = op == "scatter"
-                ? "out[..., index[p], ...] = src[p] along dim; with repeated indices one of the "
-                  "written values wins (unspecified which, as in torch)."
-                : "out[..., index[p], ...] += src[p] along dim; repeated indices accumulate.";
+    d.doc =
+        op == "scatter"
+            ? "out[..., index[p], ...] = src[p] along dim; with repeated indices one of the "
+              "written values wins (unspecified which, as in torch). src may be a number "
+              "(torch's value overload): it is written at every indexed place, converted to "
+              "the input's dtype (a number the dtype cannot hold is refused; a bf16/f16 input is "
+              "computed in f32, so there a number beyond its range becomes inf)."
+            : "out[..., index[p], ...] += src[p] along dim; repeated indices accumulate.";
     MustAdd(r, std::move(d));
   }
 
@@ -244,14 +256,19 @@ void RegisterIndexingScatterSelectOps(OpRegistry& r) {
   nonzero.name = "nonzero";
   nonzero.category = "indexing";
   nonzero.input_names = {"input"};
+  nonzero.attrs = {BoolAttr("as_tuple", false)};
   nonzero.dtypes = kAll;
   nonzero.marking = Marking::kNonDifferentiable;
   nonzero.infer = [](absl::Span<const TensorMeta> in,
-                     const Attrs&) -> absl::StatusOr<std::vector<TensorMeta>> {
-    return std::vector<TensorMeta>{
-        {DType::kI64, Shape{-1, static_cast<int64_t>(in[0].shape.size())}}};
+                     const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    const int64_t rank = static_cast<int64_t>(in[0].shape.size());
+    if (!a.GetBool("as_tuple")) return std::vector<TensorMeta>{{DType::kI64, Shape{-1, rank}}};
+    // One column per dim; a 0-d input counts as 1-d, as in torch (one tensor of zeros).
+    return std::vector<TensorMeta>(std::max<int64_t>(rank, 1), {DType::kI64, Shape{-1}});
   };
-  nonzero.doc = "i64 [n, rank]: the index of every nonzero element (NaN counts), row-major.";
+  nonzero.doc =
+      "i64 [n, rank]: the index of every nonzero element (NaN counts), row-major; as_tuple: "
+      "its columns as rank 1-d tensors (one for a 0-d input), as torch's tuple.";
   MustAdd(r, std::move(nonzero));
 }
 

@@ -14,8 +14,15 @@ AttrSpec IntsDefault(std::string name, std::vector<int64_t> def) {
   return {std::move(name), AttrType::kInts, std::move(def)};
 }
 
-std::vector<AttrSpec> ConvAttrs() {
-  return {IntsDefault("stride", {1}), IntsDefault("padding", {0}), IntsDefault("dilation", {1}),
+// conv2d's padding may also be 'valid' or 'same' (its composite form); the gradient ops see
+// the ints that form resolves to.
+std::vector<AttrSpec> ConvAttrs(bool client_facing = false) {
+  AttrSpec padding = IntsDefault("padding", {0});
+  if (client_facing) {
+    padding.type = AttrType::kIntsOrString;
+    padding.choices = {"valid", "same"};
+  }
+  return {IntsDefault("stride", {1}), std::move(padding), IntsDefault("dilation", {1}),
           IntAttr("groups", 1)};
 }
 
@@ -24,6 +31,7 @@ std::vector<AttrSpec> PoolAttrs(bool max_pool) {
                              IntsDefault("padding", {0}), BoolAttr("ceil_mode", false)};
   if (max_pool) {
     a.push_back(IntsDefault("dilation", {1}));
+    a.push_back(BoolAttr("return_indices", false));
   } else {
     a.push_back(BoolAttr("count_include_pad", true));
     a.push_back(OptionalIntAttr("divisor_override"));
@@ -121,14 +129,21 @@ InferFn PoolInfer(const std::string& op, bool max_pool) {
       return AttrError(op, "divisor_override", "must not be zero");
     }
     ASSIGN_OR_RETURN(Shape out, nn::Pool2dOutputShape(op, in[0].shape, p));
-    return std::vector<TensorMeta>{{in[0].dtype, out}};
+    std::vector<TensorMeta> outs = {{in[0].dtype, out}};
+    // return_indices: PyTorch's second output, each maximum's offset in its input plane.
+    if (max_pool && a.GetBool("return_indices")) outs.push_back({DType::kI64, out});
+    return outs;
   };
 }
 
+// The values' gradient; the indices output (return_indices) is not differentiable, and the
+// gradient op, which recomputes the maxima, has no such attribute.
 BackwardFn PoolBackward(const std::string& backward_op) {
   return [backward_op](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op(backward_op, {g.grad_outputs[0], g.inputs[0]}, g.attrs.map()));
+    AttrMap attrs = g.attrs.map();
+    attrs.erase("return_indices");
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(backward_op, {g.grad_outputs[0], g.inputs[0]}, attrs));
     return std::vector<Tensor>{gx};
   };
 }
@@ -153,17 +168,24 @@ InferFn PoolBackwardInfer(const std::string& op, bool max_pool) {
 void RegisterNnNormOps(OpRegistry& r);           // nn_layer_norm_dropout.cc
 void RegisterBatchGroupNormOps(OpRegistry& r);   // nn_batch_group_norm.cc
 void RegisterConvNdTransposeOps(OpRegistry& r);  // nn_conv_nd_transpose.cc
+// conv2d's padding='valid' / 'same' (nn_conv_nd_transpose.cc, shared with conv1d and conv3d).
+CompositeFn ConvPaddingStringForm(const std::string& op, int spatial);
 
 void RegisterNnOps(OpRegistry& r) {
   RegisterNnNormOps(r);
   RegisterConvNdTransposeOps(r);
   RegisterBatchGroupNormOps(r);
   OpDef conv = NnOp("conv2d", {"input", "weight", "bias"}, 2);
-  conv.attrs = ConvAttrs();
+  conv.attrs = ConvAttrs(true);
   conv.infer = Conv2dInfer;
   conv.backward = Conv2dBackward;
+  conv.composite_form_when = nn::HasPaddingString;
+  conv.composite_form = ConvPaddingStringForm("conv2d", 2);
   conv.compute_bound = true;
-  conv.doc = "torch.nn.functional.conv2d over [N, C, H, W] or [C, H, W] input";
+  conv.doc =
+      "torch.nn.functional.conv2d over [N, C, H, W] or [C, H, W] input; padding may be 'valid' "
+      "(none) or 'same' (stride 1; dilation * (kernel - 1) per dim, the larger half after, as "
+      "PyTorch)";
   MustAdd(r, std::move(conv));
 
   OpDef conv_bi = InternalOp("conv2d_backward_input", {"grad_output", "weight"});
@@ -198,11 +220,15 @@ void RegisterNnOps(OpRegistry& r) {
     pool.attrs = PoolAttrs(max_pool);
     pool.infer = PoolInfer(name, max_pool);
     pool.backward = PoolBackward(name + "_backward");
-    pool.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, H, W] or [C, H, W] input");
+    pool.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, H, W] or [C, H, W] input",
+                            max_pool ? "; return_indices adds the i64 offset of each maximum in "
+                                       "its input plane (h * W + w), PyTorch's indices"
+                                     : "");
     MustAdd(r, std::move(pool));
 
     OpDef back = InternalOp(name + "_backward", {"grad_output", "input"});
     back.attrs = PoolAttrs(max_pool);
+    if (max_pool) back.attrs.pop_back();  // return_indices: the gradient has one output
     back.infer = PoolBackwardInfer(name + "_backward", max_pool);
     MustAdd(r, std::move(back));
   }

@@ -21,13 +21,20 @@ AttrSpec IntsDefault(std::string name, Ints def) {
 }
 
 // PyTorch's argument order: conv(stride, padding, dilation, groups),
-// conv_transpose(stride, padding, output_padding, groups, dilation).
-std::vector<AttrSpec> ConvAttrs(bool transposed) {
+// conv_transpose(stride, padding, output_padding, groups, dilation). A client-facing
+// convolution's padding may also be 'valid' or 'same' (ConvPaddingStringForm); the gradient
+// ops see the ints that form resolves to.
+std::vector<AttrSpec> ConvAttrs(bool transposed, bool client_facing = false) {
   if (transposed) {
     return {IntsDefault("stride", {1}), IntsDefault("padding", {0}),
             IntsDefault("output_padding", {0}), IntAttr("groups", 1), IntsDefault("dilation", {1})};
   }
-  return {IntsDefault("stride", {1}), IntsDefault("padding", {0}), IntsDefault("dilation", {1}),
+  AttrSpec padding = IntsDefault("padding", {0});
+  if (client_facing) {
+    padding.type = AttrType::kIntsOrString;
+    padding.choices = {"valid", "same"};
+  }
+  return {IntsDefault("stride", {1}), std::move(padding), IntsDefault("dilation", {1}),
           IntAttr("groups", 1)};
 }
 
@@ -35,6 +42,10 @@ std::vector<AttrSpec> With(std::vector<AttrSpec> a, AttrSpec extra) {
   a.push_back(std::move(extra));
   return a;
 }
+
+constexpr char kPaddingStringDoc[] =
+    "; padding may be 'valid' (none) or 'same' (stride 1; dilation * (kernel - 1) per dim, the "
+    "larger half after, as PyTorch)";
 
 AttrMap Plus(const Attrs& attrs, const std::string& name, AttrValue v) {
   AttrMap m = attrs.map();
@@ -49,7 +60,7 @@ OpDef ConvOp(const std::string& name, bool transposed) {
   d.input_names = {"input", "weight", "bias"};
   d.min_inputs = 2;
   d.max_inputs = 3;
-  d.attrs = ConvAttrs(transposed);
+  d.attrs = ConvAttrs(transposed, true);
   d.dtypes = kFloat;
   d.marking = Marking::kDifferentiable;
   d.compute_bound = true;
@@ -126,14 +137,47 @@ BackwardFn ConvBackward(const std::string& op) {
   };
 }
 
+}  // namespace
+
+// padding='valid' / 'same' of conv1d/2d/3d, as PyTorch computes them: the convolution with the
+// ints of ResolvePaddingString, the input first padded by the difference on its far side where
+// 'same' pads asymmetrically (an odd dilation * (kernel - 1)).
+CompositeFn ConvPaddingStringForm(const std::string& op, int spatial) {
+  return [op, spatial](OpRunner& run, absl::Span<const Tensor> in,
+                       const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
+    ASSIGN_OR_RETURN(nn::PaddingFromString p,
+                     nn::ResolvePaddingString(op, a, in[1].shape(), spatial));
+    std::vector<Tensor> args(in.begin(), in.end());
+    // An input of the wrong rank is left for the convolution's own shape error.
+    const int64_t rank = in[0].rank();
+    if (p.before != p.after && (rank == spatial + 1 || rank == spatial + 2)) {
+      Ints pad;  // torch.nn.functional.pad's order: the last dim first, (before, after) each
+      for (int i = spatial - 1; i >= 0; --i) {
+        pad.push_back(0);
+        pad.push_back(p.after[i] - p.before[i]);
+      }
+      ASSIGN_OR_RETURN(args[0], run.Run1(opname::pad, {in[0]}, {{"pad", pad}}));
+    }
+    AttrMap attrs = a.map();
+    attrs["padding"] = p.before;
+    return run.Run(op, std::move(args), std::move(attrs));
+  };
+}
+
+namespace {
+
 // `dims`: the spatial dims' names for the doc ("H, W").
 void AddConv(OpRegistry& r, const std::string& name, int spatial, bool transposed,
              const std::string& dims) {
   OpDef d = ConvOp(name, transposed);
   d.infer = ConvInfer(name, spatial, transposed);
   d.backward = ConvBackward(name);
+  if (!transposed) {
+    d.composite_form_when = nn::HasPaddingString;
+    d.composite_form = ConvPaddingStringForm(name, spatial);
+  }
   d.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, ", dims, "] or [C, ", dims,
-                       "] input");
+                       "] input", transposed ? "" : kPaddingStringDoc);
   MustAdd(r, std::move(d));
 
   const std::string bi_name = name + "_backward_input";
@@ -171,12 +215,16 @@ void AddConv(OpRegistry& r, const std::string& name, int spatial, bool transpose
 // [A, B, k] -> [A, B, 1, k], with unit stride, no padding and unit dilation along the height.
 void AddConv1d(OpRegistry& r, const std::string& name, const std::string& op2d, bool transposed) {
   OpDef d = ConvOp(name, transposed);
-  d.doc = absl::StrCat("torch.nn.functional.", name,
-                       " over [N, C, L] or [C, L] input (computed by ", op2d, ")");
+  d.doc =
+      absl::StrCat("torch.nn.functional.", name, " over [N, C, L] or [C, L] input (computed by ",
+                   op2d, ")", transposed ? "" : kPaddingStringDoc);
   const InferFn check = ConvInfer(name, 1, transposed);
-  d.composite = [name, op2d, transposed, check](
+  const CompositeFn padding_string = ConvPaddingStringForm(name, 1);
+  d.composite = [name, op2d, transposed, check, padding_string](
                     OpRunner& run, absl::Span<const Tensor> in,
                     const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
+    // 'valid' / 'same' come back here as ints.
+    if (nn::HasPaddingString(a)) return padding_string(run, in, a);
     std::vector<TensorMeta> metas;
     for (const Tensor& t : in) metas.push_back(t.meta());
     // Checked here so that errors name this op and its 1-d shapes.

@@ -118,6 +118,46 @@ absl::StatusOr<Conv2dParams> ReadConv2dParams(const std::string& op, const Attrs
   return p;
 }
 
+bool HasPaddingString(const Attrs& attrs) {
+  return attrs.Has("padding") && std::holds_alternative<std::string>(attrs.map().at("padding"));
+}
+
+absl::StatusOr<PaddingFromString> ResolvePaddingString(const std::string& op, const Attrs& attrs,
+                                                       const Shape& weight, int spatial) {
+  const std::string mode = attrs.GetString("padding");
+  PaddingFromString p;
+  if (mode == "valid") {
+    p.before = p.after = std::vector<int64_t>(spatial, 0);
+    return p;
+  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> stride,
+                   ExpandInts(op, "stride", attrs.GetInts("stride"), spatial));
+  ASSIGN_OR_RETURN(std::vector<int64_t> dilation,
+                   ExpandInts(op, "dilation", attrs.GetInts("dilation"), spatial));
+  if (std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s != 1; })) {
+    return ops::AttrError(op, "padding",
+                          absl::StrCat("'same' is not supported for strided convolutions (stride [",
+                                       absl::StrJoin(stride, ", "), "])"));
+  }
+  if (std::any_of(dilation.begin(), dilation.end(), [](int64_t d) { return d < 1; })) {
+    return ops::AttrError(
+        op, "dilation",
+        absl::StrCat("must be positive, got [", absl::StrJoin(dilation, ", "), "]"));
+  }
+  if (weight.size() != static_cast<size_t>(spatial) + 2) {
+    return ops::ShapeError(op, absl::StrCat("weight must be ", spatial + 2,
+                                            "-d [out_channels, "
+                                            "in_channels/groups, kernel...], got ",
+                                            ShapeToString(weight)));
+  }
+  for (int i = 0; i < spatial; ++i) {
+    const int64_t total = dilation[i] * (weight[2 + i] - 1);
+    p.before.push_back(total / 2);
+    p.after.push_back(total - total / 2);
+  }
+  return p;
+}
+
 Nchw AsNchw(const Shape& s) {
   if (s.size() == 3) return {1, s[0], s[1], s[2]};
   return {s[0], s[1], s[2], s[3]};
@@ -340,7 +380,17 @@ absl::StatusOr<Shape> ConvNdOutputShape(const std::string& op, const Shape& inpu
 
 absl::StatusOr<std::vector<int64_t>> ReadAdaptiveOutputSize(const std::string& op,
                                                             const Attrs& attrs) {
-  return IntsAtLeast(op, attrs, "output_size", 2, 0);
+  ASSIGN_OR_RETURN(std::vector<int64_t> v,
+                   ExpandInts(op, "output_size", attrs.GetInts("output_size"), 2));
+  for (int64_t x : v) {
+    if (x < kKeepInputSize) {
+      return ops::AttrError(op, "output_size",
+                            absl::StrCat("must be non-negative, or -1 to keep the input's size "
+                                         "(PyTorch's None), got [",
+                                         absl::StrJoin(v, ", "), "]"));
+    }
+  }
+  return v;
 }
 
 absl::StatusOr<Shape> AdaptivePool2dOutputShape(const std::string& op, const Shape& input,
@@ -357,8 +407,9 @@ absl::StatusOr<Shape> AdaptivePool2dOutputShape(const std::string& op, const Sha
     }
   }
   Shape out = input;
-  out[r - 2] = output_size[0];
-  out[r - 1] = output_size[1];
+  for (size_t i = 0; i < 2; ++i) {
+    if (output_size[i] != kKeepInputSize) out[r - 2 + i] = output_size[i];
+  }
   return out;
 }
 

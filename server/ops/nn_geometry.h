@@ -91,8 +91,21 @@ absl::StatusOr<Shape> ConvNdOutputShape(const std::string& op, const Shape& inpu
 // The shape of a bias the weight accepts: its output channels.
 int64_t ConvNdOutChannels(const Shape& weight, const ConvNdParams& p);
 
+// ---- a convolution's padding='valid' / 'same'
+// ---------------------------------------------------- PyTorch's string forms of conv1d/2d/3d's
+// padding. 'valid' is no padding; 'same' (stride 1 only) pads dilation * (kernel - 1) per spatial
+// dim, the larger half after: `before` and `after` differ by one where that total is odd.
+struct PaddingFromString {
+  std::vector<int64_t> before, after;
+};
+bool HasPaddingString(const Attrs& attrs);
+absl::StatusOr<PaddingFromString> ResolvePaddingString(const std::string& op, const Attrs& attrs,
+                                                       const Shape& weight, int spatial);
+
 // ---- adaptive pooling -------------------------------------------------------------------------
-// output_size as (oH, oW) (one value: square), each non-negative.
+// output_size as (oH, oW) (one value: square), each non-negative or kKeepInputSize: PyTorch's
+// None (that dim keeps the input's size), which an int list cannot carry.
+inline constexpr int64_t kKeepInputSize = -1;
 absl::StatusOr<std::vector<int64_t>> ReadAdaptiveOutputSize(const std::string& op,
                                                             const Attrs& attrs);
 absl::StatusOr<Shape> AdaptivePool2dOutputShape(const std::string& op, const Shape& input,

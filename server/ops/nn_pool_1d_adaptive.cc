@@ -33,6 +33,7 @@ std::vector<AttrSpec> Pool1dAttrs(bool max_pool) {
                              BoolAttr("ceil_mode", false)};
   if (max_pool) {
     a.push_back({"dilation", AttrType::kInts, Ints{1}});
+    a.push_back(BoolAttr("return_indices", false));
   } else {
     a.push_back(BoolAttr("count_include_pad", true));
   }
@@ -89,6 +90,7 @@ absl::StatusOr<AttrMap> Pool2dAttrsOf(const std::string& op, const Shape& input,
                {"ceil_mode", ceil_mode}};
   if (max_pool) {
     m["dilation"] = Ints{1, dilation};
+    m["return_indices"] = a.GetBool("return_indices");
   } else {
     m["count_include_pad"] = a.GetBool("count_include_pad");
   }
@@ -101,13 +103,21 @@ void AddPool1d(OpRegistry& r, bool max_pool) {
   OpDef d = PoolOp(name);
   d.attrs = Pool1dAttrs(max_pool);
   d.doc = absl::StrCat("torch.nn.functional.", name,
-                       " over [N, C, L] or [C, L] input (computed by ", op2d, ")");
+                       " over [N, C, L] or [C, L] input (computed by ", op2d, ")",
+                       max_pool ? "; return_indices adds the i64 position of each maximum" : "");
   d.composite = [name, op2d, max_pool](OpRunner& run, absl::Span<const Tensor> in,
                                        const Attrs& a) -> absl::StatusOr<std::vector<Tensor>> {
     ASSIGN_OR_RETURN(AttrMap attrs2d, Pool2dAttrsOf(name, in[0].shape(), a, max_pool));
     ASSIGN_OR_RETURN(Tensor x, run.Run1(opname::unsqueeze, {in[0]}, {{"dim", int64_t{-2}}}));
-    ASSIGN_OR_RETURN(Tensor y, run.Run1(op2d, {x}, std::move(attrs2d)));
-    return run.Run(opname::squeeze, {y}, {{"dim", Ints{-2}}});
+    ASSIGN_OR_RETURN(std::vector<Tensor> ys, run.Run(op2d, {x}, std::move(attrs2d)));
+    // The values and, with return_indices, the indices: offsets h * L + w with h = 0, so the
+    // 2-d indices are already the 1-d ones.
+    std::vector<Tensor> outs;
+    for (const Tensor& y : ys) {
+      ASSIGN_OR_RETURN(Tensor squeezed, run.Run1(opname::squeeze, {y}, {{"dim", Ints{-2}}}));
+      outs.push_back(std::move(squeezed));
+    }
+    return outs;
   };
   MustAdd(r, std::move(d));
 }
@@ -119,22 +129,33 @@ InferFn AdaptiveInfer(const std::string& op) {
               const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Ints size, nn::ReadAdaptiveOutputSize(op, a));
     ASSIGN_OR_RETURN(Shape out, nn::AdaptivePool2dOutputShape(op, in[0].shape, size));
-    return std::vector<TensorMeta>{{in[0].dtype, out}};
+    std::vector<TensorMeta> outs = {{in[0].dtype, out}};
+    // adaptive_max_pool2d's return_indices: each maximum's offset in its input plane.
+    if (a.GetBool("return_indices")) outs.push_back({DType::kI64, out});
+    return outs;
   };
 }
 
-void AddAdaptive(OpRegistry& r, const std::string& name) {
+void AddAdaptive(OpRegistry& r, const std::string& name, bool max_pool) {
   const std::string back_name = name + "_backward";
   OpDef d = PoolOp(name);
   d.attrs = {RequiredIntsAttr("output_size")};
+  if (max_pool) d.attrs.push_back(BoolAttr("return_indices", false));
   d.infer = AdaptiveInfer(name);
+  // The values' gradient; indices are not differentiable, and the gradient op (which
+  // recomputes the maxima) takes output_size only.
   d.backward = [back_name](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
-    ASSIGN_OR_RETURN(Tensor gx, o.Op(back_name, {g.grad_outputs[0], g.inputs[0]}, g.attrs.map()));
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(back_name, {g.grad_outputs[0], g.inputs[0]},
+                                     {{"output_size", g.attrs.GetInts("output_size")}}));
     return std::vector<Tensor>{gx};
   };
   d.doc = absl::StrCat("torch.nn.functional.", name,
-                       " over [N, C, H, W] or [C, H, W] input to output_size (oH, oW)");
+                       " over [N, C, H, W] or [C, H, W] input to output_size (oH, oW); -1 keeps "
+                       "that dim's input size (PyTorch's None; the Python client sends None as -1)",
+                       max_pool ? "; return_indices adds the i64 offset of each maximum in its "
+                                  "input plane (h * W + w), PyTorch's indices"
+                                : "");
   MustAdd(r, std::move(d));
 
   OpDef b = PoolOp(back_name);
@@ -168,8 +189,8 @@ void AddAdaptive(OpRegistry& r, const std::string& name) {
 void RegisterPool1dAdaptiveOps(OpRegistry& r) {
   AddPool1d(r, true);
   AddPool1d(r, false);
-  AddAdaptive(r, "adaptive_avg_pool2d");
-  AddAdaptive(r, "adaptive_max_pool2d");
+  AddAdaptive(r, "adaptive_avg_pool2d", false);
+  AddAdaptive(r, "adaptive_max_pool2d", true);
 }
 
 }  // namespace tensord

@@ -69,6 +69,12 @@ struct OpDef {
   InferFn infer;
   BackwardFn backward;    // required for kDifferentiable unless `composite` is set
   CompositeFn composite;  // when set, the op has no kernel of its own
+  // A form of a kernel op that other ops express: calls whose attributes
+  // `composite_form_when` accepts run `composite_form` (recorded like a composite) instead of
+  // the kernel. conv2d's padding='same' pads the input on its far side first where PyTorch
+  // pads asymmetrically, then runs the symmetric convolution, as PyTorch does.
+  std::function<bool(const Attrs&)> composite_form_when;
+  CompositeFn composite_form;
   // Tensor inputs from this index on are cast to their PyTorch result type before the kernel
   // (binary arithmetic, where). -1: no promotion.
   int promote_from = -1;

@@ -2,11 +2,10 @@
 // so a misspelt name does not compile, and OpRegistry::Builtin() checks at start-up that
 // every name listed here is registered: an entry naming no op stops the server before it
 // serves, instead of failing in a user's backward pass. Add a name here when a rule first
-// runs that op. (Internal ops named after their public op, "<name>_backward", are registered by
-// the same call that builds the rule running them.)
+// runs that op.
 #pragma once
 
-// One X(...) entry per op run by name, sorted.
+// X(name) for each op run by name.
 #define TENSORD_OPS_RUN_BY_NAME(X)      \
   X(add)                                \
   X(amax_backward)                      \

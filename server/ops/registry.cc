@@ -87,6 +87,10 @@ absl::Status OpRegistry::Add(OpDef def) {
     return absl::InvalidArgumentError(
         absl::StrCat("registry: op '", def.name, "' has neither a shape rule nor a composite"));
   }
+  if (!def.composite_form != !def.composite_form_when) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "registry: op '", def.name, "' has a composite form without its condition or back"));
+  }
   if (def.marking == Marking::kDifferentiable && !def.backward && !def.composite) {
     return absl::InvalidArgumentError(
         absl::StrCat("registry: op '", def.name, "' is marked differentiable without a rule"));

@@ -82,6 +82,13 @@ def _scatter(accumulate):
             fn = torch.scatter_add if accumulate else torch.scatter
             out.append(([x, index, arr(rng, shape, dt)], {"dim": d},
                         lambda t, i, s, d=d, fn=fn: fn(t, d, i, s), f"dim={d} {shape}"))
+            if not accumulate:
+                # torch's scatter(input, dim, index, value): a number written at every indexed
+                # place, converted to the input's dtype (a float into ints truncates).
+                for value in ((-2.5, 3) if dt in F else (7, -2.7)):
+                    out.append(([x, index, value], {"dim": d},
+                                lambda t, i, v, d=d: torch.scatter(t, d, i, v),
+                                f"dim={d} {shape} value={value}"))
         return out
     return build
 
@@ -94,8 +101,12 @@ def _masked_select(rng, dt):
 
 
 def _nonzero(rng, dt):
-    return [([arr(rng, s, dt, "intlike")], {}, torch.nonzero, str(s))
-            for s in (rshape(rng, 2), (5,), (), (0, 3), rshape(rng, 3))]
+    shapes = (rshape(rng, 2), (5,), (), (0, 3), rshape(rng, 3))
+    # as_tuple=True: one 1-d index tensor per dim (one for a 0-d input), torch's tuple.
+    return [([arr(rng, s, dt, "intlike")], {}, torch.nonzero, str(s)) for s in shapes] + \
+        [([arr(rng, s, dt, "intlike")], {"as_tuple": True},
+          lambda t: tuple(torch.nonzero(t, as_tuple=True)), f"{s} as_tuple") for s in shapes] + \
+        [([arr(rng, (2, 3), dt, "intlike")], {"as_tuple": False}, torch.nonzero, "as_tuple=False")]
 
 
 # ---- sorting ---------------------------------------------------------------------------------

@@ -6,6 +6,8 @@ from opcheck import ALL, F, NP, Case, Spec
 
 
 def spec_of(build, dtypes=F, grad="d", **tol):
+    """Spec from build(rng, dt) -> [(inputs, attrs, ref[, label[, grad_inputs]]) or Case]
+    (a Case for what a row cannot say, such as an expected error)."""
     def gen(rng, dt):
         out = []
         for item in build(rng, dt):

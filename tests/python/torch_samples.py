@@ -22,10 +22,11 @@ Translation (the rules a PyTorch-compatible client would follow):
     "absent"; tuples become lists; torch dtypes become "f32"/"f64"/...; `device="cpu"` is
     dropped (a session has its device) and `requires_grad=` of creation ops becomes the call's
     requires_grad.
+  * None inside a list travels only where the client encodes it (NONE_IN_LIST: the adaptive
+    pools' output_size=(None, 7), sent as -1, "keep that dim's input size").
   * Cannot translate: a tensor where the server takes an attribute (clamp's tensor min), None
-    inside a list (adaptive pools' output_size=(None, 7)), a dtype tensord has not (uint8), a
-    positional argument beyond the known signature, an optional input left out before a given
-    one.
+    inside any other list, a dtype tensord has not (uint8), a positional argument beyond the
+    known signature, an optional input left out before a given one.
 
 Reference (CPU-independent, as in opcheck.py): PyTorch evaluates the sample in float64 on
 the same values (float32 tensors widened exactly, dtype= arguments float32 -> float64), and
@@ -101,6 +102,9 @@ VARIANTS_EXCLUDED = {
     ("batch_norm", "without_cudnn"): "the default variant's samples again (cuDNN is CUDA only)",
     ("silu", "complex"): "complex dtypes only",
 }
+
+# (op, attribute) whose lists may hold None: the client sends it as -1 (keep the input's size).
+NONE_IN_LIST = {("adaptive_avg_pool2d", "output_size"), ("adaptive_max_pool2d", "output_size")}
 
 # Ops that accumulate: f32 tolerance grows with the reduction length (see the module doc).
 REDUCING = {
@@ -334,7 +338,7 @@ class Call:
     requires_grad: bool = False
 
 
-def _attr_value(param: str, value):
+def _attr_value(op: str, param: str, value):
     if isinstance(value, torch.Tensor):
         raise Untranslatable(f"a tensor for {param!r}, which tensord takes as an attribute")
     if isinstance(value, torch.dtype):
@@ -343,7 +347,7 @@ def _attr_value(param: str, value):
         except (TypeError, KeyError):
             raise Untranslatable(f"{param}={value}: tensord has no such dtype") from None
     if isinstance(value, (list, tuple)):
-        if any(v is None for v in value):
+        if any(v is None for v in value) and (op, param) not in NONE_IN_LIST:
             raise Untranslatable(f"{param}={value!r}: None inside a list attribute "
                                  "(tensord's ints have no None)")
         if any(isinstance(v, torch.Tensor) for v in value):
@@ -400,7 +404,7 @@ def translate(sample: Sample, op: dict, rewrite=None) -> Call:
         if isinstance(value, torch.Tensor) and param not in [a["name"] for a in op["attrs"]]:
             raise Untranslatable(f"a tensor for {param!r}, which is no input of tensord's "
                                  f"{sample.name} (inputs: {', '.join(inputs) or 'none'})")
-        attrs[param] = _attr_value(param, value)
+        attrs[param] = _attr_value(sample.name, param, value)
     gap = None
     for param in inputs:
         if param in slots:

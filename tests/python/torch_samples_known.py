@@ -51,17 +51,6 @@ def _tensor(x) -> bool:
     return isinstance(x, torch.Tensor)
 
 
-def _has_none(x) -> bool:
-    return isinstance(x, (list, tuple)) and any(v is None for v in x)
-
-
-def _dropped(name: str) -> Callable:
-    def rewrite(attrs: dict) -> dict:
-        attrs.pop(name, None)
-        return attrs
-    return rewrite
-
-
 def _set(name: str, value) -> Callable:
     def rewrite(attrs: dict) -> dict:
         attrs[name] = value
@@ -69,67 +58,8 @@ def _set(name: str, value) -> Callable:
     return rewrite
 
 
-_RETURN_INDICES = ("return_indices: PyTorch's flag for a second output (the argmax indices); "
-                   "tensord has no such attribute")
-
 KNOWN: list = [
-    # ---- (a) server bugs to fix
-    Known("scatter", "src given as a Python float, float32 input (PyTorch's scatter(input, dim, "
-          "index, value) overload)", "refused", BUG,
-          "a Python float travels as an f64 scalar operand; elementwise ops take a scalar "
-          "operand in the tensor's dtype, scatter instead checks it as an f64 tensor against "
-          "the f32 input (DTYPE_MISMATCH 'src must have the input's dtype f32, got f64'); in "
-          "float64 it passes",
-          match=lambda s: not _tensor(s.get("src")), reason="DTYPE_MISMATCH", dtypes=("f32",)),
-
     # ---- (b) PyTorch forms tensord should serve
-    Known("nonzero", "as_tuple=False", "refused", PYTORCH_FORM,
-          "as_tuple is not an attribute (False is tensord's only behaviour)",
-          match=lambda s: s.get("as_tuple") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("as_tuple")),
-    Known("nonzero", "as_tuple=True", "refused", PYTORCH_FORM,
-          "not served yet: one index tensor per dimension",
-          match=lambda s: s.get("as_tuple") is True, reason="BAD_ATTRIBUTE"),
-    Known("max_pool1d", "return_indices=False", "refused", PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("return_indices")),
-    Known("max_pool1d", "return_indices=True", "refused", PYTORCH_FORM,
-          "not served yet: " + _RETURN_INDICES, match=lambda s: s.get("return_indices") is True,
-          reason="BAD_ATTRIBUTE"),
-    Known("max_pool2d", "return_indices=False", "refused", PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False, reason="BAD_ATTRIBUTE",
-          rewrite=_dropped("return_indices")),
-    Known("max_pool2d", "return_indices=True", "refused", PYTORCH_FORM,
-          "not served yet: " + _RETURN_INDICES, match=lambda s: s.get("return_indices") is True,
-          reason="BAD_ATTRIBUTE"),
-    Known("adaptive_max_pool2d", "return_indices=False (output_size without None)", "refused",
-          PYTORCH_FORM, _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is False and not _has_none(s.get("output_size")),
-          reason="BAD_ATTRIBUTE", rewrite=_dropped("return_indices")),
-    Known("adaptive_max_pool2d", "return_indices=True (output_size without None)", "refused",
-          PYTORCH_FORM, "not served yet: " + _RETURN_INDICES,
-          match=lambda s: s.get("return_indices") is True and not _has_none(s.get("output_size")),
-          reason="BAD_ATTRIBUTE"),
-    Known("adaptive_avg_pool2d", "output_size with None, e.g. (None, 7)", "untranslatable",
-          PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
-          "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),
-    Known("adaptive_max_pool2d", "output_size with None, e.g. (None, 3)", "untranslatable",
-          PYTORCH_FORM, "None keeps that dimension's input size in PyTorch; tensord's "
-          "output_size (ints) cannot say it", match=lambda s: _has_none(s.get("output_size"))),
-    Known("conv1d", "padding='valid'", "refused", PYTORCH_FORM,
-          "padding is ints only ('valid' is padding 0)",
-          match=lambda s: s.get("padding") == "valid", reason="BAD_ATTRIBUTE",
-          rewrite=_set("padding", [0])),
-    Known("conv1d", "padding='same'", "refused", PYTORCH_FORM,
-          "padding is ints only ('same' may pad asymmetrically, which ints cannot say)",
-          match=lambda s: s.get("padding") == "same", reason="BAD_ATTRIBUTE"),
-    Known("conv2d", "padding='valid'", "refused", PYTORCH_FORM,
-          "padding is ints only ('valid' is padding 0)",
-          match=lambda s: s.get("padding") == "valid", reason="BAD_ATTRIBUTE",
-          rewrite=_set("padding", [0])),
-    Known("conv2d", "padding='same'", "refused", PYTORCH_FORM,
-          "padding is ints only ('same' may pad asymmetrically, which ints cannot say)",
-          match=lambda s: s.get("padding") == "same", reason="BAD_ATTRIBUTE"),
     Known("norm", "p='fro'", "refused", PYTORCH_FORM, "p is a float only ('fro' is p=2 over the "
           "dims)", match=lambda s: s.get("p") == "fro", reason="BAD_ATTRIBUTE",
           rewrite=_set("p", 2.0)),

@@ -117,6 +117,38 @@ TEST(IndexingScatterSelectOps, ScatterErrors) {
   }
 }
 
+// scatter(input, dim, index, value): a number operand (a wrapped scalar, as a Python float
+// travels) is written at every indexed place in the input's dtype, whatever the index's shape;
+// a number the dtype cannot hold is refused, as PyTorch refuses it.
+TEST(IndexingScatterSelectOps, ScatterValue) {
+  Tensor index = Values(DType::kI64, {2, 3}, {2, 0, 1, 0, 1, 2});
+  for (DType d : kNumeric) {
+    SCOPED_TRACE(DTypeName(d));
+    Tensor x = Sample(d, {3, 4}, 1);
+    const double v = IsInt(d) ? -2.0 : 2.5;  // -2.7 truncates toward zero into ints
+    Tensor fill = Values(d, {2, 3}, std::vector<double>(6, v));
+    Tensor out =
+        Run1("scatter", {x, index, ScalarOperand(IsInt(d) ? -2.7 : 2.5)}, {{"dim", int64_t{0}}});
+    EXPECT_EQ(out.dtype(), d);
+    EXPECT_TRUE(SameValues(out, {3, 4}, ScatterReference(x, index, fill, 0, false)));
+  }
+  Tensor x = Sample(DType::kF32, {3, 4}, 1);
+  EXPECT_EQ(ReasonOf(RunOp("scatter", {x, index, ScalarOperand(1e40)}, {{"dim", int64_t{0}}})),
+            Reason::kDtypeMismatch);
+  EXPECT_TRUE(std::isinf(
+      Run1("scatter", {x, index, ScalarOperand(INFINITY)}, {{"dim", int64_t{0}}}).ToDoubles()[0]));
+  Tensor xi = Sample(DType::kI32, {3, 4}, 1);
+  for (double bad : {3e9, double(NAN), double(INFINITY)}) {
+    EXPECT_EQ(ReasonOf(RunOp("scatter", {xi, index, ScalarOperand(bad)}, {{"dim", int64_t{0}}})),
+              Reason::kDtypeMismatch);
+  }
+  // The index must still fit the input outside dim.
+  EXPECT_EQ(
+      ReasonOf(RunOp("scatter", {x, Values(DType::kI64, {1, 5}, {0, 0, 0, 0, 0}), ScalarOperand(1)},
+                     {{"dim", int64_t{0}}})),
+      Reason::kShapeMismatch);
+}
+
 TEST(IndexingScatterSelectOps, IndexAddEveryDtype) {
   for (DType d : kNumeric) {
     for (DType id : kIndexDTypes) {
@@ -242,6 +274,25 @@ TEST(IndexingScatterSelectOps, NonzeroEveryDtype) {
   // NaN is nonzero; -0.0 is zero.
   Tensor f = Values(DType::kF32, {3}, {NAN, -0.0, 2});
   EXPECT_TRUE(SameValues(Run1("nonzero", {f}), {2, 1}, {0, 2}));
+}
+
+// as_tuple: the columns of nonzero's [n, rank] result, one 1-d tensor per dim; a 0-d input
+// counts as 1-d (one tensor), as in torch.
+TEST(IndexingScatterSelectOps, NonzeroAsTuple) {
+  auto cols =
+      RunOp("nonzero", {Values(DType::kF32, {2, 3}, {0, 1, 0, 2, 0, 3})}, {{"as_tuple", true}});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  ASSERT_EQ(cols->size(), 2u);
+  EXPECT_TRUE(SameValues((*cols)[0], {3}, {0, 1, 1}));
+  EXPECT_TRUE(SameValues((*cols)[1], {3}, {1, 0, 2}));
+  cols = RunOp("nonzero", {Values(DType::kI64, {}, {5})}, {{"as_tuple", true}});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  ASSERT_EQ(cols->size(), 1u);
+  EXPECT_TRUE(SameValues((*cols)[0], {1}, {0}));
+  cols = RunOp("nonzero", {Values(DType::kBool, {0, 2}, {})}, {{"as_tuple", true}});
+  ASSERT_TRUE(cols.ok()) << cols.status();
+  ASSERT_EQ(cols->size(), 2u);
+  EXPECT_TRUE(SameValues((*cols)[1], {0}, {}));
 }
 
 }  // namespace

@@ -487,8 +487,13 @@ TEST(ConvNdPool, PoolErrors) {
   EXPECT_EQ(reason(RunOp("adaptive_avg_pool2d", {Random(DType::kF32, {2, 6}, 6)},
                          {{"output_size", Ints{2}}})),
             Reason::kShapeMismatch);
+  // -1 keeps that dim's input size (PyTorch's None); below it is refused.
+  auto kept = RunOp("adaptive_max_pool2d", {Random(DType::kF32, {1, 2, 4, 5}, 3)},
+                    {{"output_size", Ints{-1, 2}}});
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ((*kept)[0].shape(), (Shape{1, 2, 4, 2}));
   EXPECT_EQ(reason(RunOp("adaptive_max_pool2d", {Random(DType::kF32, {1, 2, 4, 4}, 3)},
-                         {{"output_size", Ints{-1, 2}}})),
+                         {{"output_size", Ints{-2, 2}}})),
             Reason::kBadAttribute);
   EXPECT_EQ(reason(RunOp("adaptive_avg_pool2d", {Random(DType::kF32, {1, 0, 4, 4}, 4)},
                          {{"output_size", Ints{2}}})),

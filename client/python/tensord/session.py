@@ -26,8 +26,16 @@ _CHECKPOINTING = {"none": service_pb2.CHECKPOINTING_NONE,
                   "balanced": service_pb2.CHECKPOINTING_BALANCED}
 
 
+# Ops that return (values, indices) when called with return_indices=True, as in PyTorch.
+_INDICES_OPS = {"max_pool1d", "max_pool2d", "adaptive_max_pool2d"}
+# Ops whose output_size may hold None (keep that dim's input size); the wire says -1.
+_KEEP_SIZE_OPS = {"adaptive_avg_pool2d", "adaptive_max_pool2d"}
+
+
 def _returns_tuple(name: str, attrs: dict) -> bool:
-    return name in _TUPLE_OPS or (name in ("max", "min") and attrs.get("dim") is not None)
+    return (name in _TUPLE_OPS or (name in ("max", "min") and attrs.get("dim") is not None) or
+            (name in _INDICES_OPS and bool(attrs.get("return_indices"))) or
+            (name == "nonzero" and bool(attrs.get("as_tuple"))))
 
 
 def _dim_size(operand, dim):
@@ -49,6 +57,14 @@ def _guess_outputs(name: str, operands, attrs: dict):
         return 2 if attrs.get("dim") is not None else 1
     if name in ("sort", "topk"):
         return 2
+    if name in _INDICES_OPS:
+        return 2 if attrs.get("return_indices") else 1
+    if name == "nonzero" and attrs.get("as_tuple"):
+        # One index tensor per dim of the input (one for a 0-d input).
+        if not operands or (isinstance(operands[0], Tensor) and operands[0].is_lazy):
+            return None
+        shape = operands[0].shape if isinstance(operands[0], Tensor) else np.shape(operands[0])
+        return max(len(shape), 1)
     if name in ("split", "chunk", "unbind") and operands:
         dim = int(attrs.get("dim", 0))
         n = _dim_size(operands[0], dim)
@@ -376,6 +392,9 @@ class Session:
         batch how many outputs a call has where the client cannot infer it (split, chunk).
         """
         attrs = {k: v for k, v in attrs.items() if v is not None}
+        if name in _KEEP_SIZE_OPS and isinstance(attrs.get("output_size"), (list, tuple)):
+            # PyTorch's None in output_size (keep that dim's input size) travels as -1.
+            attrs["output_size"] = [-1 if v is None else v for v in attrs["output_size"]]
         call = ops_pb2.OpCall(op=name, requires_grad=bool(requires_grad))
         types = self.client.attr_types(name) if attrs else {}
         for key, value in attrs.items():

@@ -3,7 +3,10 @@
 // validated before anything is read or written, so a bad index is an INDEX_OUT_OF_RANGE error
 // and never an out-of-bounds access.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 
 #include "server/backends/cpu/loops.h"
 #include "server/backends/cpu/shape_kernels.h"
@@ -101,6 +104,42 @@ absl::Status IndexAddInternalKernel(KernelCall& c) { return IndexAlongDim(c, tru
 
 enum class Scatter { kNone, kAdd, kAssign };
 
+// scatter's value (a number operand: an f64, i64 or bool wrapped scalar) as the input's T,
+// refused where T cannot hold it, as PyTorch's checked conversion of a Scalar refuses
+// (`value cannot be converted to type float without overflow`); a float written into an
+// integer input is truncated toward zero, as PyTorch does.
+template <typename T>
+absl::StatusOr<T> ValueAs(const std::string& op, const Tensor& value, DType dtype) {
+  bool fits = true;
+  T out{};
+  if (value.dtype() == DType::kBool) {
+    out = static_cast<T>(value.data<bool>()[0]);
+  } else if (value.dtype() == DType::kI64) {
+    const int64_t v = value.data<int64_t>()[0];
+    if constexpr (std::is_integral_v<T>) {
+      fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+    }
+    if (fits) out = static_cast<T>(v);
+  } else {
+    const double v = value.ElementAsDouble(0);
+    if constexpr (std::is_integral_v<T>) {
+      // [-2^d, 2^d) with d the value bits; NaN fails every comparison.
+      const double limit = std::ldexp(1.0, std::numeric_limits<T>::digits);
+      fits = v >= -limit && v < limit;
+    } else {
+      fits = !std::isfinite(v) || std::fabs(v) <= std::numeric_limits<T>::max();
+    }
+    if (fits) out = static_cast<T>(v);
+  }
+  if (!fits) {
+    return Error(Reason::kDtypeMismatch,
+                 absl::StrCat(op, ": value ", value.ElementAsDouble(0), " cannot be converted to ",
+                              DTypeName(dtype), " without overflow"),
+                 {{"op", op}, {"dtype", std::string(DTypeName(dtype))}});
+  }
+  return out;
+}
+
 // gather: out[p] = x[p with dim replaced by idx[p]]; the scatters write src[p] there instead
 // (added or assigned). The walk runs over the index's positions with x's strides, dim's stride
 // zeroed and added per element; src is read at the same position with its own strides, since
@@ -115,7 +154,11 @@ absl::Status GatherLike(KernelCall& c, Scatter scatter) {
   const int64_t dim_stride = walk[dim];
   walk[dim] = 0;
   std::vector<int64_t> src_walk = walk;
-  if (scatter != Scatter::kNone) {
+  // scatter's number src is read at offset 0 for every indexed place.
+  const bool value = scatter != Scatter::kNone && c.inputs[2].wrapped_number();
+  if (value) {
+    src_walk.assign(walk.size(), 0);
+  } else if (scatter != Scatter::kNone) {
     const Tensor& src = c.inputs[2];
     src_walk = ContiguousStrides(src.rank() ? src.shape() : Shape{1});
   }
@@ -128,10 +171,19 @@ absl::Status GatherLike(KernelCall& c, Scatter scatter) {
   if (scatter != Scatter::kNone && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
   const int64_t last = walk.back(), src_last = src_walk.back();
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+    T fill{};
+    if (value) {
+      auto v = ValueAs<T>(c.op.name, c.inputs[2], x.dtype());
+      if (!v.ok()) {
+        st = v.status();
+        return;
+      }
+      fill = *v;
+    }
     WithIndex(index, [&](const auto* idx) {
       T* q = out.data<T>();
       const T* p = x.data<T>();
-      const T* src = scatter != Scatter::kNone ? c.inputs[2].data<T>() : nullptr;
+      const T* src = value ? &fill : scatter != Scatter::kNone ? c.inputs[2].data<T>() : nullptr;
       BroadcastWalk(is, std::vector<std::vector<int64_t>>{walk, src_walk},
                     [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
                       for (int64_t i = 0; i < len; ++i) {
@@ -147,7 +199,7 @@ absl::Status GatherLike(KernelCall& c, Scatter scatter) {
                     });
     });
   });
-  return absl::OkStatus();
+  return st;
 }
 
 absl::Status GatherKernel(KernelCall& c) { return GatherLike(c, Scatter::kNone); }

@@ -77,15 +77,31 @@ absl::Status NonzeroKernel(KernelCall& c) {
     const T* p = x.data<T>();
     for (int64_t i = 0; i < n; ++i) count += p[i] != T(0);
   });
-  ASSIGN_OR_RETURN(c.outputs[0], Tensor::Empty(DType::kI64, {count, rank}, x.device(), c.account));
-  int64_t* q = c.outputs[0].data<int64_t>();
+  // as_tuple: one [count] column per dim (one for a 0-d input, whose index is 0); else one
+  // [count, rank] tensor.
+  const bool columns = c.attrs.GetBool("as_tuple");
+  std::vector<int64_t*> column(columns ? c.outputs.size() : 0);
+  for (size_t k = 0; k < column.size(); ++k) {
+    ASSIGN_OR_RETURN(c.outputs[k], Tensor::Empty(DType::kI64, {count}, x.device(), c.account));
+    column[k] = c.outputs[k].data<int64_t>();
+  }
+  int64_t* q = nullptr;
+  if (!columns) {
+    ASSIGN_OR_RETURN(c.outputs[0],
+                     Tensor::Empty(DType::kI64, {count, rank}, x.device(), c.account));
+    q = c.outputs[0].data<int64_t>();
+  }
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
     const T* p = x.data<T>();
-    std::vector<int64_t> index(rank, 0);
+    std::vector<int64_t> index(std::max<int64_t>(rank, 1), 0);
     for (int64_t i = 0; i < n; ++i) {
       if (p[i] != T(0)) {
-        std::copy(index.begin(), index.end(), q);
-        q += rank;
+        if (columns) {
+          for (size_t k = 0; k < column.size(); ++k) *column[k]++ = index[k];
+        } else {
+          std::copy(index.begin(), index.begin() + rank, q);
+          q += rank;
+        }
       }
       for (int64_t d = rank - 1; d >= 0; --d) {
         if (++index[d] < x.dim(d)) break;

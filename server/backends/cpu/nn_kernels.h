@@ -12,14 +12,19 @@ void RegisterConvKernels(KernelTable& t);  // nn_conv_kernels.cc
 void RegisterPoolKernels(KernelTable& t);  // nn_pool_kernels.cc
 
 // Loop kernels the oneDNN ones hand the calls to that they cannot reproduce exactly (empty
-// tensors, NaN inputs of max pooling, PyTorch's ceil_mode divisor of avg_pool2d,
-// divisor_override).
+// tensors, NaN inputs of max pooling, max pooling's return_indices, PyTorch's ceil_mode
+// divisor of avg_pool2d, divisor_override).
 absl::Status LoopLayerNorm(KernelCall& c);
 absl::Status LoopLayerNormBackward(KernelCall& c);
 absl::Status LoopMaxPool2d(KernelCall& c);
 absl::Status LoopMaxPool2dBackward(KernelCall& c);
 absl::Status LoopAvgPool2d(KernelCall& c);
 absl::Status LoopAvgPool2dBackward(KernelCall& c);
+
+// The indices output of a max pool called with return_indices (its second output), or null.
+inline int64_t* PoolIndices(KernelCall& c) {
+  return c.outputs.size() > 1 ? c.outputs[1].data<int64_t>() : nullptr;
+}
 
 // Dropout's mask: element i is kept when a counter-based hash of (seed, i) maps to a uniform
 // value >= p. Pure in (seed, i), so a recomputed forward and the backward see the same mask

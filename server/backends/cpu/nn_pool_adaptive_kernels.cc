@@ -40,7 +40,8 @@ absl::Status AvgBackward(KernelCall& c) {
 template <typename T>
 absl::Status MaxForward(KernelCall& c) {
   const nn::Nchw x = nn::AsNchw(c.inputs[0].shape()), y = nn::AsNchw(c.outputs[0].shape());
-  MaxPoolForward(c.inputs[0].data<T>(), c.outputs[0].data<T>(), x, y, AdaptiveWindows(x, y));
+  MaxPoolForward(c.inputs[0].data<T>(), c.outputs[0].data<T>(), PoolIndices(c), x, y,
+                 AdaptiveWindows(x, y));
   return absl::OkStatus();
 }
 

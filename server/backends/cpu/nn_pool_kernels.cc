@@ -70,7 +70,8 @@ template <typename T>
 absl::Status MaxForward(KernelCall& c) {
   ASSIGN_OR_RETURN(PoolDims d,
                    Dims("max_pool2d", c.inputs[0].shape(), c.outputs[0].shape(), c.attrs, true));
-  MaxPoolForward(c.inputs[0].data<T>(), c.outputs[0].data<T>(), d.x, d.y, MaxWindows(d));
+  MaxPoolForward(c.inputs[0].data<T>(), c.outputs[0].data<T>(), PoolIndices(c), d.x, d.y,
+                 MaxWindows(d));
   return absl::OkStatus();
 }
 

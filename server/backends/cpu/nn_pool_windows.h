@@ -55,12 +55,17 @@ int64_t WindowArgMax(const T* plane, int64_t width, const PoolWindow& w) {
   return best;
 }
 
+// indices (null: not wanted) receives each maximum's offset in its input plane, PyTorch's
+// return_indices output.
 template <typename T, typename Rule>
-void MaxPoolForward(const T* x, T* y, const nn::Nchw& xd, const nn::Nchw& yd, Rule window) {
+void MaxPoolForward(const T* x, T* y, int64_t* indices, const nn::Nchw& xd, const nn::Nchw& yd,
+                    Rule window) {
   const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
   ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
     const T* p = x + pl * in_plane;
-    y[pl * out_plane + o] = p[WindowArgMax(p, xd.w, w)];
+    const int64_t at = WindowArgMax(p, xd.w, w);
+    y[pl * out_plane + o] = p[at];
+    if (indices != nullptr) indices[pl * out_plane + o] = at;
   });
 }
 
