@@ -110,7 +110,7 @@ absl::StatusOr<std::vector<Tensor>> Attention(OpRunner& run, absl::Span<const Te
 
 }  // namespace
 
-void RegisterNnAttentionOps(OpRegistry& r) {
+void RegisterAttentionOps(OpRegistry& r) {
   OpDef d = NewOp("scaled_dot_product_attention", "nn", {"query", "key", "value", "attn_mask"},
                   kFloat, Marking::kDifferentiable);
   d.min_inputs = 3;

@@ -211,13 +211,7 @@ absl::StatusOr<std::vector<Tensor>> GroupNorm(OpRunner& run, absl::Span<const Te
 
 }  // namespace
 
-void RegisterNnResampleOps(OpRegistry& r);   // nn_resample.cc
-void RegisterNnAttentionOps(OpRegistry& r);  // nn_attention.cc
-
-// Called from RegisterNnOps (nn_conv2d_pool2d.cc); also registers resampling and attention.
 void RegisterBatchGroupNormOps(OpRegistry& r) {
-  RegisterNnResampleOps(r);
-  RegisterNnAttentionOps(r);
   OpDef bn = NewOp("batch_norm", "nn", {"input", "running_mean", "running_var", "weight", "bias"},
                    kFloat, Marking::kDifferentiable);
   bn.min_inputs = 1;

@@ -163,45 +163,6 @@ Nchw AsNchw(const Shape& s) {
   return {s[0], s[1], s[2], s[3]};
 }
 
-absl::StatusOr<Shape> Conv2dOutputShape(const std::string& op, const Shape& input,
-                                        const Shape& weight, const Conv2dParams& p) {
-  if (weight.size() != 4) {
-    return ops::ShapeError(op, absl::StrCat("weight must be 4-d [out_channels, in_channels/groups, "
-                                            "kH, kW], got ",
-                                            ShapeToString(weight)));
-  }
-  if (input.size() != 3 && input.size() != 4) {
-    return ops::ShapeError(op, absl::StrCat("input must be 3-d (unbatched) or 4-d (batched), got ",
-                                            ShapeToString(input)));
-  }
-  const Nchw x = AsNchw(input);
-  if (weight[0] % p.groups != 0) {
-    return ops::ShapeError(op, absl::StrCat("groups=", p.groups, " does not divide the ", weight[0],
-                                            " output channels of weight ", ShapeToString(weight)));
-  }
-  if (x.c != weight[1] * p.groups) {
-    return ops::ShapeError(
-        op, absl::StrCat("groups=", p.groups, ", weight of shape ", ShapeToString(weight),
-                         " expects input ", ShapeToString(input), " to have ", weight[1] * p.groups,
-                         " channels, but it has ", x.c));
-  }
-  Shape out = input;
-  const int64_t in[2] = {x.h, x.w};
-  for (int i = 0; i < 2; ++i) {
-    const int64_t padded = in[i] + 2 * p.padding[i];
-    const int64_t eff = p.dilation[i] * (weight[2 + i] - 1) + 1;
-    if (padded < eff) {
-      return ops::ShapeError(
-          op, absl::StrCat("padded input size ", padded,
-                           " is smaller than the dilated kernel size ", eff, " (input ",
-                           ShapeToString(input), ", weight ", ShapeToString(weight), ")"));
-    }
-    out[out.size() - 2 + i] = (padded - eff) / p.stride[i] + 1;
-  }
-  out[out.size() - 3] = weight[0];
-  return out;
-}
-
 int64_t PoolOutputSize(int64_t in, int64_t kernel, int64_t pad, int64_t stride, int64_t dilation,
                        bool ceil_mode) {
   const int64_t num = in + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0);

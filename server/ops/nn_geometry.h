@@ -47,11 +47,6 @@ struct Conv2dParams {
 };
 absl::StatusOr<Conv2dParams> ReadConv2dParams(const std::string& op, const Attrs& attrs);
 
-// Checks input [N, C, H, W] or [C, H, W] against weight [O, C/groups, kH, kW] and returns the
-// output shape (rank of the input).
-absl::StatusOr<Shape> Conv2dOutputShape(const std::string& op, const Shape& input,
-                                        const Shape& weight, const Conv2dParams& p);
-
 struct Pool2dParams {
   int64_t kernel[2] = {1, 1};
   int64_t stride[2] = {1, 1};

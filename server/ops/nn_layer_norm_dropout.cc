@@ -126,8 +126,7 @@ absl::StatusOr<std::vector<Tensor>> DropoutComposite(OpRunner& run, absl::Span<c
 
 }  // namespace
 
-// Called from RegisterNnOps (nn_conv2d_pool2d.cc): the family spans two files.
-void RegisterNnNormOps(OpRegistry& r) {
+void RegisterLayerNormDropoutOps(OpRegistry& r) {
   OpDef ln =
       NewOp("layer_norm", "nn", {"input", "weight", "bias"}, kFloat, Marking::kDifferentiable);
   ln.min_inputs = 1;

@@ -121,7 +121,7 @@ absl::StatusOr<Shape> UpsampleShape(const std::string& op, const Shape& x, const
 
 }  // namespace
 
-void RegisterNnResampleOps(OpRegistry& r) {
+void RegisterResampleOps(OpRegistry& r) {
   OpDef d = NewOp("interpolate", "nn", {"input"}, kFloat, Marking::kDifferentiable);
   d.attrs = {IntsAttr("size"),
              {"scale_factor", AttrType::kFloats, {}},

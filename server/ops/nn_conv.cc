@@ -1,11 +1,13 @@
-// 1-d, 3-d and transposed convolutions (torch.nn.functional.conv1d, conv3d, conv_transpose1d,
-// conv_transpose2d). conv3d and conv_transpose2d are primitives with internal gradient ops of their
-// own, like conv2d; the 1-d ops insert a unit height, run the 2-d op and drop it again, as PyTorch
-// does, so their gradients are the 2-d ops'. A transposed convolution is the adjoint of a
-// convolution with the same attributes: its forward is a convolution's input gradient, its input
-// gradient a convolution, its weight gradient a convolution's weight gradient with the roles
-// swapped. Those have internal ops of their own (not conv2d's) because output_padding can make the
-// output larger than any convolution of it would reconstruct.
+// Convolutions and transposed convolutions (torch.nn.functional.conv1d, conv2d, conv3d,
+// conv_transpose1d, conv_transpose2d). conv2d, conv3d and conv_transpose2d are primitives whose
+// gradients are internal ops with kernels of their own (oneDNN's backward primitives for f32),
+// given the forward's attributes plus the shape of the tensor they reconstruct; the 1-d ops insert
+// a unit height, run the 2-d op and drop it again, as PyTorch does, so their gradients are the 2-d
+// ops'. A transposed convolution is the adjoint of a convolution with the same attributes: its
+// forward is a convolution's input gradient, its input gradient a convolution, its weight gradient
+// a convolution's weight gradient with the roles swapped. Those have internal ops of their own (not
+// conv2d's) because output_padding can make the output larger than any convolution of it would
+// reconstruct.
 #include "absl/strings/str_cat.h"
 #include "server/ops/nn_geometry.h"
 #include "server/ops/op_helpers.h"
@@ -137,8 +139,6 @@ BackwardFn ConvBackward(const std::string& op) {
   };
 }
 
-}  // namespace
-
 // padding='valid' / 'same' of conv1d/2d/3d, as PyTorch computes them: the convolution with the
 // ints of ResolvePaddingString, the input first padded by the difference on its far side where
 // 'same' pads asymmetrically (an odd dilation * (kernel - 1)).
@@ -163,8 +163,6 @@ CompositeFn ConvPaddingStringForm(const std::string& op, int spatial) {
     return run.Run(op, std::move(args), std::move(attrs));
   };
 }
-
-namespace {
 
 // `dims`: the spatial dims' names for the doc ("H, W").
 void AddConv(OpRegistry& r, const std::string& name, int spatial, bool transposed,
@@ -249,15 +247,25 @@ void AddConv1d(OpRegistry& r, const std::string& name, const std::string& op2d, 
 
 }  // namespace
 
-void RegisterPool1dAdaptiveOps(OpRegistry& r);  // nn_pool_1d_adaptive.cc
+// The rest of the nn family, one file each.
+void RegisterPoolOps(OpRegistry& r);              // nn_pool.cc
+void RegisterLayerNormDropoutOps(OpRegistry& r);  // nn_layer_norm_dropout.cc
+void RegisterBatchGroupNormOps(OpRegistry& r);    // nn_batch_group_norm.cc
+void RegisterResampleOps(OpRegistry& r);          // nn_resample.cc
+void RegisterAttentionOps(OpRegistry& r);         // nn_attention.cc
 
-// Called from RegisterNnOps (nn_conv2d_pool2d.cc).
-void RegisterConvNdTransposeOps(OpRegistry& r) {
+// The nn family (from OpRegistry::Builtin): convolutions here, then the other files'.
+void RegisterNnOps(OpRegistry& r) {
+  AddConv(r, "conv2d", 2, false, "H, W");
   AddConv(r, "conv3d", 3, false, "D, H, W");
   AddConv(r, "conv_transpose2d", 2, true, "H, W");
   AddConv1d(r, "conv1d", "conv2d", false);
   AddConv1d(r, "conv_transpose1d", "conv_transpose2d", true);
-  RegisterPool1dAdaptiveOps(r);
+  RegisterPoolOps(r);
+  RegisterLayerNormDropoutOps(r);
+  RegisterBatchGroupNormOps(r);
+  RegisterResampleOps(r);
+  RegisterAttentionOps(r);
 }
 
 }  // namespace tensord

@@ -1,5 +1,7 @@
-// 1-d and adaptive pooling (torch.nn.functional.max_pool1d, avg_pool1d, adaptive_avg_pool2d,
-// adaptive_max_pool2d). The 1-d pools insert a unit height and run the 2-d op, as PyTorch
+// Pooling (torch.nn.functional.max_pool2d, avg_pool2d, max_pool1d, avg_pool1d,
+// adaptive_avg_pool2d, adaptive_max_pool2d). The 2-d pools are primitives whose gradients are
+// internal ops with kernels of their own (oneDNN's backward primitives for f32), given the
+// forward's attributes. The 1-d pools insert a unit height and run the 2-d op, as PyTorch
 // does, so their gradients are the 2-d ops'. The adaptive pools have windows of varying size
 // (PyTorch's start = floor(i * in / out), end = ceil((i + 1) * in / out)), which oneDNN's
 // uniform pooling cannot express: they are primitives with internal gradient ops of their own.
@@ -22,6 +24,93 @@ OpDef PoolOp(const std::string& name) {
   d.dtypes = kFloat;
   d.marking = Marking::kDifferentiable;
   return d;
+}
+
+OpDef PoolBackwardOp(const std::string& name) {
+  OpDef d = PoolOp(name);
+  d.input_names = {"grad_output", "input"};
+  d.min_inputs = d.max_inputs = 2;
+  d.marking = Marking::kUnmarked;
+  d.internal = true;
+  return d;
+}
+
+// ---- max_pool2d, avg_pool2d ---------------------------------------------------------------------
+
+std::vector<AttrSpec> PoolAttrs(bool max_pool) {
+  std::vector<AttrSpec> a = {RequiredIntsAttr("kernel_size"),
+                             IntsAttr("stride"),
+                             {"padding", AttrType::kInts, Ints{0}},
+                             BoolAttr("ceil_mode", false)};
+  if (max_pool) {
+    a.push_back({"dilation", AttrType::kInts, Ints{1}});
+    a.push_back(BoolAttr("return_indices", false));
+  } else {
+    a.push_back(BoolAttr("count_include_pad", true));
+    a.push_back(OptionalIntAttr("divisor_override"));
+  }
+  return a;
+}
+
+InferFn PoolInfer(const std::string& op, bool max_pool) {
+  return [op, max_pool](absl::Span<const TensorMeta> in,
+                        const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    ASSIGN_OR_RETURN(nn::Pool2dParams p, nn::ReadPool2dParams(op, a, max_pool));
+    if (a.Has("divisor_override") && a.GetInt("divisor_override") == 0) {
+      return AttrError(op, "divisor_override", "must not be zero");
+    }
+    ASSIGN_OR_RETURN(Shape out, nn::Pool2dOutputShape(op, in[0].shape, p));
+    std::vector<TensorMeta> outs = {{in[0].dtype, out}};
+    // return_indices: PyTorch's second output, each maximum's offset in its input plane.
+    if (max_pool && a.GetBool("return_indices")) outs.push_back({DType::kI64, out});
+    return outs;
+  };
+}
+
+// The values' gradient; the indices output (return_indices) is not differentiable, and the
+// gradient op, which recomputes the maxima, has no such attribute.
+BackwardFn PoolBackward(const std::string& backward_op) {
+  return [backward_op](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
+    GradOps o(g.run);
+    AttrMap attrs = g.attrs.map();
+    attrs.erase("return_indices");
+    ASSIGN_OR_RETURN(Tensor gx, o.Op(backward_op, {g.grad_outputs[0], g.inputs[0]}, attrs));
+    return std::vector<Tensor>{gx};
+  };
+}
+
+InferFn PoolBackwardInfer(const std::string& op, bool max_pool) {
+  InferFn forward = PoolInfer(op, max_pool);
+  return [op, forward](absl::Span<const TensorMeta> in,
+                       const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
+    RETURN_IF_ERROR(SameDtype(op, in));
+    ASSIGN_OR_RETURN(std::vector<TensorMeta> out, forward(in.subspan(1), a));
+    if (out[0].shape != in[0].shape) {
+      return ShapeError(
+          op, absl::StrCat("output gradient ", ShapeToString(in[0].shape),
+                           " does not match the forward output ", ShapeToString(out[0].shape)));
+    }
+    return std::vector<TensorMeta>{in[1]};
+  };
+}
+
+void AddPool2d(OpRegistry& r, bool max_pool) {
+  const std::string name = max_pool ? "max_pool2d" : "avg_pool2d";
+  OpDef pool = PoolOp(name);
+  pool.attrs = PoolAttrs(max_pool);
+  pool.infer = PoolInfer(name, max_pool);
+  pool.backward = PoolBackward(name + "_backward");
+  pool.doc = absl::StrCat("torch.nn.functional.", name, " over [N, C, H, W] or [C, H, W] input",
+                          max_pool ? "; return_indices adds the i64 offset of each maximum in "
+                                     "its input plane (h * W + w), PyTorch's indices"
+                                   : "");
+  MustAdd(r, std::move(pool));
+
+  OpDef back = PoolBackwardOp(name + "_backward");
+  back.attrs = PoolAttrs(max_pool);
+  if (max_pool) back.attrs.pop_back();  // return_indices: the gradient has one output
+  back.infer = PoolBackwardInfer(name + "_backward", max_pool);
+  MustAdd(r, std::move(back));
 }
 
 // ---- max_pool1d, avg_pool1d -------------------------------------------------------------------
@@ -158,12 +247,8 @@ void AddAdaptive(OpRegistry& r, const std::string& name, bool max_pool) {
                                 : "");
   MustAdd(r, std::move(d));
 
-  OpDef b = PoolOp(back_name);
-  b.input_names = {"grad_output", "input"};
-  b.min_inputs = b.max_inputs = 2;
+  OpDef b = PoolBackwardOp(back_name);
   b.attrs = {RequiredIntsAttr("output_size")};
-  b.marking = Marking::kUnmarked;
-  b.internal = true;
   const InferFn forward = AdaptiveInfer(back_name);
   b.infer = [back_name, forward](absl::Span<const TensorMeta> in,
                                  const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -185,8 +270,9 @@ void AddAdaptive(OpRegistry& r, const std::string& name, bool max_pool) {
 
 }  // namespace
 
-// Called from RegisterConvNdTransposeOps (nn_conv_nd_transpose.cc).
-void RegisterPool1dAdaptiveOps(OpRegistry& r) {
+void RegisterPoolOps(OpRegistry& r) {
+  AddPool2d(r, true);
+  AddPool2d(r, false);
   AddPool1d(r, true);
   AddPool1d(r, false);
   AddAdaptive(r, "adaptive_avg_pool2d", false);
