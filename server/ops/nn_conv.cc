@@ -248,11 +248,11 @@ void AddConv1d(OpRegistry& r, const std::string& name, const std::string& op2d, 
 }  // namespace
 
 // The rest of the nn family, one file each.
-void RegisterPoolOps(OpRegistry& r);              // nn_pool.cc
-void RegisterLayerNormDropoutOps(OpRegistry& r);  // nn_layer_norm_dropout.cc
-void RegisterBatchGroupNormOps(OpRegistry& r);    // nn_batch_group_norm.cc
-void RegisterResampleOps(OpRegistry& r);          // nn_resample.cc
-void RegisterAttentionOps(OpRegistry& r);         // nn_attention.cc
+void RegisterPoolOps(OpRegistry& r);                       // nn_pool.cc
+void RegisterLayerNormEmbeddingDropoutOps(OpRegistry& r);  // nn_layer_norm_embedding_dropout.cc
+void RegisterBatchGroupNormOps(OpRegistry& r);             // nn_batch_group_norm.cc
+void RegisterResampleOps(OpRegistry& r);                   // nn_resample.cc
+void RegisterAttentionOps(OpRegistry& r);                  // nn_attention.cc
 
 // The nn family (from OpRegistry::Builtin): convolutions here, then the other files'.
 void RegisterNnOps(OpRegistry& r) {
@@ -262,7 +262,7 @@ void RegisterNnOps(OpRegistry& r) {
   AddConv1d(r, "conv1d", "conv2d", false);
   AddConv1d(r, "conv_transpose1d", "conv_transpose2d", true);
   RegisterPoolOps(r);
-  RegisterLayerNormDropoutOps(r);
+  RegisterLayerNormEmbeddingDropoutOps(r);
   RegisterBatchGroupNormOps(r);
   RegisterResampleOps(r);
   RegisterAttentionOps(r);

@@ -126,7 +126,7 @@ absl::StatusOr<std::vector<Tensor>> DropoutComposite(OpRunner& run, absl::Span<c
 
 }  // namespace
 
-void RegisterLayerNormDropoutOps(OpRegistry& r) {
+void RegisterLayerNormEmbeddingDropoutOps(OpRegistry& r) {
   OpDef ln =
       NewOp("layer_norm", "nn", {"input", "weight", "bias"}, kFloat, Marking::kDifferentiable);
   ln.min_inputs = 1;
