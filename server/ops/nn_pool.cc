@@ -115,17 +115,10 @@ void AddPool2d(OpRegistry& r, bool max_pool) {
 
 // ---- max_pool1d, avg_pool1d -------------------------------------------------------------------
 
+// The 2-d pools' attributes, but avg_pool1d has no divisor_override (neither has PyTorch's).
 std::vector<AttrSpec> Pool1dAttrs(bool max_pool) {
-  std::vector<AttrSpec> a = {RequiredIntsAttr("kernel_size"),
-                             IntsAttr("stride"),
-                             {"padding", AttrType::kInts, Ints{0}},
-                             BoolAttr("ceil_mode", false)};
-  if (max_pool) {
-    a.push_back({"dilation", AttrType::kInts, Ints{1}});
-    a.push_back(BoolAttr("return_indices", false));
-  } else {
-    a.push_back(BoolAttr("count_include_pad", true));
-  }
+  std::vector<AttrSpec> a = PoolAttrs(max_pool);
+  if (!max_pool) a.pop_back();
   return a;
 }
 

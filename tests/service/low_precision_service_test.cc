@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
+#include "common/half.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "common/half.h"
 #include "tests/service/service_env.h"
 
 namespace tensord::service_test {

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "server/backends/cpu/cpu_backend.h"
 #include "common/half.h"
+#include "server/backends/cpu/cpu_backend.h"
 #include "server/core/status.h"
 #include "tests/support/op_test_util.h"
 
