@@ -1,8 +1,12 @@
 #include "server/core/status.h"
 
+#include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
 namespace tensord {
@@ -52,7 +56,48 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kUnauthenticated, "UNAUTHENTICATED", absl::StatusCode::kUnauthenticated},
 };
 
+// Shortens the long values of `metadata` in place; the message quoting them gets the same short
+// forms. Values are replaced longest first, so a value that contains another is replaced whole.
+std::string ShortenQuotedValues(absl::string_view message, Metadata& metadata) {
+  std::vector<std::pair<std::string, std::string>> long_values;
+  for (auto& [key, value] : metadata) {
+    if (value.size() <= kMaxQuotedBytes) continue;
+    std::string shortened = Shortened(value);
+    long_values.emplace_back(std::move(value), shortened);
+    value = std::move(shortened);
+  }
+  if (long_values.empty()) return std::string(message);
+  std::sort(long_values.begin(), long_values.end(),
+            [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
+  std::string out(message);
+  for (const auto& [from, to] : long_values) out = absl::StrReplaceAll(out, {{from, to}});
+  return out;
+}
+
+// `status` with another message; code and payloads are kept.
+absl::Status WithMessage(const absl::Status& status, absl::string_view message) {
+  absl::Status out(status.code(), message);
+  status.ForEachPayload(
+      [&out](absl::string_view url, const absl::Cord& payload) { out.SetPayload(url, payload); });
+  return out;
+}
+
 }  // namespace
+
+absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  // Back off continuation bytes (10xxxxxx) so the cut falls before a character's first byte.
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+std::string Shortened(absl::string_view value) {
+  if (value.size() <= kMaxQuotedBytes) return std::string(value);
+  // The whole form fits kMaxQuotedBytes, so shortening a shortened value changes nothing.
+  const std::string suffix = absl::StrCat("...(", value.size(), " bytes)");
+  return absl::StrCat(Utf8Prefix(value, kMaxQuotedBytes - suffix.size()), suffix);
+}
 
 absl::string_view ReasonName(Reason reason) {
   for (const ReasonRow& row : kReasons) {
@@ -78,7 +123,7 @@ const std::map<Reason, absl::StatusCode>& ReasonCodes() {
 }
 
 absl::Status Error(Reason reason, absl::string_view message, Metadata metadata) {
-  absl::Status status(ReasonCodes().at(reason), message);
+  absl::Status status(ReasonCodes().at(reason), ShortenQuotedValues(message, metadata));
   status.SetPayload(kReasonUrl, absl::Cord(ReasonName(reason)));
   if (!metadata.empty()) status = WithMetadata(std::move(status), metadata);
   return status;
@@ -105,12 +150,19 @@ Metadata GetMetadata(const absl::Status& status) {
 absl::Status WithMetadata(absl::Status status, const Metadata& extra) {
   if (status.ok()) return status;
   Metadata merged = GetMetadata(status);
-  for (const auto& [key, value] : extra) merged.emplace(key, value);
+  Metadata added;
+  for (const auto& [key, value] : extra) {
+    if (merged.count(key) == 0) added.emplace(key, value);
+  }
+  const std::string message = ShortenQuotedValues(status.message(), added);
+  if (message != status.message()) status = WithMessage(status, message);
+  merged.merge(added);
   std::string encoded;
   for (const auto& [key, value] : merged) {
     encoded += key;
     encoded += '\x1f';
-    encoded += value;
+    // A value is user text and may hold the separators themselves; they would split it.
+    for (char c : value) encoded += (c == '\x1e' || c == '\x1f') ? '?' : c;
     encoded += '\x1e';
   }
   status.SetPayload(kMetadataUrl, absl::Cord(encoded));

@@ -93,7 +93,8 @@ namespace {
 
 absl::Status BadAttr(const std::string& op, const std::string& name, const std::string& why,
                      const std::string& value = "") {
-  return Error(Reason::kBadAttribute, absl::StrCat(op, ": attribute '", name, "' ", why),
+  const std::string got = value.empty() ? "" : absl::StrCat(", got '", value, "'");
+  return Error(Reason::kBadAttribute, absl::StrCat(op, ": attribute '", name, "' ", why, got),
                {{"op", op}, {"attribute", name}, {"value", value}});
 }
 

@@ -82,5 +82,16 @@ TEST(GrpcStatusTest, EveryReasonKeepsItsCode) {
   }
 }
 
+TEST(GrpcStatusTest, LongMessagesAreCutOnACharacterBoundaryWithTheirLength) {
+  std::string text = "x";
+  for (int i = 0; i < 2000; ++i) text += "\xc3\xa9";  // 2-byte characters
+  grpc::Status st = ToGrpcStatus(absl::InvalidArgumentError(text));
+  EXPECT_LE(st.error_message().size(), 512u);
+  EXPECT_NE(st.error_message().find("(message of 4001 bytes)"), std::string::npos);
+  Decoded d = Decode(st);  // parses: no half character in the string fields
+  EXPECT_EQ(d.rpc.message(), st.error_message());
+  EXPECT_EQ(d.bad.field_violations(0).description(), st.error_message());
+}
+
 }  // namespace
 }  // namespace tensord
