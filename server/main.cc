@@ -61,6 +61,10 @@ ABSL_FLAG(int64_t, max_sessions_per_tenant, 64,
           "sessions one tenant may hold at once; 0 = no limit "
           "(env TENSORD_MAX_SESSIONS_PER_TENANT)");
 
+ABSL_FLAG(int64_t, primitive_cache_capacity, 1024,
+          "oneDNN primitives the CPU backend keeps built for reuse (least recently used "
+          "evicted); bounds the cache's memory; 0 = none (env TENSORD_PRIMITIVE_CACHE_CAPACITY)");
+
 namespace {
 
 // Sets each flag from its environment variable before the command line is parsed, so the
@@ -85,6 +89,7 @@ bool ApplyEnvironment() {
       {"tls_client_ca", "TENSORD_TLS_CLIENT_CA"},
       {"auth_tokens", "TENSORD_AUTH_TOKENS"},
       {"max_sessions_per_tenant", "TENSORD_MAX_SESSIONS_PER_TENANT"},
+      {"primitive_cache_capacity", "TENSORD_PRIMITIVE_CACHE_CAPACITY"},
   };
   for (const auto& [flag, env] : kFlags) {
     const char* value = std::getenv(env);
@@ -179,6 +184,7 @@ int main(int argc, char** argv) {
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth_tokens_path = absl::GetFlag(FLAGS_auth_tokens);
   options.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
+  options.primitive_cache_capacity = absl::GetFlag(FLAGS_primitive_cache_capacity);
   auto server = tensord::TensordServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensord: %s\n", std::string(server.status().message()).c_str());

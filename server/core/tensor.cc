@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/half.h"
+#include "server/core/host_memory.h"
 #include "server/core/status.h"
 
 namespace tensord {
@@ -36,10 +37,7 @@ absl::Status MemoryAccount::Charge(int64_t bytes) {
 absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes,
                                                            std::shared_ptr<MemoryAccount> account) {
   if (account) RETURN_IF_ERROR(account->Charge(static_cast<int64_t>(bytes)));
-  // Round up so aligned_alloc's size requirement holds; never allocate zero bytes.
-  size_t rounded = ((bytes + 63) / 64) * 64;
-  if (rounded == 0) rounded = 64;
-  void* p = std::aligned_alloc(64, rounded);
+  void* p = host_memory::Allocate(bytes);
   if (p == nullptr) {
     if (account) account->Credit(static_cast<int64_t>(bytes));
     return Error(Reason::kOutOfMemory, absl::StrCat("storage: cannot allocate ", bytes, " bytes"),
@@ -49,7 +47,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes,
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  host_memory::Free(data_, bytes_);
   if (account_) account_->Credit(static_cast<int64_t>(bytes_));
 }
 

@@ -9,9 +9,9 @@
 
 namespace tensord {
 
-std::vector<std::unique_ptr<Backend>> MakeBackends() {
+std::vector<std::unique_ptr<Backend>> MakeBackends(const CpuBackendOptions& cpu) {
   std::vector<std::unique_ptr<Backend>> backends;
-  backends.push_back(MakeCpuBackend());
+  backends.push_back(MakeCpuBackend(cpu));
 #ifdef TENSORD_CUDA
   // The CUDA backend registers here once it exists; it reports no devices without a GPU.
 #endif
@@ -20,7 +20,8 @@ std::vector<std::unique_ptr<Backend>> MakeBackends() {
 
 ServiceCore::ServiceCore(ServiceConfig config)
     : config_(std::move(config)),
-      dispatcher_(config_.registry ? *config_.registry : OpRegistry::Builtin(), MakeBackends()),
+      dispatcher_(config_.registry ? *config_.registry : OpRegistry::Builtin(),
+                  MakeBackends(config_.cpu)),
       sessions_(config_.reap_interval, config_.max_sessions_per_tenant) {
   for (const OpDef* def : dispatcher_.registry().All()) {
     if (def->internal) continue;

@@ -11,6 +11,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "server/core/host_memory.h"
 #include "server/core/status.h"
 #include "server/plugins/plugin_loader.h"
 #include "server/service/auth.h"
@@ -63,6 +64,10 @@ absl::Status Validate(const ServerOptions& o) {
   if (o.shutdown_grace_ms < 0) {
     return bad(
         absl::StrCat("shutdown grace must not be negative, got ", o.shutdown_grace_ms, " ms"));
+  }
+  if (o.primitive_cache_capacity < 0) {
+    return bad(absl::StrCat("primitive cache capacity must be >= 0 (0 = no cache), got ",
+                            o.primitive_cache_capacity));
   }
   return ValidateLimits(LimitsOf(o));
 }
@@ -151,6 +156,7 @@ TensordServer::TensordServer(const ServerOptions& options, std::unique_ptr<Servi
 
 absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const ServerOptions& options) {
   if (absl::Status st = Validate(options); !st.ok()) return st;
+  host_memory::ConfigureMalloc();
   ServiceConfig config;
   config.default_ttl_seconds = options.default_ttl_seconds;
   config.default_quota_bytes = options.default_quota_bytes;
@@ -159,6 +165,7 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.max_message_bytes = options.max_message_bytes;
   config.limits = LimitsOf(options);
   config.max_sessions_per_tenant = options.max_sessions_per_tenant;
+  config.cpu.primitive_cache_capacity = options.primitive_cache_capacity;
   Security security;
   ASSIGN_OR_RETURN(security, LoadSecurity(options));
   if (!options.plugins.empty()) {

@@ -56,6 +56,8 @@ struct ServerOptions {
   std::string auth_tokens_path;
   // Sessions one tenant may hold at once (0 = no limit).
   int64_t max_sessions_per_tenant = 64;
+  // oneDNN primitives the CPU backend keeps built (docs/limits.md); 0 = none.
+  int64_t primitive_cache_capacity = 1024;
 };
 
 class TensordServer {

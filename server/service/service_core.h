@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "server/backends/cpu/cpu_backend.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/service/limits.h"
 #include "server/service/session.h"
@@ -31,10 +32,11 @@ struct ServiceConfig {
   // The op table served; null serves OpRegistry::Builtin() (a server with plugins passes the
   // built-in table plus the plugins' ops).
   std::shared_ptr<const OpRegistry> registry;
+  CpuBackendOptions cpu;
 };
 
 // The backends this build serves, in preference order (CPU always).
-std::vector<std::unique_ptr<Backend>> MakeBackends();
+std::vector<std::unique_ptr<Backend>> MakeBackends(const CpuBackendOptions& cpu = {});
 
 class ServiceCore {
  public:

@@ -11,16 +11,18 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/core/host_memory.h"
 #include "server/core/status.h"
 
 namespace tensord {
 namespace {
 
-// Set when a closed or collected session freed its memory. glibc keeps freed heap pages in its
-// arenas (tensor-sized blocks fragment them, and the mmap threshold grows past them), so a
-// server's RSS would stay near its peak after every session closed; the reaper hands the pages
-// back with malloc_trim, at most once per reap interval and off the request path.
+// Set when a closed or collected session freed its memory. glibc keeps freed small blocks' pages
+// in its arenas, so a server's RSS would stay above its baseline after every session closed;
+// the reaper hands the pages back with malloc_trim, at most once per reap interval and off the
+// request path. (Large blocks are host_memory's, which the reaper releases when idle.)
 std::atomic<bool> freed_since_trim{false};
+constexpr absl::Duration kHostMemoryIdle = absl::Seconds(1);
 
 absl::Status NoSession(const std::string& id) {
   return Error(Reason::kSessionNotFound,
@@ -234,6 +236,9 @@ void SessionManager::ReaperLoop() {
     if (stopping_) break;
     mu_.Unlock();
     Reap(absl::Now());
+    // Blocks no step reused for a second: a training loop keeps its own, a finished burst of
+    // load gives its memory back.
+    host_memory::ReleaseIdle(kHostMemoryIdle);
     if (freed_since_trim.exchange(false)) malloc_trim(0);
     mu_.Lock();
   }

@@ -99,6 +99,9 @@ TEST(ServerOptions, LimitsMustBePositiveAndTheMessageHoldAChunk) {
   o.shutdown_grace_ms = -5;
   EXPECT_EQ(TensordServer::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.shutdown_grace_ms = 0;
+  o.primitive_cache_capacity = -1;
+  EXPECT_EQ(TensordServer::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.primitive_cache_capacity = 16;
   absl::StatusOr<std::unique_ptr<TensordServer>> server = TensordServer::Start(o);
   EXPECT_TRUE(server.ok()) << server.status();
 }

@@ -338,6 +338,25 @@ TEST(OneDnn, PrimitiveCacheReusesPrimitives) {
   EXPECT_TRUE(AllClose(Run1("matmul", {a, b}), RunKernel("matmul", true, {a, b}, {})->at(0)));
 }
 
+TEST(OneDnn, PrimitiveCacheCapacityBoundsItsSize) {
+  Tensor a = Random(kF32, {37, 41}, 1);
+  cpu::onednn::SetCacheCapacity(2);
+  for (int64_t n = 40; n < 45; ++n)
+    ASSERT_TRUE(RunOp("matmul", {a, Random(kF32, {41, n}, 4)}).ok());
+  EXPECT_EQ(cpu::onednn::GetCacheStats().size, 2);
+  EXPECT_EQ(cpu::onednn::GetCacheStats().capacity, 2);
+  // Without a cache every call builds its primitive, and still computes the same.
+  cpu::onednn::SetCacheCapacity(0);
+  EXPECT_EQ(cpu::onednn::GetCacheStats().size, 0);
+  Tensor b = Random(kF32, {41, 43}, 2);
+  const int64_t misses = cpu::onednn::GetCacheStats().misses;
+  EXPECT_TRUE(AllClose(Run1("matmul", {a, b}), RunKernel("matmul", true, {a, b}, {})->at(0)));
+  EXPECT_TRUE(AllClose(Run1("matmul", {a, b}), RunKernel("matmul", true, {a, b}, {})->at(0)));
+  EXPECT_EQ(cpu::onednn::GetCacheStats().misses, misses + 2);
+  EXPECT_EQ(cpu::onednn::GetCacheStats().size, 0);
+  cpu::onednn::SetCacheCapacity(cpu::onednn::kDefaultCacheCapacity);
+}
+
 TEST(OneDnn, PrimitiveCacheEvictsLeastRecentlyUsed) {
   cpu::onednn::ClearCache();
   // One real primitive under many keys: the factory is cheap, the bookkeeping is what counts.

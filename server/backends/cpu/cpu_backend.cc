@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
+#include "server/backends/cpu/onednn_common.h"
 #include "server/core/status.h"
 
 namespace tensord {
@@ -68,6 +69,11 @@ class CpuBackend : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> MakeCpuBackend(const CpuBackendOptions& options) {
+  if (options.primitive_cache_capacity.has_value()) {
+    cpu::onednn::SetCacheCapacity(static_cast<size_t>(*options.primitive_cache_capacity));
+  }
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace tensord

@@ -1,10 +1,21 @@
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "server/backends/backend.h"
 
 namespace tensord {
+
+struct CpuBackendOptions {
+  // oneDNN primitives kept built for reuse, least recently used evicted first (each holds JIT
+  // code and descriptors, tens of KiB); 0 builds every primitive afresh. The cache is
+  // process-wide: unset leaves its capacity as it is (1024 unless set before).
+  std::optional<int64_t> primitive_cache_capacity;
+};
+
 // The CPU backend: oneDNN primitives where they apply, loops for the rest.
-std::unique_ptr<Backend> MakeCpuBackend();
+std::unique_ptr<Backend> MakeCpuBackend(const CpuBackendOptions& options = {});
+
 }  // namespace tensord

@@ -9,11 +9,10 @@
 #include <utility>
 #include <vector>
 
+#include "server/core/host_memory.h"
+
 namespace tensord::cpu::onednn {
 namespace {
-
-// Enough for the distinct shapes of a few models; a primitive holds JIT code (tens of KiB).
-constexpr size_t kCacheCapacity = 1024;
 
 class PrimitiveCache {
  public:
@@ -37,17 +36,19 @@ class PrimitiveCache {
     if (it != map_.end()) return it->second.first;
     lru_.push_front(key);
     map_.emplace(key, std::make_pair(p, lru_.begin()));
-    while (map_.size() > kCacheCapacity) {
-      map_.erase(lru_.back());
-      lru_.pop_back();
-    }
+    Evict();
     return p;
+  }
+
+  void SetCapacity(size_t capacity) {
+    std::lock_guard<std::mutex> lock(mu_);
+    capacity_ = capacity;
+    Evict();
   }
 
   CacheStats Stats() {
     std::lock_guard<std::mutex> lock(mu_);
-    return {hits_, misses_, static_cast<int64_t>(map_.size()),
-            static_cast<int64_t>(kCacheCapacity)};
+    return {hits_, misses_, static_cast<int64_t>(map_.size()), static_cast<int64_t>(capacity_)};
   }
 
   void Clear() {
@@ -57,34 +58,24 @@ class PrimitiveCache {
   }
 
  private:
+  void Evict() {
+    while (map_.size() > capacity_) {
+      map_.erase(lru_.back());
+      lru_.pop_back();
+    }
+  }
+
   using Entry = std::pair<std::shared_ptr<const CachedPrimitive>, std::list<std::string>::iterator>;
   std::mutex mu_;
   std::list<std::string> lru_;  // most recently used first
   std::unordered_map<std::string, Entry> map_;
   int64_t hits_ = 0, misses_ = 0;
+  size_t capacity_ = kDefaultCacheCapacity;
 };
 
 PrimitiveCache& Cache() {
   static PrimitiveCache* cache = new PrimitiveCache();
   return *cache;
-}
-
-// Grows on demand; primitives run one at a time per thread, so one buffer serves them all.
-void* ThreadScratchpad(size_t bytes) {
-  struct Buffer {
-    void* data = nullptr;
-    size_t size = 0;
-    ~Buffer() { std::free(data); }
-  };
-  thread_local Buffer buffer;
-  if (bytes > buffer.size) {
-    void* p = nullptr;
-    if (posix_memalign(&p, 64, bytes) != 0) throw std::bad_alloc();
-    std::free(buffer.data);
-    buffer.data = p;
-    buffer.size = bytes;
-  }
-  return buffer.data;
 }
 
 }  // namespace
@@ -100,9 +91,17 @@ const dnnl::primitive_attr& Attr() {
 
 void Execute(const CachedPrimitive& p, Args args) {
   const dnnl::memory::desc scratch = p.pd.scratchpad_desc();
-  if (scratch.get_size() > 0) {
-    args.emplace(DNNL_ARG_SCRATCHPAD,
-                 dnnl::memory(scratch, Engine(), ThreadScratchpad(scratch.get_size())));
+  // Per run, from the host pool: a buffer kept per thread would hold the largest scratchpad
+  // any op ever needed on each gRPC thread, for the life of the process.
+  struct Scratchpad {
+    size_t bytes;
+    void* data;
+    ~Scratchpad() { host_memory::Free(data, bytes); }
+  } pad{scratch.get_size(), nullptr};
+  if (pad.bytes > 0) {
+    pad.data = host_memory::Allocate(pad.bytes);
+    if (pad.data == nullptr) throw std::bad_alloc();
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch, Engine(), pad.data));
   }
   p.primitive.execute(Stream(), args);
   Stream().wait();
@@ -128,6 +127,7 @@ std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
 
 CacheStats GetCacheStats() { return Cache().Stats(); }
 void ClearCache() { Cache().Clear(); }
+void SetCacheCapacity(size_t capacity) { Cache().SetCapacity(capacity); }
 
 dnnl::memory::data_type DataType(DType d) {
   switch (d) {

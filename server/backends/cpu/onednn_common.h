@@ -57,6 +57,11 @@ using Args = std::unordered_map<int, dnnl::memory>;
 // Runs `p` on the calling thread's stream with `args` and the thread's scratchpad, and waits.
 void Execute(const CachedPrimitive& p, Args args);
 void ClearCache();
+// Enough for the distinct shapes of a few models; a primitive holds JIT code (tens of KiB)
+// and its descriptors, so the capacity bounds the cache's memory.
+inline constexpr size_t kDefaultCacheCapacity = 1024;
+// The most primitives kept (least recently used evicted first); 0 caches nothing.
+void SetCacheCapacity(size_t capacity);
 
 // Wraps `t`'s buffer (no copy). oneDNN takes a non-const pointer even for read-only inputs.
 inline dnnl::memory Wrap(const Tensor& t, const dnnl::memory::desc& md) {

@@ -1,0 +1,52 @@
+// Host memory for tensor storage.
+//
+// A training step allocates the same tensor sizes every step. Fresh pages cost a page fault
+// each, so large blocks are kept for reuse when freed; blocks nobody reused for a while go back
+// to the operating system, so a server's memory comes back after load. glibc does not give
+// that back by itself: it keeps the tops of its per-thread arenas and raises its mmap threshold
+// past tensor sizes. So tensors of at least kPooledBytes are mmap'd pages in size classes,
+// cached here; smaller ones come from malloc, with its thresholds fixed (ConfigureMalloc) so
+// the arenas stay small.
+#pragma once
+
+#include <cstddef>
+
+#include "absl/time/time.h"
+
+namespace tensord::host_memory {
+
+// Smallest block that is pooled; smaller ones are malloc'd.
+inline constexpr size_t kPooledBytes = size_t{256} << 10;
+
+// A 64-byte aligned block of at least `bytes` bytes, or nullptr when the system has no memory
+// (after cached blocks were released and the allocation retried).
+void* Allocate(size_t bytes);
+// Returns a block of Allocate(bytes), same `bytes`.
+void Free(void* block, size_t bytes);
+
+// Releases cached blocks that were freed at least `idle` ago; returns the bytes released.
+// The session reaper calls it every round, so a burst of load costs memory only briefly.
+size_t ReleaseIdle(absl::Duration idle);
+// Releases every cached block.
+size_t ReleaseAll();
+
+struct Stats {
+  size_t cached_bytes = 0;  // freed, kept for reuse
+  size_t mapped_bytes = 0;  // pooled blocks in use or cached
+  size_t reuses = 0;        // allocations served from the cache
+  size_t maps = 0;          // allocations that mapped fresh pages
+};
+Stats GetStats();
+
+// Fixes malloc's mmap and trim thresholds at kPooledBytes, so allocations too large for
+// the arenas (gRPC message buffers) are unmapped when freed and arena tops are trimmed, and
+// caps malloc at four arenas. Called once at server start, before its threads start.
+void ConfigureMalloc();
+
+// False in sanitizer builds, which malloc every block so that they see its use.
+bool Pooled();
+
+// The size class a request of `bytes` is served from (exposed for tests).
+size_t SizeClass(size_t bytes);
+
+}  // namespace tensord::host_memory
