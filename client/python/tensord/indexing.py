@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import TensordClientError
+from .errors import BatchPendingError, client_error
 
 
 def _normalize_key(key, rank):
@@ -20,8 +20,9 @@ def _normalize_key(key, rank):
         raise IndexError("tensord: an index can only have a single ellipsis ('...')")
     if ellipses:
         if rank is None:
-            raise TensordClientError("tensord: '...' needs a known rank; index a tensor of an "
-                                     "executed batch")
+            # The rank of a pending batch output is unknown until the batch is sent.
+            raise client_error("BAD_OPERAND", "tensord: '...' needs a known rank; index a tensor "
+                               "of an executed batch", cls=BatchPendingError)
         at = next(i for i, k in enumerate(key) if k is Ellipsis)
         fill = (slice(None),) * max(rank - consuming, 0)
         key = key[:at] + fill + key[at + 1:]
