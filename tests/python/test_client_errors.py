@@ -171,8 +171,9 @@ def test_pending_and_failed_batch_outputs_are_bad_operand(sess):
         client_refusal(err, tensord.BadOperand, {"operand_call", "operand_output"})
         with pytest.raises(tensord.BatchPendingError) as err:
             sess.release(b)
-        with pytest.raises(tensord.BatchPendingError):
+        with pytest.raises(tensord.BatchPendingError) as err:
             b[..., 0]
+        client_refusal(err, tensord.BadOperand, {"operand_call", "operand_output"})
     with pytest.raises(tensord.ShapeMismatch):
         with sess.batch():
             c = a + 1.0
