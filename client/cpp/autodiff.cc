@@ -1,4 +1,5 @@
 // Gradients, AutodiffContext and NoGradGuard.
+#include "absl/strings/str_cat.h"
 #include "client/cpp/internal.h"
 #include "client/cpp/session.h"
 #include "client/cpp/status.h"
@@ -44,13 +45,25 @@ absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& r
                                                     const std::vector<Tensor>& seeds,
                                                     bool retain_graph) {
   if (!state_) return internal::NoSession();
-  grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   ::tensord::v1::BackwardRequest request;
   request.set_session_id(state_->id());
   request.set_context_id(id_);
-  for (const Tensor& t : roots) request.add_roots(t.handle());
-  for (const Tensor& t : seeds) request.add_seeds(t.handle());
+  // Roots and seeds are named as the server names them: root_index, seed_index.
+  for (size_t i = 0; i < roots.size(); ++i) {
+    absl::StatusOr<uint64_t> h =
+        internal::HandleIn(*state_, roots[i], {{"root_index", absl::StrCat(i)}});
+    if (!h.ok()) return h.status();
+    request.add_roots(*h);
+  }
+  for (size_t i = 0; i < seeds.size(); ++i) {
+    absl::StatusOr<uint64_t> h =
+        internal::HandleIn(*state_, seeds[i], {{"seed_index", absl::StrCat(i)}});
+    if (!h.ok()) return h.status();
+    request.add_seeds(*h);
+  }
+  grpc::ClientContext context;
+  state_->connection().Prepare(&context);
   request.set_retain_graph(retain_graph);
   ::tensord::v1::BackwardResponse response;
   grpc::Status status = state_->stub().Backward(&context, request, &response);

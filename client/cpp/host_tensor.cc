@@ -64,8 +64,9 @@ size_t DTypeSize(DType dtype) {
 
 absl::StatusOr<DType> DTypeFromProto(::tensord::v1::DType dtype) {
   if (dtype_table::IndexOfWireNumber(dtype) >= 0) return static_cast<DType>(dtype);
-  return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
-                     absl::StrCat("client: unknown dtype ", static_cast<int>(dtype)));
+  return ClientError(DTYPE_MISMATCH,
+                     absl::StrCat("client: unknown dtype ", static_cast<int>(dtype)),
+                     {{"dtype", absl::StrCat(static_cast<int>(dtype))}});
 }
 
 std::string ShapeString(const Shape& shape) {
@@ -113,8 +114,11 @@ absl::StatusOr<HostTensor> HostTensor::FromFloats(const std::vector<float>& valu
   HostTensor out = Zeros(dtype, std::move(shape));
   if (static_cast<int64_t>(values.size()) != out.numel()) {
     return ClientError(
-        absl::StatusCode::kInvalidArgument, BAD_TENSOR_DATA,
-        absl::StrCat("client: ", values.size(), " values for shape ", ShapeString(out.shape_)));
+        BAD_TENSOR_DATA,
+        absl::StrCat("client: ", values.size(), " values for shape ", ShapeString(out.shape_)),
+        {{"shape", ShapeString(out.shape_)},
+         {"dtype", DTypeName(dtype)},
+         {"bytes", absl::StrCat(values.size() * DTypeSize(dtype))}});
   }
   char* p = out.bytes_.data();
   for (size_t i = 0; i < values.size(); ++i) {
@@ -135,8 +139,9 @@ absl::StatusOr<HostTensor> HostTensor::FromFloats(const std::vector<float>& valu
       }
       default:
         return ClientError(
-            absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
-            absl::StrCat("client: FromFloats needs a float dtype, not ", DTypeName(dtype)));
+            DTYPE_MISMATCH,
+            absl::StrCat("client: FromFloats needs a float dtype, not ", DTypeName(dtype)),
+            {{"dtype", DTypeName(dtype)}});
     }
   }
   return out;
@@ -144,9 +149,10 @@ absl::StatusOr<HostTensor> HostTensor::FromFloats(const std::vector<float>& valu
 
 absl::StatusOr<std::vector<float>> HostTensor::ToFloats() const {
   if (dtype_ != DType::kF32 && dtype_ != DType::kBF16 && dtype_ != DType::kF16) {
-    return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
-                       absl::StrCat("client: tensor is ", DTypeName(dtype_),
-                                    "; ToFloats reads f32, bf16 and f16"));
+    return ClientError(
+        DTYPE_MISMATCH,
+        absl::StrCat("client: tensor is ", DTypeName(dtype_), "; ToFloats reads f32, bf16 and f16"),
+        {{"dtype", DTypeName(dtype_)}});
   }
   if (absl::Status s = Validate(); !s.ok()) return s;
   std::vector<float> out(static_cast<size_t>(numel()));
@@ -161,16 +167,20 @@ absl::StatusOr<std::vector<float>> HostTensor::ToFloats() const {
 absl::Status HostTensor::Validate() const {
   const int64_t n = NumElements(shape_);
   if (n < 0) {
-    return ClientError(absl::StatusCode::kInvalidArgument, BAD_TENSOR_DATA,
-                       absl::StrCat("client: shape ", ShapeString(shape_), " is invalid"));
+    return ClientError(BAD_TENSOR_DATA,
+                       absl::StrCat("client: shape ", ShapeString(shape_), " is invalid"),
+                       {{"shape", ShapeString(shape_)}, {"dtype", DTypeName(dtype_)}});
   }
   const uint64_t expected = static_cast<uint64_t>(n) * DTypeSize(dtype_);
   if (bytes_.size() != expected) {
+    // The metadata the server gives a literal whose bytes do not match.
     return ClientError(
-        absl::StatusCode::kInvalidArgument, BAD_TENSOR_DATA,
+        BAD_TENSOR_DATA,
         absl::StrCat("client: ", bytes_.size(), " bytes do not match shape ", ShapeString(shape_),
                      " of ", DTypeName(dtype_), " (", expected, " bytes)"),
-        {{"bytes", absl::StrCat(bytes_.size())}, {"expected_bytes", absl::StrCat(expected)}});
+        {{"shape", ShapeString(shape_)},
+         {"dtype", DTypeName(dtype_)},
+         {"bytes", absl::StrCat(bytes_.size())}});
   }
   return absl::OkStatus();
 }
@@ -178,9 +188,10 @@ absl::Status HostTensor::Validate() const {
 template <typename T>
 absl::StatusOr<std::vector<T>> HostTensor::ToVector() const {
   if (DTypeOf<T>::value != dtype_) {
-    return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
+    return ClientError(DTYPE_MISMATCH,
                        absl::StrCat("client: tensor is ", DTypeName(dtype_), ", not ",
-                                    DTypeName(DTypeOf<T>::value)));
+                                    DTypeName(DTypeOf<T>::value)),
+                       {{"dtype", DTypeName(dtype_)}});
   }
   if (absl::Status s = Validate(); !s.ok()) return s;
   std::vector<T> out(bytes_.size() / sizeof(T));
@@ -191,8 +202,9 @@ absl::StatusOr<std::vector<T>> HostTensor::ToVector() const {
 template <>
 absl::StatusOr<std::vector<bool>> HostTensor::ToVector<bool>() const {
   if (dtype_ != DType::kBool) {
-    return ClientError(absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
-                       absl::StrCat("client: tensor is ", DTypeName(dtype_), ", not bool"));
+    return ClientError(DTYPE_MISMATCH,
+                       absl::StrCat("client: tensor is ", DTypeName(dtype_), ", not bool"),
+                       {{"dtype", DTypeName(dtype_)}});
   }
   std::vector<bool> out(bytes_.size());
   for (size_t i = 0; i < bytes_.size(); ++i) out[i] = bytes_[i] != 0;

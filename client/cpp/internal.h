@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/cpp/client.h"
+#include "client/cpp/status.h"
 #include "client/cpp/tensor.h"
 #include "grpcpp/grpcpp.h"
 #include "tensord/v1/service.grpc.pb.h"
@@ -40,6 +42,9 @@ class SessionState {
   void set_owned(bool owned) { owned_ = owned; }
   bool closed() const { return closed_.load(); }
   void set_closed() { closed_ = true; }
+  // SESSION_NOT_FOUND (origin=client) once this client closed the session: the server has
+  // forgotten it, so nothing is sent.
+  absl::Status CheckOpen() const;
 
   bool no_grad() const { return no_grad_depth_.load() > 0; }
   void EnterNoGrad() { ++no_grad_depth_; }
@@ -74,14 +79,29 @@ class SessionState {
 // The error of a call on a moved-from Session or AutodiffContext.
 absl::Status NoSession();
 
+// The server's own answer to a mistake, given by the client without the round trip: domain
+// "tensord", origin=client (see ClientErrorIn).
+absl::Status ServerAnswer(ErrorReason reason, const std::string& message,
+                          std::map<std::string, std::string> metadata);
+
+// The handle to send for `t` in `state`'s session, or the error the server answers that
+// mistake with (origin=client): a released handle names nothing, and a handle of another
+// session names nothing here -- or, as handles count from 1 in every session, another tensor,
+// which is why the client must refuse it. `where` (call_index, input_index, op, root_index,
+// ...) says where the tensor was used.
+absl::StatusOr<uint64_t> HandleIn(const SessionState& state, const Tensor& t,
+                                  std::map<std::string, std::string> where);
+
 // Wraps the outputs of an Execute response as Tensors of `state`.
 std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState>& state,
                                               const ::tensord::v1::ExecuteResponse& response);
 
-// Fills `call` with the op, its operands and attributes; the first operand that cannot be
-// sent (a failed Tensor) sets `*error` unless it holds an error already.
+// Fills `call` (call `call_index` of its request) with the op, its operands and attributes;
+// the first operand that cannot be sent (a failed StatusOr, or a tensor HandleIn refuses in
+// `state`'s session) sets `*error` unless it holds an error already.
 void FillCall(::tensord::v1::OpCall* call, const std::string& op,
-              const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error);
+              const std::vector<Operand>& inputs, const Attrs& attrs, const SessionState* state,
+              absl::Status* error, int call_index = 0);
 
 // Sends `request`, which holds one call, and returns that call's outputs.
 absl::StatusOr<std::vector<Tensor>> ExecuteOneCall(const std::shared_ptr<SessionState>& state,

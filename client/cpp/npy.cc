@@ -15,13 +15,12 @@ namespace {
 
 using ::tensord::v1::BAD_TENSOR_DATA;
 using ::tensord::v1::DTYPE_MISMATCH;
-using ::tensord::v1::INVALID_REQUEST;
 
 constexpr char kNpyMagic[] = "\x93NUMPY";
 constexpr size_t kNpyMagicLen = 6;
 
 absl::Status NpyError(const std::string& what) {
-  return ClientError(absl::StatusCode::kInvalidArgument, BAD_TENSOR_DATA, "npy: " + what);
+  return ClientError(BAD_TENSOR_DATA, "npy: " + what);
 }
 
 // The value of `key` in a Python dict literal such as
@@ -66,7 +65,7 @@ absl::StatusOr<DType> DTypeFromDescr(std::string descr) {
                      "' is not supported; convert with arr.astype(arr.dtype.newbyteorder('<'))"));
   }
   return ClientError(
-      absl::StatusCode::kInvalidArgument, DTYPE_MISMATCH,
+      DTYPE_MISMATCH,
       absl::StrCat("npy: dtype '", descr,
                    "' is not supported (supported: <f4 <f8 <i4 <i8 |b1 <f2, and <u2 read as bf16 "
                    "bit patterns)"),
@@ -224,8 +223,8 @@ std::string HostTensor::ToNpy() const {
 absl::StatusOr<HostTensor> HostTensor::ReadNpy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return ClientError(absl::StatusCode::kNotFound, INVALID_REQUEST,
-                       absl::StrCat("npy: cannot open '", path, "'"), {{"path", path}});
+    // A local file, not a request: a plain status with no tensord reason (docs/errors.md).
+    return absl::NotFoundError(absl::StrCat("npy: cannot open '", path, "'"));
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
@@ -246,8 +245,7 @@ absl::Status HostTensor::WriteNpy(const std::string& path) const {
   out.write(npy.data(), static_cast<std::streamsize>(npy.size()));
   out.close();
   if (!out) {
-    return ClientError(absl::StatusCode::kUnavailable, INVALID_REQUEST,
-                       absl::StrCat("npy: cannot write '", path, "'"), {{"path", path}});
+    return absl::UnavailableError(absl::StrCat("npy: cannot write '", path, "'"));
   }
   return absl::OkStatus();
 }

@@ -22,12 +22,17 @@ absl::StatusOr<std::vector<Tensor>> Op(const std::string& op, std::vector<Operan
                                        const Attrs& attrs) {
   std::shared_ptr<internal::SessionState> state;
   for (const Operand& operand : inputs) {
-    // The first error wins, as if the operands were evaluated in order.
-    if (absl::Status s = operand.status(); !s.ok()) return s;
-    if (const Tensor* t = operand.tensor(); t != nullptr && !state) state = t->session_state();
+    const Tensor* t = operand.tensor();
+    // The first failed operand expression wins, as if the operands were evaluated in order;
+    // FillCall refuses the operands the server would refuse.
+    if (t == nullptr) {
+      if (absl::Status s = operand.status(); !s.ok()) return s;
+    } else if (t->defined() && !state) {
+      state = t->session_state();
+    }
   }
   if (!state) {
-    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::BAD_OPERAND,
+    return ClientError(::tensord::v1::BAD_OPERAND,
                        absl::StrCat("client: ", op,
                                     " has no tensor operand to name its session; use "
                                     "Session::Op"),
@@ -35,7 +40,7 @@ absl::StatusOr<std::vector<Tensor>> Op(const std::string& op, std::vector<Operan
   }
   ::tensord::v1::ExecuteRequest request;
   absl::Status error;
-  internal::FillCall(request.add_calls(), op, inputs, attrs, &error);
+  internal::FillCall(request.add_calls(), op, inputs, attrs, state.get(), &error);
   if (!error.ok()) return error;
   return internal::ExecuteOneCall(state, request);
 }

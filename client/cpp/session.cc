@@ -59,8 +59,9 @@ Batch::Batch(std::shared_ptr<internal::SessionState> state, BatchOptions options
 
 CallRef Batch::Add(const std::string& op, std::vector<Operand> inputs, const Attrs& attrs,
                    const CallOptions& options) {
+  const int index = request_.calls_size();
   ::tensord::v1::OpCall* call = request_.add_calls();
-  internal::FillCall(call, op, inputs, attrs, &error_);
+  internal::FillCall(call, op, inputs, attrs, state_.get(), &error_, index);
   call->set_requires_grad(options.requires_grad);
   call->set_fetch(options.fetch);
   for (const Operand& operand : inputs) {
@@ -112,6 +113,7 @@ bool Session::autodiff_enabled() const { return state_->created().autodiff_enabl
 absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& options) {
   if (!state_) return internal::NoSession();
   if (absl::Status s = value.Validate(); !s.ok()) return s;
+  if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
   state_->connection().Prepare(&context);
   ::tensord::v1::PutTensorResponse response;
@@ -140,7 +142,10 @@ absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& o
 }
 
 absl::StatusOr<HostTensor> Session::Get(const Tensor& tensor, uint32_t chunk_bytes) {
-  return Get(tensor.handle(), chunk_bytes);
+  if (!state_) return internal::NoSession();
+  absl::StatusOr<uint64_t> handle = internal::HandleIn(*state_, tensor, {});
+  if (!handle.ok()) return handle.status();
+  return Get(*handle, chunk_bytes);
 }
 
 absl::StatusOr<HostTensor> Session::Get(uint64_t handle, uint32_t chunk_bytes) {
@@ -154,7 +159,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Op(const std::string& op, std::vect
   ::tensord::v1::ExecuteRequest request;
   absl::Status error;
   ::tensord::v1::OpCall* call = request.add_calls();
-  internal::FillCall(call, op, inputs, attrs, &error);
+  internal::FillCall(call, op, inputs, attrs, state_.get(), &error);
   if (!error.ok()) return error;
   call->set_requires_grad(options.requires_grad);
   request.set_no_grad(options.no_grad);
@@ -172,13 +177,19 @@ Batch Session::NewBatch(const BatchOptions& options) { return Batch(state_, opti
 NoGradGuard Session::NoGrad() { return NoGradGuard(state_); }
 
 absl::StatusOr<uint32_t> Session::Release(const std::vector<Tensor>& tensors) {
+  if (!state_) return internal::NoSession();
+  // Release is atomic: every tensor is checked before any handle is sent.
   std::vector<uint64_t> handles;
-  for (const Tensor& t : tensors) handles.push_back(t.handle());
+  for (const Tensor& t : tensors) {
+    absl::StatusOr<uint64_t> handle = internal::HandleIn(*state_, t, {});
+    if (!handle.ok()) return handle.status();
+    handles.push_back(*handle);
+  }
   absl::StatusOr<uint32_t> released = Release(handles);
   if (!released.ok()) return released;
-  // The handles are gone; the Tensor objects must not queue them again.
+  // The handles are gone; the Tensor objects must not queue or name them again.
   for (const Tensor& t : tensors) {
-    t.MarkReleased();
+    t.MarkFreed();
   }
   return released;
 }
@@ -195,6 +206,7 @@ absl::Status Session::FlushReleases() {
 
 absl::StatusOr<uint64_t> Session::KeepAlive() {
   if (!state_) return internal::NoSession();
+  if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
   state_->connection().Prepare(&context);
   ::tensord::v1::KeepAliveRequest request;
@@ -207,6 +219,7 @@ absl::StatusOr<uint64_t> Session::KeepAlive() {
 
 absl::StatusOr<SessionInfo> Session::Info() {
   if (!state_) return internal::NoSession();
+  if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   // A failed flush (e.g. the session expired) is reported by GetSessionInfo itself.
   state_->FlushReleases().IgnoreError();
   grpc::ClientContext context;
@@ -233,6 +246,7 @@ absl::StatusOr<SessionInfo> Session::Info() {
 
 absl::StatusOr<AutodiffContext> Session::OpenAutodiff(Checkpointing checkpointing) {
   if (!state_) return internal::NoSession();
+  if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
   state_->connection().Prepare(&context);
   ::tensord::v1::OpenAutodiffContextRequest request;

@@ -9,8 +9,43 @@ namespace tensord::client {
 namespace internal {
 
 absl::Status NoSession() {
-  return ClientError(absl::StatusCode::kFailedPrecondition, ::tensord::v1::SESSION_NOT_FOUND,
-                     "client: the session object was moved from");
+  return ClientError(::tensord::v1::SESSION_NOT_FOUND, "client: the session object was moved from",
+                     {{"session_id", ""}});
+}
+
+absl::Status ServerAnswer(ErrorReason reason, const std::string& message,
+                          std::map<std::string, std::string> metadata) {
+  return ClientErrorIn("tensord", reason, message, std::move(metadata));
+}
+
+absl::StatusOr<uint64_t> HandleIn(const SessionState& state, const Tensor& t,
+                                  std::map<std::string, std::string> where) {
+  const std::string handle = absl::StrCat(t.handle());
+  where.emplace("tensor_id", handle);
+  // An undefined tensor names handle 0, which no session has.
+  if (!t.defined()) {
+    return ServerAnswer(::tensord::v1::TENSOR_NOT_FOUND, "client: an undefined tensor (no handle)",
+                        std::move(where));
+  }
+  // Sessions are told apart by id: an attached Session shares its server session.
+  if (t.session_state()->id() != state.id()) {
+    return ServerAnswer(::tensord::v1::TENSOR_NOT_FOUND,
+                        absl::StrCat("client: tensor ", handle, " belongs to session ",
+                                     t.session_state()->id(), ", not to session ", state.id()),
+                        std::move(where));
+  }
+  if (t.released()) {
+    return ServerAnswer(::tensord::v1::TENSOR_NOT_FOUND,
+                        absl::StrCat("client: tensor ", handle, " was released"), std::move(where));
+  }
+  return t.handle();
+}
+
+absl::Status SessionState::CheckOpen() const {
+  if (!closed()) return absl::OkStatus();
+  return ServerAnswer(::tensord::v1::SESSION_NOT_FOUND,
+                      absl::StrCat("client: session ", id(), " was closed"),
+                      {{"session_id", id()}});
 }
 
 SessionState::SessionState(std::shared_ptr<const Connection> connection,
@@ -19,6 +54,7 @@ SessionState::SessionState(std::shared_ptr<const Connection> connection,
 
 absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
     ::tensord::v1::ExecuteRequest& request) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
   request.set_session_id(id());
   if (no_grad()) request.set_no_grad(true);
   grpc::ClientContext context;
@@ -30,6 +66,7 @@ absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
 }
 
 absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_bytes) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
   connection_->Prepare(&context);
   ::tensord::v1::GetTensorRequest request;
@@ -54,21 +91,27 @@ absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_byt
   if (!status.ok()) return FromGrpcStatus(status);
   if (!have_info) {
     return ClientError(
-        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
-        absl::StrCat("client: the GetTensor stream of handle ", handle, " carried no tensor info"));
+        ::tensord::v1::INTERNAL,
+        absl::StrCat("client: the GetTensor stream of handle ", handle, " carried no tensor info"),
+        {{"tensor_id", absl::StrCat(handle)}});
   }
   absl::StatusOr<DType> dtype = DTypeFromProto(info.dtype());
   if (!dtype.ok()) return dtype.status();
+  const size_t received = bytes.size();
   HostTensor out(*dtype, Shape(info.shape().begin(), info.shape().end()), std::move(bytes));
   if (absl::Status s = out.Validate(); !s.ok()) {
-    return ClientError(absl::StatusCode::kDataLoss, ::tensord::v1::TRANSFER_INCOMPLETE,
+    const int64_t n = NumElements(out.shape());
+    return ClientError(::tensord::v1::TRANSFER_INCOMPLETE,
                        absl::StrCat("client: GetTensor of handle ", handle, ": ", s.message()),
-                       {{"handle", absl::StrCat(handle)}});
+                       {{"tensor_id", absl::StrCat(handle)},
+                        {"received_bytes", absl::StrCat(received)},
+                        {"expected_bytes", absl::StrCat(n < 0 ? 0 : n * DTypeSize(*dtype))}});
   }
   return out;
 }
 
 absl::StatusOr<uint32_t> SessionState::Release(const std::vector<uint64_t>& handles) {
+  if (absl::Status s = CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
   connection_->Prepare(&context);
   ::tensord::v1::ReleaseRequest request;
@@ -141,10 +184,22 @@ std::vector<std::vector<Tensor>> AdoptOutputs(const std::shared_ptr<SessionState
 }
 
 void FillCall(::tensord::v1::OpCall* call, const std::string& op,
-              const std::vector<Operand>& inputs, const Attrs& attrs, absl::Status* error) {
+              const std::vector<Operand>& inputs, const Attrs& attrs, const SessionState* state,
+              absl::Status* error, int call_index) {
   call->set_op(op);
-  for (const Operand& operand : inputs) {
-    absl::Status s = operand.ToProto(call->add_inputs());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ::tensord::v1::Operand* out = call->add_inputs();
+    absl::Status s;
+    if (const Tensor* t = inputs[i].tensor(); t != nullptr && state != nullptr) {
+      // Where the server would name the operand: call, input and op.
+      absl::StatusOr<uint64_t> handle = HandleIn(
+          *state, *t,
+          {{"call_index", absl::StrCat(call_index)}, {"input_index", absl::StrCat(i)}, {"op", op}});
+      s = handle.status();
+      if (handle.ok()) out->set_handle(*handle);
+    } else {
+      s = inputs[i].ToProto(out);
+    }
     if (!s.ok() && error->ok()) *error = s;
   }
   for (const auto& [name, value] : attrs) (*call->mutable_attrs())[name] = value.proto();
@@ -157,7 +212,7 @@ absl::StatusOr<std::vector<Tensor>> ExecuteOneCall(const std::shared_ptr<Session
   std::vector<std::vector<Tensor>> outputs = AdoptOutputs(state, *response);
   if (outputs.size() != 1) {
     return ClientError(
-        absl::StatusCode::kInternal, ::tensord::v1::INTERNAL,
+        ::tensord::v1::INTERNAL,
         absl::StrCat("client: Execute of one call returned ", outputs.size(), " results"));
   }
   return std::move(outputs[0]);
@@ -167,7 +222,7 @@ absl::StatusOr<Tensor> OnlyOutput(const std::string& op,
                                   absl::StatusOr<std::vector<Tensor>> outputs) {
   if (!outputs.ok()) return outputs.status();
   if (outputs->size() != 1) {
-    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::INVALID_REQUEST,
+    return ClientError(::tensord::v1::INVALID_REQUEST,
                        absl::StrCat("client: ", op, " returned ", outputs->size(),
                                     " outputs; use Op() for multi-output ops"),
                        {{"op", op}});

@@ -42,9 +42,29 @@ ErrorReason ReasonOf(const absl::Status& status);
 std::string ReasonNameOf(const absl::Status& status);
 std::map<std::string, std::string> MetadataOf(const absl::Status& status);
 
-// An error raised by the client itself (bad .npy file, misuse of the API), shaped like a
-// server error: its ErrorInfo has domain "tensord.client".
-absl::Status ClientError(absl::StatusCode code, ErrorReason reason, const std::string& message,
+// Metadata entry of every error the client raises itself (origin=client): it never reached
+// the server.
+inline constexpr char kOriginKey[] = "origin";
+inline constexpr char kClientOrigin[] = "client";
+
+// The gRPC code `reason` has on the wire (docs/errors.md); kUnknown for an unknown reason.
+absl::StatusCode CodeOf(ErrorReason reason);
+
+// A mistake the client refuses itself (a released tensor, a tensor of another session, a
+// closed session, data that does not fill its shape, ...), shaped exactly like the server's
+// answer to the same mistake: code CodeOf(reason), ErrorInfo with `reason` and `metadata` (the
+// server's keys) plus origin=client, BadRequest for INVALID_ARGUMENT and ResourceInfo for
+// NOT_FOUND reasons. Its ErrorInfo domain is "tensord.client" (the server's is "tensord").
+absl::Status ClientError(ErrorReason reason, const std::string& message,
                          std::map<std::string, std::string> metadata = {});
+
+namespace internal {
+// ClientError with ErrorInfo domain `domain`. A refusal that gives the server's own answer
+// early (a released, undefined or foreign handle; a closed session) keeps the domain "tensord"
+// its callers saw when the server gave it; checks that only exist in the client keep
+// "tensord.client". Both carry origin=client.
+absl::Status ClientErrorIn(const std::string& domain, ErrorReason reason,
+                           const std::string& message, std::map<std::string, std::string> metadata);
+}  // namespace internal
 
 }  // namespace tensord::client

@@ -38,7 +38,7 @@ bool operator==(const TensorInfo& a, const TensorInfo& b) {
 std::ostream& operator<<(std::ostream& os, const TensorInfo& info) { return os << info.ToString(); }
 
 Tensor::Impl::~Impl() {
-  if (!released && session != nullptr) session->QueueRelease(info.handle, info.nbytes);
+  if (!released && !freed && session != nullptr) session->QueueRelease(info.handle, info.nbytes);
 }
 
 const TensorInfo& Tensor::info() const {
@@ -62,17 +62,20 @@ const std::shared_ptr<internal::SessionState>& Tensor::session_state() const {
 
 absl::StatusOr<HostTensor> Tensor::ToHost() const {
   if (!impl_) {
-    return ClientError(absl::StatusCode::kFailedPrecondition, ::tensord::v1::TENSOR_NOT_FOUND,
-                       "client: ToHost on an undefined tensor");
+    return internal::ServerAnswer(::tensord::v1::TENSOR_NOT_FOUND,
+                                  "client: ToHost on an undefined tensor", {{"tensor_id", "0"}});
   }
-  return impl_->session->Get(impl_->info.handle, 0);
+  absl::StatusOr<uint64_t> handle = internal::HandleIn(*impl_->session, *this, {});
+  if (!handle.ok()) return handle.status();
+  return impl_->session->Get(*handle, 0);
 }
 
 absl::StatusOr<double> Tensor::Item() const {
   if (defined() && numel() != 1) {
-    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::SHAPE_MISMATCH,
+    return ClientError(::tensord::v1::SHAPE_MISMATCH,
                        absl::StrCat("client: Item() needs one element, tensor ", handle(),
-                                    " has shape ", ShapeString(shape())));
+                                    " has shape ", ShapeString(shape())),
+                       {{"shape", ShapeString(shape())}});
   }
   absl::StatusOr<HostTensor> host = ToHost();
   if (!host.ok()) return host.status();
@@ -80,10 +83,10 @@ absl::StatusOr<double> Tensor::Item() const {
 }
 
 absl::Status Tensor::Release() {
-  if (!impl_ || impl_->released) return absl::OkStatus();
+  if (!impl_ || impl_->released || impl_->freed) return absl::OkStatus();
   absl::StatusOr<uint32_t> released = impl_->session->Release({impl_->info.handle});
   if (!released.ok()) return released.status();
-  impl_->released = true;
+  impl_->freed = true;
   return absl::OkStatus();
 }
 
@@ -104,8 +107,10 @@ Operand Operand::Handle(uint64_t handle) {
 absl::Status Operand::status() const {
   if (const absl::Status* s = std::get_if<absl::Status>(&value_)) return *s;
   if (const Tensor* t = std::get_if<Tensor>(&value_); t != nullptr && !t->defined()) {
-    return ClientError(absl::StatusCode::kInvalidArgument, ::tensord::v1::BAD_OPERAND,
-                       "client: an operand is an undefined tensor");
+    // An undefined tensor names handle 0, which no session has.
+    return internal::ServerAnswer(::tensord::v1::TENSOR_NOT_FOUND,
+                                  "client: an operand is an undefined tensor",
+                                  {{"tensor_id", "0"}});
   }
   return absl::OkStatus();
 }

@@ -87,9 +87,11 @@ class Tensor {
   // The value of a one-element tensor, converted to double.
   absl::StatusOr<double> Item() const;
 
-  // Releases the server handle now (one RPC) instead of when the last copy goes; every copy
-  // becomes a dangling name the server answers with TENSOR_NOT_FOUND.
+  // Releases the server handle now (one RPC) instead of when the last copy goes. Every copy
+  // then names nothing: using it is TENSOR_NOT_FOUND, refused by the client (origin=client).
   absl::Status Release();
+  // True once Release() (on any copy) or Session::Release freed the server handle.
+  bool released() const { return impl_ && impl_->freed; }
   // Gives up ownership: the handle stays on the server (for a later process to name it) until
   // released by handle or with its session. Returns the handle.
   uint64_t ReleaseOwnership() const {
@@ -105,15 +107,20 @@ class Tensor {
 
  private:
   friend class Session;
-  // The handle was freed by other means; nothing is queued when the last copy goes.
+  // Nothing is queued when the last copy goes (the handle was given away).
   void MarkReleased() const {
     if (impl_) impl_->released = true;
+  }
+  // The server handle was freed: nothing is queued, and the tensor may not be used.
+  void MarkFreed() const {
+    if (impl_) impl_->freed = true;
   }
 
   struct Impl {
     std::shared_ptr<internal::SessionState> session;
     TensorInfo info;
-    bool released = false;
+    bool released = false;  // given away (ReleaseOwnership): still valid on the server
+    bool freed = false;     // released on the server
     ~Impl();
   };
   std::shared_ptr<Impl> impl_;

@@ -9,12 +9,12 @@
 //   const y = await sess.op('matmul', [a, a]);
 //   console.log(await y.get());   // { dtype: 'f32', shape: [2, 2], data: Float32Array [...] }
 //
-// lib/ holds the parts, each requiring only those before it: proto, dtypes, errors, tensor,
+// lib/ holds the parts, each requiring only those before it: proto, errors, dtypes, tensor,
 // autodiff, batch, session, client.
 
 const {PROTO_DIR, ERROR_REASONS} = require('./lib/proto');
 const {DTYPES, fromFloat32, toFloat32} = require('./lib/dtypes');
-const {TensordError, decodeStatusDetails} = require('./lib/errors');
+const {TensordError, decodeStatusDetails, REASON_CODES} = require('./lib/errors');
 const {Tensor, Pending} = require('./lib/tensor');
 const {AutodiffContext} = require('./lib/autodiff');
 const {Batch} = require('./lib/batch');
@@ -22,4 +22,4 @@ const {Session} = require('./lib/session');
 const {Client, connect} = require('./lib/client');
 
 module.exports = {connect, Client, Session, Tensor, Batch, Pending, AutodiffContext, TensordError,
-  ERROR_REASONS, DTYPES, decodeStatusDetails, PROTO_DIR, fromFloat32, toFloat32};
+  ERROR_REASONS, REASON_CODES, DTYPES, decodeStatusDetails, PROTO_DIR, fromFloat32, toFloat32};

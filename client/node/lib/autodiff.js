@@ -1,7 +1,7 @@
 'use strict';
 // AutodiffContext, and which context a call that requires gradients records into.
 
-const {Tensor} = require('./tensor');
+const {Tensor, handleIn} = require('./tensor');
 
 // `ctx` (a context or its id) when given, else the session's most recently opened context, else
 // '0' (none).
@@ -24,12 +24,14 @@ class AutodiffContext {
   async backward(roots, {seed = null, retainGraph = false} = {}) {
     const s = this.session;
     roots = Array.isArray(roots) ? roots : [roots];
+    const rootHandles = roots.map((r, i) => handleIn(s, r, {root_index: i}));
+    s._checkOpen();
     const seeds = [];
     const temps = [];
     if (seed !== null) {
       for (const sd of (Array.isArray(seed) ? seed : [seed])) {
         if (sd instanceof Tensor) {
-          seeds.push(sd.handle);
+          seeds.push(handleIn(s, sd, {seed_index: seeds.length}));
         } else {
           const t = await s.tensor(sd.data, sd.shape, {dtype: sd.dtype});
           temps.push(t);
@@ -39,7 +41,7 @@ class AutodiffContext {
     }
     try {
       const resp = await s._unary('Backward', {session_id: s.id, context_id: this.id,
-        roots: roots.map((r) => r.handle), seeds, retain_graph: retainGraph});
+        roots: rootHandles, seeds, retain_graph: retainGraph});
       const grads = new Map();
       grads.byHandle = new Map();
       for (const g of resp.gradients) {

@@ -3,7 +3,8 @@
 // many calls as one atomic Execute.
 
 const {tensorData} = require('./dtypes');
-const {Tensor, Pending} = require('./tensor');
+const {clientError} = require('./errors');
+const {Tensor, Pending, handleIn} = require('./tensor');
 const {contextIdOf} = require('./autodiff');
 
 function attrValue(name, v) {
@@ -23,11 +24,11 @@ function attrValue(name, v) {
 
 // Operands: Tensor, Pending (same batch), a number (float scalar), a BigInt (integer scalar),
 // a boolean, {int: n} / {float: x}, or {data: TypedArray, shape} (an inline literal).
-function operand(v, batch) {
-  if (v instanceof Tensor) return {handle: v.handle};
+// Operands the server would refuse are refused here with its error; `where` names the call.
+function operand(v, batch, session, where) {
+  if (v instanceof Tensor) return {handle: handleIn(session, v, where)};
   if (v instanceof Pending) {
-    if (v.tensor) return {handle: v.tensor.handle};
-    if (v.batch !== batch) throw new Error('tensord: a pending output of another batch');
+    if (v.tensor || v.batch !== batch) return {handle: handleIn(session, v, where)};
     return {call_output: {call: v.call, output: v.output}};
   }
   if (typeof v === 'number') return {scalar: {f: v}};
@@ -35,14 +36,16 @@ function operand(v, batch) {
   if (typeof v === 'boolean') return {scalar: {b: v}};
   if (v && typeof v === 'object' && 'int' in v) return {scalar: {i: String(v.int)}};
   if (v && typeof v === 'object' && 'float' in v) return {scalar: {f: Number(v.float)}};
-  if (v && typeof v === 'object' && 'data' in v) return {literal: tensorData(v)};
-  if (ArrayBuffer.isView(v)) return {literal: tensorData({data: v})};
+  if (v && typeof v === 'object' && 'data' in v) return {literal: tensorData(v, where)};
+  if (ArrayBuffer.isView(v)) return {literal: tensorData({data: v}, where)};
   throw new TypeError(`tensord: unsupported operand ${v}`);
 }
 
-function opCall(name, inputs, attrs, options, batch) {
-  const call = {op: name, inputs: inputs.map((v) => operand(v, batch)), attrs: {},
-    requires_grad: !!options.requiresGrad};
+// The wire OpCall of call `callIndex` of a batch (0 for a single op) in `session`.
+function opCall(name, inputs, attrs, options, batch, session, callIndex = 0) {
+  const call = {op: name, inputs: inputs.map((v, i) => operand(v, batch, session,
+      {call_index: callIndex, input_index: i, op: name})), attrs: {},
+  requires_grad: !!options.requiresGrad};
   for (const [k, v] of Object.entries(attrs || {})) {
     if (v !== undefined && v !== null) call.attrs[k] = attrValue(k, v);
   }
@@ -60,11 +63,21 @@ class Batch {
   // Returns Pending outputs: one for single-output ops, `numOutputs` (an array) otherwise.
   op(name, inputs = [], attrs = {}, options = {}) {
     const index = this.calls.length;
-    this.calls.push(opCall(name, inputs, attrs, options, this));
+    const call = opCall(name, inputs, attrs, options, this, this.session, index);
+    if (options.requiresGrad) {
+      // One Execute names one context for all its requires-grad calls.
+      const ctx = contextIdOf(this.session, options.ctx);
+      if (this.contextId && this.contextId !== ctx) {
+        throw clientError('INVALID_REQUEST', 'tensord: one batch can create requires-grad ' +
+            `tensors for one autodiff context only (context ${this.contextId}, then ${ctx})`,
+        {call_index: index, op: name, field: 'context_id', context_id: ctx});
+      }
+      this.contextId = ctx;
+    }
+    this.calls.push(call);
     const n = options.numOutputs || 1;
     const outs = Array.from({length: n}, (_, k) => new Pending(this, index, k));
     this.pending.push(outs);
-    if (options.requiresGrad) this.contextId = contextIdOf(this.session, options.ctx);
     return options.numOutputs ? outs : outs[0];
   }
 

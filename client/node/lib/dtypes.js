@@ -6,6 +6,7 @@
 // toFloat32/fromFloat32 convert (rounding to nearest even, as the server does).
 
 const os = require('os');
+const {clientError} = require('./errors');
 
 // Typed arrays are in host byte order and go on the wire as they are.
 if (os.endianness() !== 'LE') throw new Error('tensord: the Node client needs a little-endian host');
@@ -106,25 +107,38 @@ function toBuffer(data) {
   return Buffer.from(data.buffer, data.byteOffset, data.byteLength);
 }
 
-function fromBytes(bytes, dtype, shape) {
+// `data` fills `shape` exactly, or BAD_TENSOR_DATA with the metadata the server gives a literal
+// whose bytes do not match; `where` (call_index, input_index, op) says which operand.
+function checkFilled(data, shape, dtype, where = {}) {
+  if (numel(shape) === data.length) return;
+  const expected = numel(shape) * data.BYTES_PER_ELEMENT;
+  throw clientError('BAD_TENSOR_DATA',
+      `tensord: ${data.length} elements (${data.byteLength} bytes) do not fill shape ` +
+      `[${shape.join(', ')}] of ${dtype} (${expected} bytes)`,
+      {...where, shape: `[${shape.join(', ')}]`, dtype, bytes: data.byteLength});
+}
+
+// `tensorId` names the tensor in the error when the server sent the wrong number of bytes.
+function fromBytes(bytes, dtype, shape, tensorId = '0') {
   const T = DTYPES[dtype].Array;
   const n = numel(shape);
   if (bytes.length !== n * T.BYTES_PER_ELEMENT) {
-    throw new Error(`tensord: received ${bytes.length} bytes for ${dtype}[${shape}]`);
+    throw clientError('TRANSFER_INCOMPLETE',
+        `tensord: received ${bytes.length} bytes for ${dtype}[${shape}]`,
+        {tensor_id: tensorId, received_bytes: bytes.length,
+          expected_bytes: n * T.BYTES_PER_ELEMENT});
   }
   const copy = new Uint8Array(bytes.length);  // aligned, owned copy
   copy.set(bytes);
   return new T(copy.buffer, 0, n);
 }
 
-function tensorData({data, shape, dtype}) {
+function tensorData({data, shape, dtype}, where = {}) {
   dtype = dtype || dtypeOf(data);
   shape = shape || [data.length];
-  if (numel(shape) !== data.length) {
-    throw new Error(`tensord: ${data.length} elements do not fill shape [${shape}]`);
-  }
+  checkFilled(data, shape, dtype, where);
   return {dtype: DTYPES[dtype].wire, shape, data: toBuffer(data)};
 }
 
 module.exports = {DTYPES, WIRE_TO_DTYPE, dtypeOf, fromFloat32, toFloat32, numel, toBuffer,
-  fromBytes, tensorData};
+  fromBytes, tensorData, checkFilled};

@@ -2,9 +2,9 @@
 // Session: uploads and downloads (streamed), single ops, batches, autodiff contexts and
 // releases, all scoped to one server session.
 
-const {DTYPES, WIRE_TO_DTYPE, dtypeOf, numel, toBuffer, fromBytes} = require('./dtypes');
-const {fromServiceError} = require('./errors');
-const {Tensor} = require('./tensor');
+const {DTYPES, WIRE_TO_DTYPE, dtypeOf, toBuffer, fromBytes, checkFilled} = require('./dtypes');
+const {fromServiceError, clientError} = require('./errors');
+const {Tensor, handleIn} = require('./tensor');
 const {Batch, opCall} = require('./batch');
 const {AutodiffContext, contextIdOf} = require('./autodiff');
 
@@ -24,7 +24,16 @@ class Session {
   }
 
   _unary(method, req) {
+    this._checkOpen();
     return this.client._unary(method, req);
+  }
+
+  // The server has forgotten a closed session; say so without asking it.
+  _checkOpen() {
+    if (this.closed) {
+      throw clientError('SESSION_NOT_FOUND', `tensord: session ${this.id} was closed`,
+          {session_id: this.id});
+    }
   }
 
   _track(t) {
@@ -43,14 +52,19 @@ class Session {
   // Uploads a typed array with a shape (default 1-d), streamed in chunks.
   // options: requiresGrad, ctx (default: the most recent open context), device, dtype ('bool'
   // for a Uint8Array is implied).
+  // A wrong argument type throws a TypeError at once; what the server would refuse rejects
+  // with its TensordError, as the server's own refusal would.
   tensor(data, shape, options = {}) {
     const dtype = options.dtype || dtypeOf(data);
     if (!(data instanceof DTYPES[dtype].Array)) {
       throw new TypeError(`tensord: dtype ${dtype} needs a ${DTYPES[dtype].Array.name}`);
     }
     shape = shape || [data.length];
-    if (numel(shape) !== data.length) {
-      throw new Error(`tensord: ${data.length} elements do not fill shape [${shape}]`);
+    try {
+      checkFilled(data, shape, dtype);
+      this._checkOpen();
+    } catch (e) {
+      return Promise.reject(e);
     }
     const header = {session_id: this.id, dtype: DTYPES[dtype].wire, shape,
       device: options.device || '', requires_grad: !!options.requiresGrad,
@@ -70,7 +84,8 @@ class Session {
     });
   }
 
-  _download(handle) {
+  async _download(handle) {
+    this._checkOpen();
     return new Promise((resolve, reject) => {
       const call = this.client.stub.GetTensor({session_id: this.id, handle},
           this.client._metadata(), this.client._callOptions());
@@ -82,11 +97,14 @@ class Session {
       });
       call.on('error', (err) => reject(fromServiceError(err)));
       call.on('end', () => {
-        if (!info) return reject(new Error(`tensord: GetTensor(${handle}) sent no TensorInfo`));
+        if (!info) {
+          return reject(clientError('INTERNAL', `tensord: GetTensor(${handle}) sent no TensorInfo`,
+              {tensor_id: handle}));
+        }
         const dtype = WIRE_TO_DTYPE[info.dtype];
         const shape = info.shape.map(Number);
         try {
-          resolve({dtype, shape, data: fromBytes(Buffer.concat(parts), dtype, shape)});
+          resolve({dtype, shape, data: fromBytes(Buffer.concat(parts), dtype, shape, handle)});
         } catch (e) {
           reject(e);
         }
@@ -98,7 +116,7 @@ class Session {
   // numbers as floats, arrays of integers as int lists). options: requiresGrad, ctx, noGrad.
   // Resolves to a Tensor, or an array of Tensors for multi-output ops.
   async op(name, inputs = [], attrs = {}, options = {}) {
-    const call = opCall(name, inputs, attrs, options, null);
+    const call = opCall(name, inputs, attrs, options, null, this);
     const resp = await this._execute([call], options.noGrad,
         options.requiresGrad ? contextIdOf(this, options.ctx) : '0');
     const outs = resp.results[0].outputs.map((info) => this._track(new Tensor(this, info)));
@@ -111,17 +129,25 @@ class Session {
 
   async autodiff({checkpointing = 'none'} = {}) {
     const cp = {none: 'CHECKPOINTING_NONE', balanced: 'CHECKPOINTING_BALANCED'}[checkpointing];
-    if (!cp) throw new Error(`tensord: checkpointing must be none or balanced, got ${checkpointing}`);
+    if (!cp) {
+      // What the server answers an unknown checkpointing value.
+      throw clientError('INVALID_REQUEST',
+          `tensord: checkpointing must be none or balanced, got ${checkpointing}`,
+          {field: 'checkpointing', value: checkpointing});
+    }
     const resp = await this._unary('OpenAutodiffContext', {session_id: this.id, checkpointing: cp});
     const ctx = new AutodiffContext(this, resp.context_id, checkpointing);
     this._contexts.push(ctx);
     return ctx;
   }
 
+  // Frees tensors (or raw handles) now. Release is atomic, so every tensor is checked before
+  // any is marked released: one refusal frees nothing.
   async release(tensors) {
-    const handles = tensors.map((t) => (t instanceof Tensor ? t.handle : String(t)));
-    for (const t of tensors) if (t instanceof Tensor) t.released = true;
+    const handles = tensors.map((t) => (t instanceof Tensor ? handleIn(this, t) : String(t)));
     if (!handles.length) return 0;
+    this._checkOpen();
+    for (const t of tensors) if (t instanceof Tensor) t.released = true;
     const resp = await this._unary('Release', {session_id: this.id, handles});
     return resp.released;
   }
@@ -137,7 +163,10 @@ class Session {
   async close() {
     if (this.closed) return;
     this.closed = true;
-    await this._unary('CloseSession', {session_id: this.id});
+    // Closing the session closed its contexts on the server too.
+    for (const ctx of this._contexts) ctx.closed = true;
+    this._contexts = [];
+    await this.client._unary('CloseSession', {session_id: this.id});
   }
 }
 

@@ -3,6 +3,7 @@
 // one when the batch runs.
 
 const {DTYPES, WIRE_TO_DTYPE, toFloat32} = require('./dtypes');
+const {clientError} = require('./errors');
 
 class Tensor {
   constructor(session, info) {
@@ -20,7 +21,7 @@ class Tensor {
 
   // Downloads the value: {dtype, shape, data: TypedArray}.
   async get() {
-    return this.session._download(this.handle);
+    return this.session._download(handleIn(this.session, this));
   }
 
   // Plain JS values; bf16/f16 decoded to numbers.
@@ -32,8 +33,7 @@ class Tensor {
 
   async release() {
     if (this.released) return;
-    this.released = true;
-    await this.session.release([this]);
+    await this.session.release([this]);  // marks it released before the call goes out
   }
 
   toString() {
@@ -51,4 +51,29 @@ class Pending {
   }
 }
 
-module.exports = {Tensor, Pending};
+// The handle to send for `t` (a Tensor, or a Pending of a batch that ran) in `session`, or the
+// error the server answers that mistake with. A released handle names nothing; a handle of
+// another session names nothing in this one -- or, as handles count from 1 in every session,
+// another tensor, which is why the client must refuse it. `where` (call_index, input_index,
+// op, root_index, ...) says where it was used.
+function handleIn(session, t, where = {}) {
+  if (t instanceof Pending) {
+    if (!t.tensor) {
+      throw clientError('BAD_OPERAND', `tensord: output ${t.output} of call ${t.call} of a ` +
+          'batch that has not run (or failed, or has no such output)',
+      {operand_call: t.call, operand_output: t.output, ...where});
+    }
+    t = t.tensor;
+  }
+  if (t.session !== session) {
+    throw clientError('TENSOR_NOT_FOUND', `tensord: tensor ${t.handle} belongs to session ` +
+        `${t.session.id}, not to session ${session.id}`, {tensor_id: t.handle, ...where});
+  }
+  if (t.released) {
+    throw clientError('TENSOR_NOT_FOUND', `tensord: tensor ${t.handle} was released`,
+        {tensor_id: t.handle, ...where});
+  }
+  return t.handle;
+}
+
+module.exports = {Tensor, Pending, handleIn};

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._pb import tensor_pb2
+from .errors import client_error
 
 
 class BFloat16DType:
@@ -122,7 +123,10 @@ def from_wire(wire: int) -> np.dtype:
     try:
         return _WIRE_TO_NP[wire]
     except KeyError:
-        raise ValueError(f"tensord: the server sent an unknown dtype enum value {wire}") from None
+        # A dtype of a newer server; a ValueError as it always was.
+        raise client_error("DTYPE_MISMATCH", f"tensord: the server sent dtype enum value {wire}, "
+                           "which this client does not know", {"dtype": wire},
+                           compat=(ValueError,)) from None
 
 
 def array_to_tensor_data(array: np.ndarray) -> "tensor_pb2.TensorData":

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import TensordClientError
+from .errors import BatchPendingError, client_error
 
 
-def _normalize_key(key, rank):
+def _normalize_key(key, rank, pending=None):
     if not isinstance(key, tuple):
         key = (key,)
     consuming = sum(1 for k in key if k is not None and k is not Ellipsis)
@@ -20,8 +20,9 @@ def _normalize_key(key, rank):
         raise IndexError("tensord: an index can only have a single ellipsis ('...')")
     if ellipses:
         if rank is None:
-            raise TensordClientError("tensord: '...' needs a known rank; index a tensor of an "
-                                     "executed batch")
+            # The rank of a pending batch output is unknown until the batch is sent.
+            raise client_error("BAD_OPERAND", "tensord: '...' needs a known rank; index a tensor "
+                               "of an executed batch", pending, cls=BatchPendingError)
         at = next(i for i, k in enumerate(key) if k is Ellipsis)
         fill = (slice(None),) * max(rank - consuming, 0)
         key = key[:at] + fill + key[at + 1:]
@@ -41,7 +42,11 @@ def index(t, key):
                      else np.asarray(key).dtype)
         if arr_dtype == np.bool_:
             return session.op("masked_select", t, key)
-    key = _normalize_key(key, None if shape is None else len(shape))
+    pending = None
+    if shape is None:
+        _, call, output = t._lazy
+        pending = {"operand_call": call, "operand_output": output}
+    key = _normalize_key(key, None if shape is None else len(shape), pending)
     with session.batch():
         out = t
         d = 0  # dim of `out` the next key entry applies to

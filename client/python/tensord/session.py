@@ -10,7 +10,7 @@ import numpy as np
 
 from . import dtypes
 from ._pb import ops_pb2, service_pb2, tensor_pb2
-from .errors import BatchPendingError, TensordClientError, TensordError
+from .errors import TensordError, client_error
 from .tensor import Tensor
 
 # Arrays above this size are uploaded with PutTensor instead of travelling as literals.
@@ -133,15 +133,21 @@ class _Batch:
         self.state = "open"  # open -> done | failed
 
     def add(self, call, n_outputs, no_grad: bool, context_id: int):
+        # One Execute carries one no_grad flag and one context id: these cannot be sent.
+        where = {"call_index": len(self.calls), "op": call.op}
         if self.no_grad is None:
             self.no_grad = no_grad
         elif self.no_grad != no_grad:
-            raise TensordClientError("tensord: one batch cannot mix no_grad calls with recorded "
-                                     "calls; end the batch before entering/leaving no_grad()")
+            raise client_error(
+                "INVALID_REQUEST", "tensord: one batch cannot mix no_grad calls with recorded "
+                "calls; end the batch before entering/leaving no_grad()",
+                {**where, "field": "no_grad"})
         if call.requires_grad and context_id:
             if self.context_id and self.context_id != context_id:
-                raise TensordClientError("tensord: one batch can create requires-grad tensors "
-                                         "for one autodiff context only")
+                raise client_error(
+                    "INVALID_REQUEST", "tensord: one batch can create requires-grad tensors for "
+                    f"one autodiff context only (context {self.context_id}, then {context_id})",
+                    {**where, "field": "context_id", "context_id": context_id})
             self.context_id = context_id
         index = len(self.calls)
         self.calls.append(call)
@@ -242,7 +248,25 @@ class Session:
 
     # -- plumbing ------------------------------------------------------------------------------
     def _call(self, method, request):
+        self._check_open()
         return self.client._call(method, request)
+
+    def _check_open(self) -> None:
+        # The server has forgotten a closed session; say so without asking it.
+        if self.closed:
+            raise client_error("SESSION_NOT_FOUND",
+                               f"tensord: session {self.id} was closed",
+                               {"session_id": self.id})
+
+    def _own_info(self, t: Tensor, where: dict):
+        """t's TensorInfo if t can be named in this session, else the error the server would
+        answer (a handle of another session names nothing here, or another tensor)."""
+        if t.session is not self:
+            handle = t._info.handle if t._info is not None else 0
+            raise client_error(
+                "TENSOR_NOT_FOUND", f"tensord: tensor {handle} belongs to session "
+                f"{t.session.id}, not to session {self.id}", {"tensor_id": handle, **where})
+        return t._require_info(where)
 
     def _register(self, tensor: Tensor) -> None:
         self._live[tensor._info.handle] = tensor
@@ -289,17 +313,15 @@ class Session:
             return self._contexts[-1].id if self._contexts else 0
         return ctx.id if isinstance(ctx, AutodiffContext) else int(ctx)
 
-    def _operand(self, value, batch, keepalive) -> ops_pb2.Operand:
+    def _operand(self, value, batch, keepalive, where: dict) -> ops_pb2.Operand:
+        """The wire operand; `where` (call_index, input_index, op) goes into its errors."""
         if isinstance(value, Tensor):
-            if value.session is not self:
-                raise TensordClientError("tensord: the tensor belongs to another session")
-            if value.is_lazy:
+            if value.is_lazy and value.session is self:
                 owner = value._lazy[0]
                 if owner is batch and owner.state == "open":
                     return ops_pb2.Operand(call_output=ops_pb2.CallOutput(
                         call=value._lazy[1], output=value._lazy[2]))
-                value._require_info()  # raises the matching error
-            return ops_pb2.Operand(handle=value._require_info().handle)
+            return ops_pb2.Operand(handle=self._own_info(value, where).handle)
         if isinstance(value, (bool, np.bool_)):
             return ops_pb2.Operand(scalar=tensor_pb2.Scalar(b=bool(value)))
         if isinstance(value, (int, np.integer)):
@@ -314,6 +336,7 @@ class Session:
         return ops_pb2.Operand(literal=dtypes.array_to_tensor_data(array))
 
     def _download(self, handle: int) -> np.ndarray:
+        self._check_open()
         info, parts = None, []
         for msg in self.client._stream("GetTensor", service_pb2.GetTensorRequest(
                 session_id=self.id, handle=handle)):
@@ -322,25 +345,37 @@ class Session:
             if msg.chunk:
                 parts.append(msg.chunk)
         if info is None:
-            raise TensordClientError(f"tensord: GetTensor({handle}) returned no TensorInfo")
-        return dtypes.bytes_to_array(bytearray(b"".join(parts)), info.dtype, info.shape)
+            raise client_error("INTERNAL", f"tensord: GetTensor({handle}) returned no TensorInfo",
+                               {"tensor_id": handle})
+        raw = bytearray(b"".join(parts))
+        itemsize = 2 if info.dtype == tensor_pb2.DTYPE_BF16 else \
+            dtypes.from_wire(info.dtype).itemsize
+        expected = int(np.prod(info.shape, dtype=np.int64)) * itemsize
+        if len(raw) != expected:
+            raise client_error(
+                "TRANSFER_INCOMPLETE", f"tensord: GetTensor({handle}) sent {len(raw)} bytes for "
+                f"shape {tuple(info.shape)} ({expected} bytes)",
+                {"tensor_id": handle, "received_bytes": len(raw), "expected_bytes": expected})
+        return dtypes.bytes_to_array(raw, info.dtype, info.shape)
 
     def _backward(self, ctx, loss, seed, retain_graph):
         if self._batch is not None:
-            raise TensordClientError("tensord: backward() cannot run inside sess.batch(); end "
-                                     "the batch first")
+            raise client_error("INVALID_REQUEST", "tensord: backward() cannot run inside "
+                               "sess.batch(); end the batch first", {"context_id": ctx.id})
+        self._check_open()
         roots = list(loss) if isinstance(loss, (list, tuple)) else [loss]
+        root_handles = [self._own_info(r, {"root_index": i}).handle for i, r in enumerate(roots)]
         keepalive = []
         seeds = []
         if seed is not None:
             seed_list = list(seed) if isinstance(seed, (list, tuple)) else [seed]
-            for s in seed_list:
+            for i, s in enumerate(seed_list):
                 if not isinstance(s, Tensor):
                     s = self.tensor(s)
                     keepalive.append(s)
-                seeds.append(s.handle)
+                seeds.append(self._own_info(s, {"seed_index": i}).handle)
         resp = self._call("Backward", service_pb2.BackwardRequest(
-            session_id=self.id, context_id=ctx.id, roots=[r.handle for r in roots],
+            session_id=self.id, context_id=ctx.id, roots=root_handles,
             seeds=seeds, retain_graph=retain_graph))
         grads = {}
         for g in resp.gradients:
@@ -403,16 +438,23 @@ class Session:
         no_grad = self._no_grad > 0
         batch = self._batch
         if batch is not None:
-            call.inputs.extend(self._operand(v, batch, batch.keepalive) for v in operands)
+            k = len(batch.calls)
+            call.inputs.extend(
+                self._operand(v, batch, batch.keepalive, {"call_index": k, "input_index": i,
+                                                          "op": name})
+                for i, v in enumerate(operands))
             n = num_outputs if num_outputs is not None else _guess_outputs(name, operands, attrs)
             if n is None:
-                raise TensordClientError(
-                    f"tensord: inside a batch, {name} needs num_outputs= (its output count "
-                    "depends on a shape the client does not know yet)")
+                raise client_error(
+                    "INVALID_REQUEST", f"tensord: inside a batch, {name} needs num_outputs= (its "
+                    "output count depends on a shape the client does not know yet)",
+                    {"call_index": k, "op": name, "field": "num_outputs"})
             outs = batch.add(call, n, no_grad, context_id)
             return tuple(outs) if n != 1 or _returns_tuple(name, attrs) else outs[0]
         keepalive = []
-        call.inputs.extend(self._operand(v, None, keepalive) for v in operands)
+        call.inputs.extend(
+            self._operand(v, None, keepalive, {"call_index": 0, "input_index": i, "op": name})
+            for i, v in enumerate(operands))
         resp = self._execute([call], no_grad, context_id)
         del keepalive
         outs = []
@@ -462,8 +504,11 @@ class Session:
         """Opens an autodiff context ("none" keeps every activation, "balanced" recomputes
         memory-bound ones in backward). A context manager; closing frees its tape."""
         if checkpointing not in _CHECKPOINTING:
-            raise ValueError(f"tensord: checkpointing must be one of {sorted(_CHECKPOINTING)}, "
-                             f"got {checkpointing!r}")
+            # The wire answer to an unknown checkpointing value; a ValueError as it always was.
+            raise client_error(
+                "INVALID_REQUEST", f"tensord: checkpointing must be one of "
+                f"{sorted(_CHECKPOINTING)}, got {checkpointing!r}",
+                {"field": "checkpointing", "value": checkpointing}, compat=(ValueError,))
         resp = self._call("OpenAutodiffContext", service_pb2.OpenAutodiffContextRequest(
             session_id=self.id, checkpointing=_CHECKPOINTING[checkpointing]))
         ctx = AutodiffContext(self, resp.context_id, checkpointing)
@@ -481,18 +526,21 @@ class Session:
 
     def release(self, *tensors) -> int:
         """Frees the given tensors now (one Release call)."""
-        handles = []
+        # Checked before any is marked, since Release is atomic: one refusal frees nothing.
+        handles, owned = [], []
         for t in tensors:
             if isinstance(t, Tensor):
-                if t.is_lazy:
-                    raise BatchPendingError("tensord: cannot release a tensor of a pending batch")
-                if not t._released:
-                    t._released = True
-                    handles.append(t._info.handle)
+                if t._released and t.session is self:
+                    continue  # releasing twice is harmless
+                handles.append(self._own_info(t, {}).handle)
+                owned.append(t)
             else:
                 handles.append(int(t))
         if not handles:
             return 0
+        self._check_open()
+        for t in owned:
+            t._released = True
         return self._call("Release", service_pb2.ReleaseRequest(session_id=self.id,
                                                                 handles=handles)).released
 

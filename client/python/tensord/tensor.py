@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .errors import BatchPendingError, TensordClientError
+from .errors import BatchPendingError, client_error
 from .indexing import index
 
 
@@ -35,24 +35,31 @@ class Tensor:
         self._lazy = None
         self._session._register(self)
 
-    def _require_info(self):
+    def _require_info(self, where: dict | None = None):
+        """The TensorInfo, or the error the server would answer for this tensor; `where`
+        (call_index, input_index, op, root_index, ...) says where it was used."""
+        where = where or {}
         if self._info is None:
-            if self._lazy is not None:
-                batch = self._lazy[0]
-                if batch.state == "failed":
-                    raise TensordClientError(
-                        "tensord: this tensor is an output of a batch that failed or was "
-                        "abandoned; it does not exist on the server")
-                if batch.state == "done":
-                    raise TensordClientError(
-                        f"tensord: the batch produced no output {self._lazy[2]} for call "
-                        f"{self._lazy[1]}")
-                raise BatchPendingError(
-                    "tensord: this tensor is an output of a `with sess.batch():` block that has "
-                    "not been sent yet; its value, shape and dtype exist once the block ends")
-            raise TensordClientError("tensord: tensor has no server-side handle")
+            if self._lazy is None:
+                raise client_error("INTERNAL", "tensord: tensor has no server-side handle")
+            batch, call, output = self._lazy
+            pending = {"operand_call": call, "operand_output": output, **where}
+            if batch.state == "failed":
+                raise client_error(
+                    "BAD_OPERAND", "tensord: this tensor is an output of a batch that failed or "
+                    "was abandoned; it does not exist on the server", pending)
+            if batch.state == "done":
+                raise client_error(
+                    "BAD_OPERAND", f"tensord: the batch produced no output {output} for call "
+                    f"{call}", pending)
+            raise client_error(
+                "BAD_OPERAND", "tensord: this tensor is an output of a `with sess.batch():` "
+                "block that has not been sent yet; its value, shape and dtype exist once the "
+                "block ends", pending, cls=BatchPendingError)
         if self._released:
-            raise TensordClientError(f"tensord: tensor {self._info.handle} was released")
+            raise client_error(
+                "TENSOR_NOT_FOUND", f"tensord: tensor {self._info.handle} was released",
+                {"tensor_id": self._info.handle, **where})
         return self._info
 
     @property
