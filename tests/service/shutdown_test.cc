@@ -1,17 +1,11 @@
 // The tensord binary on SIGTERM and SIGINT: it stops accepting, lets the batch in flight
 // finish within --shutdown_grace, and exits 0; a batch longer than the grace is cancelled
 // and the exit is still clean. Also: the limit flags and variables reach the server.
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tensord/v1/service.grpc.pb.h"
+#include "tests/support/tensord_process.h"
 
 namespace tensord {
 namespace {
@@ -28,73 +23,8 @@ namespace {
 namespace v1 = ::tensord::v1;
 using Clock = std::chrono::steady_clock;
 
-std::string TensordPath() {
-  if (const char* bin = std::getenv("TENSORD_BIN")) return bin;
-  return TENSORD_PATH;
-}
-
-// A tensord process on a free port; killed (SIGKILL) if a test leaves it running.
-class Process {
- public:
-  explicit Process(std::vector<std::string> flags) {
-    int err[2];
-    if (pipe(err) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(err[1], STDERR_FILENO);
-      close(err[0]);
-      close(err[1]);
-      std::vector<std::string> args = {TensordPath(), "--address=127.0.0.1:0"};
-      args.insert(args.end(), flags.begin(), flags.end());
-      std::vector<char*> argv;
-      for (std::string& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(err[1]);
-    err_ = fdopen(err[0], "r");
-    // The start-up line names the port: "tensord listening on 127.0.0.1:PORT (...)".
-    char line[1024];
-    static const std::regex kListening("listening on [^ ]*:([0-9]+)");
-    while (err_ != nullptr && fgets(line, sizeof(line), err_) != nullptr) {
-      std::cmatch m;
-      if (std::regex_search(line, m, kListening)) {
-        port_ = std::stoi(m[1].str());
-        break;
-      }
-    }
-  }
-  ~Process() {
-    if (pid_ > 0 && !waited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (err_ != nullptr) fclose(err_);
-  }
-
-  int port() const { return port_; }
-  void Signal(int sig) { kill(pid_, sig); }
-  // The exit code, or -signal when killed; -1000 when it did not exit within `timeout`.
-  int Wait(std::chrono::seconds timeout) {
-    const Clock::time_point end = Clock::now() + timeout;
-    int status = 0;
-    while (Clock::now() < end) {
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        waited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1000;
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* err_ = nullptr;
-  int port_ = 0;
-  bool waited_ = false;
-};
+using Process = ::tensord::testing::TensordProcess;
+using ::tensord::testing::TensordPath;
 
 class ShutdownTest : public ::testing::TestWithParam<int> {
  protected:
