@@ -35,11 +35,11 @@ class ServerProcess:
         self.proc = None
         self.address = None
 
-    def start(self, attempts: int = 5, timeout: float = 60.0) -> str:
+    def start(self, attempts: int = 5, timeout: float = 60.0, port: int | None = None) -> str:
+        """Starts the server on `port` (a restart keeps its address) or on a free port."""
         last = ""
         for _ in range(attempts):
-            port = _free_port()
-            address = f"127.0.0.1:{port}"
+            address = f"127.0.0.1:{port or _free_port()}"
             log = open(self.log_path, "ab")
             self.proc = subprocess.Popen(
                 [str(self.binary), f"--address={address}", *self.extra_args],
