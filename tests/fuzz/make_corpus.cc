@@ -1,6 +1,7 @@
-// Writes the seed corpus of request_fuzzer: valid requests in the fuzzer's input layout (see
-// request_fuzzer.cc), against the fixture session every input starts from (handles 1-4,
-// context 1). Seeds give the fuzzer real op names, attributes and stream framing to mutate.
+// Writes the seed corpus of request_fuzzer: valid RPC sequences in the fuzzer's input layout
+// (see request_fuzzer.cc), against the fixture session every input starts from (handles 1-4,
+// context 1). Seeds give the fuzzer real op names, attributes, stream framing and call orders
+// (context lifecycles, releases, reads, cancellations) to mutate.
 //   make_corpus <dir>       (scripts/fuzz.sh --regen-corpus runs it into tests/fuzz/corpus)
 #include <cstdint>
 #include <cstdio>
@@ -12,11 +13,21 @@
 
 namespace {
 
+using tensord::v1::BackwardRequest;
+using tensord::v1::CloseAutodiffContextRequest;
 using tensord::v1::ExecuteRequest;
+using tensord::v1::GetTensorRequest;
 using tensord::v1::OpCall;
+using tensord::v1::OpenAutodiffContextRequest;
 using tensord::v1::PutTensorRequest;
+using tensord::v1::ReleaseRequest;
 
-constexpr uint8_t kExecute = 0, kPut = 2, kExecuteBackward = 3;
+// Step tags: the RPC in bits 0-3, then flags.
+constexpr uint8_t kExecute = 0, kPut = 1, kBackward = 2, kExecuteBackward = 3, kOpen = 4,
+                  kClose = 5, kRelease = 6, kGet = 7, kKeepAlive = 8, kInfo = 9;
+constexpr uint8_t kKeepSessionId = 0x10;
+// Cancelled after n polls of the cancellation check.
+constexpr uint8_t Cancel(int n) { return static_cast<uint8_t>(0x20 | (n << 6)); }
 
 std::string Bytes(const void* p, size_t n) { return std::string(static_cast<const char*>(p), n); }
 
@@ -43,17 +54,6 @@ void Ints(OpCall* c, const std::string& name, std::vector<int64_t> v) {
 }
 void Int(OpCall* c, const std::string& name, int64_t v) { (*c->mutable_attrs())[name].set_i(v); }
 
-bool Write(const std::string& dir, const std::string& name, uint8_t selector,
-           const std::string& body) {
-  std::ofstream f(dir + "/" + name, std::ios::binary);
-  f.put(static_cast<char>(selector));
-  f << body;
-  return static_cast<bool>(f);
-}
-bool WriteExecute(const std::string& dir, const std::string& name, uint8_t selector,
-                  const ExecuteRequest& req) {
-  return Write(dir, name, selector, req.SerializeAsString());
-}
 std::string Frames(const std::vector<PutTensorRequest>& msgs) {
   std::string out;
   for (const auto& m : msgs) {
@@ -63,6 +63,80 @@ std::string Frames(const std::vector<PutTensorRequest>& msgs) {
     out += s;
   }
   return out;
+}
+
+// One input: steps [tag][u16 length LE][payload].
+class Seed {
+ public:
+  Seed& Step(uint8_t tag, const google::protobuf::MessageLite& m) {
+    return Raw(tag, m.SerializeAsString());
+  }
+  Seed& Put(const std::vector<PutTensorRequest>& msgs, uint8_t flags = 0) {
+    return Raw(kPut | flags, Frames(msgs));
+  }
+  Seed& Raw(uint8_t tag, const std::string& payload) {
+    bytes_.push_back(static_cast<char>(tag));
+    bytes_.push_back(static_cast<char>(payload.size() & 0xff));
+    bytes_.push_back(static_cast<char>(payload.size() >> 8));
+    bytes_ += payload;
+    return *this;
+  }
+  bool Write(const std::string& dir, const std::string& name) const {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f << bytes_;
+    return static_cast<bool>(f);
+  }
+
+ private:
+  std::string bytes_;
+};
+
+std::vector<PutTensorRequest> F32Put(std::vector<int64_t> shape, std::vector<float> v,
+                                     bool requires_grad = false, uint64_t context = 0) {
+  std::vector<PutTensorRequest> msgs(2);
+  auto* h = msgs[0].mutable_header();
+  h->set_dtype(tensord::v1::DTYPE_F32);
+  for (int64_t d : shape) h->add_shape(d);
+  h->set_requires_grad(requires_grad);
+  h->set_context_id(context);
+  msgs[1].set_chunk(Bytes(v.data(), v.size() * sizeof(float)));
+  return msgs;
+}
+
+BackwardRequest Backward(uint64_t context, std::vector<uint64_t> roots,
+                         std::vector<uint64_t> seeds = {}, bool retain_graph = false) {
+  BackwardRequest r;
+  r.set_context_id(context);
+  for (uint64_t h : roots) r.add_roots(h);
+  for (uint64_t h : seeds) r.add_seeds(h);
+  r.set_retain_graph(retain_graph);
+  return r;
+}
+ReleaseRequest Release(std::vector<uint64_t> handles) {
+  ReleaseRequest r;
+  for (uint64_t h : handles) r.add_handles(h);
+  return r;
+}
+GetTensorRequest Get(uint64_t handle, uint32_t chunk_bytes = 0) {
+  GetTensorRequest r;
+  r.set_handle(handle);
+  r.set_chunk_bytes(chunk_bytes);
+  return r;
+}
+CloseAutodiffContextRequest Close(uint64_t context) {
+  CloseAutodiffContextRequest r;
+  r.set_context_id(context);
+  return r;
+}
+// A recorded mul of `leaf` with handle 1, then its sum (a one-element root).
+ExecuteRequest MulSum(uint64_t context, uint64_t leaf) {
+  ExecuteRequest r;
+  r.set_context_id(context);
+  OpCall* m = Call(r, "mul");
+  Handle(m, leaf);
+  Handle(m, 1);
+  Prev(Call(r, "sum"), 0);
+  return r;
 }
 
 }  // namespace
@@ -80,7 +154,7 @@ int main(int argc, char** argv) {
     Handle(c, 1);
     F32(c, {3}, {1, 2, 3});
     c->set_fetch(true);
-    ok &= WriteExecute(dir, "execute_add_literal", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_add_literal");
   }
   {  // matmul, then a reduction with attributes over its output
     ExecuteRequest r;
@@ -92,7 +166,7 @@ int main(int argc, char** argv) {
     Ints(s, "dim", {1});
     (*s->mutable_attrs())["keepdim"].set_b(true);
     s->set_fetch(true);
-    ok &= WriteExecute(dir, "execute_matmul_sum", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_matmul_sum");
   }
   {  // shape ops and indexing with the i64 handle
     ExecuteRequest r;
@@ -113,7 +187,7 @@ int main(int argc, char** argv) {
     Handle(w, 1);
     w->add_inputs()->mutable_scalar()->set_f(0.0);
     w->set_fetch(true);
-    ok &= WriteExecute(dir, "execute_shape_index_where", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_shape_index_where");
   }
   {  // a recorded forward on the autodiff leaf, then Backward of its loss
     ExecuteRequest r;
@@ -127,7 +201,7 @@ int main(int argc, char** argv) {
     OpCall* l = Call(r, "mse_loss");
     Prev(l, 1);
     Handle(l, 1);
-    ok &= WriteExecute(dir, "execute_backward_softmax_mse", kExecuteBackward, r);
+    ok &= Seed().Step(kExecuteBackward, r).Write(dir, "execute_backward_softmax_mse");
   }
   {  // an optimizer-style in-place update in a no_grad batch
     ExecuteRequest r;
@@ -135,7 +209,7 @@ int main(int argc, char** argv) {
     OpCall* a = Call(r, "assign");
     Handle(a, 3);
     F32(a, {2, 3}, {0, 0, 0, 1, 1, 1});
-    ok &= WriteExecute(dir, "execute_assign_no_grad", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_assign_no_grad");
   }
   {  // a batch whose second call fails: the rollback path
     ExecuteRequest r;
@@ -144,7 +218,7 @@ int main(int argc, char** argv) {
     OpCall* b = Call(r, "matmul");
     Prev(b, 0);
     Handle(b, 1);
-    ok &= WriteExecute(dir, "execute_rollback", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_rollback");
   }
   {  // creation ops, multi-output split and a cast
     ExecuteRequest r;
@@ -157,7 +231,7 @@ int main(int argc, char** argv) {
     Prev(c, 1, 3);
     (*c->mutable_attrs())["dtype"].set_s("i32");
     c->set_fetch(true);
-    ok &= WriteExecute(dir, "execute_creation_split_cast", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_creation_split_cast");
   }
   {  // conv2d + max_pool2d on a literal image
     ExecuteRequest r;
@@ -168,13 +242,13 @@ int main(int argc, char** argv) {
     Prev(p, 0);
     Ints(p, "kernel_size", {2, 2});
     p->set_fetch(true);
-    ok &= WriteExecute(dir, "execute_conv_pool", kExecute, r);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_conv_pool");
   }
   {  // a session id that does not exist
     ExecuteRequest r;
     r.set_session_id("00000000000000000000000000000000");
     Handle(Call(r, "neg"), 1);
-    ok &= WriteExecute(dir, "execute_unknown_session", kExecute | 0x4, r);
+    ok &= Seed().Step(kExecute | kKeepSessionId, r).Write(dir, "execute_unknown_session");
   }
   {  // put: header, then the data in two chunks
     std::vector<PutTensorRequest> msgs(3);
@@ -185,7 +259,7 @@ int main(int argc, char** argv) {
     const float v[4] = {1, 2, 3, 4};
     msgs[1].set_chunk(Bytes(v, 8));
     msgs[2].set_chunk(Bytes(v + 2, 8));
-    ok &= Write(dir, "put_f32_two_chunks", kPut, Frames(msgs));
+    ok &= Seed().Put(msgs).Write(dir, "put_f32_two_chunks");
   }
   {  // put a requires-grad leaf into context 1
     std::vector<PutTensorRequest> msgs(2);
@@ -196,7 +270,7 @@ int main(int argc, char** argv) {
     h->set_context_id(1);
     const double v[3] = {1, -2, 0.5};
     msgs[1].set_chunk(Bytes(v, sizeof(v)));
-    ok &= Write(dir, "put_f64_requires_grad", kPut, Frames(msgs));
+    ok &= Seed().Put(msgs).Write(dir, "put_f64_requires_grad");
   }
   {  // put of a bf16 tensor and of a 0-d i32
     std::vector<PutTensorRequest> msgs(2);
@@ -205,12 +279,106 @@ int main(int argc, char** argv) {
     h->add_shape(2);
     const uint16_t v[2] = {0x3f80, 0xc000};
     msgs[1].set_chunk(Bytes(v, sizeof(v)));
-    ok &= Write(dir, "put_bf16", kPut, Frames(msgs));
+    ok &= Seed().Put(msgs).Write(dir, "put_bf16");
     std::vector<PutTensorRequest> scalar(2);
     scalar[0].mutable_header()->set_dtype(tensord::v1::DTYPE_I32);
     const int32_t x = 7;
     scalar[1].set_chunk(Bytes(&x, sizeof(x)));
-    ok &= Write(dir, "put_i32_scalar", kPut, Frames(scalar));
+    ok &= Seed().Put(scalar).Write(dir, "put_i32_scalar");
+  }
+  {  // a context's life: open (balanced), a leaf put into it, a recorded forward, backward
+     // keeping the graph, backward consuming it, one more (nothing left), close, then uses
+     // of the closed context's tensor and of the context itself
+    OpenAutodiffContextRequest open;
+    open.set_checkpointing(tensord::v1::CHECKPOINTING_BALANCED);
+    ExecuteRequest use_closed;
+    Handle(Call(use_closed, "neg"), 5);
+    ok &= Seed()
+              .Step(kOpen, open)
+              .Put(F32Put({2, 3}, {1, 2, 3, 4, 5, 6}, true, 2))
+              .Step(kExecute, MulSum(2, 5))
+              .Step(kBackward, Backward(2, {7}, {}, true))
+              .Step(kBackward, Backward(2, {7}))
+              .Step(kBackward, Backward(2, {7}))
+              .Step(kClose, Close(2))
+              .Step(kExecute, use_closed)
+              .Step(kBackward, Backward(2, {7}))
+              .Step(kClose, Close(2))
+              .Write(dir, "sequence_context_lifecycle");
+  }
+  {  // backward of a non-scalar root with an explicit seed, then a wrong-shaped seed
+    ExecuteRequest r;
+    r.set_context_id(1);
+    OpCall* m = Call(r, "mul");
+    Handle(m, 3);
+    Handle(m, 1);
+    ok &= Seed()
+              .Step(kExecute, r)
+              .Step(kBackward, Backward(1, {5}, {1}, true))
+              .Step(kBackward, Backward(1, {5}, {2}))
+              .Step(kBackward, Backward(1, {5, 5}, {1}))
+              .Write(dir, "sequence_backward_seeds");
+  }
+  {  // reads and releases: a chunked get, an atomic release that fails on one stale handle,
+     // a release, a get and a release of the freed handle, session info, keep-alive
+    ok &= Seed()
+              .Step(kGet, Get(1, 5))
+              .Step(kRelease, Release({2, 99}))
+              .Step(kRelease, Release({2, 4}))
+              .Step(kGet, Get(2))
+              .Step(kRelease, Release({2}))
+              .Step(kInfo, tensord::v1::GetSessionInfoRequest())
+              .Step(kKeepAlive, tensord::v1::KeepAliveRequest())
+              .Write(dir, "sequence_release_get");
+  }
+  {  // a client that gives up: a batch cancelled at its second call, a cancelled backward and
+     // a cancelled put
+    ExecuteRequest r;
+    r.set_context_id(1);
+    Handle(Call(r, "relu"), 3);
+    Prev(Call(r, "exp"), 0);
+    Prev(Call(r, "sum"), 1);
+    ok &= Seed()
+              .Step(kExecute | Cancel(1), r)
+              .Step(kExecute, MulSum(1, 3))
+              .Step(kBackward | Cancel(0), Backward(1, {6}))
+              .Put(F32Put({2}, {1, 2}), Cancel(1))
+              .Step(kBackward, Backward(1, {6}))
+              .Write(dir, "sequence_cancelled");
+  }
+  {  // the fixture's context closed, then its leaf used in a recorded op and a backward;
+     // gradients released before the context goes
+    ExecuteRequest r;
+    r.set_context_id(1);
+    OpCall* m = Call(r, "mul");
+    Handle(m, 3);
+    m->add_inputs()->mutable_scalar()->set_f(2.0);
+    ok &= Seed()
+              .Step(kExecuteBackward, MulSum(1, 3))
+              .Step(kRelease, Release({7}))
+              .Step(kClose, Close(1))
+              .Step(kExecute, r)
+              .Step(kBackward, Backward(1, {3}))
+              .Step(kOpen, OpenAutodiffContextRequest())
+              .Step(kClose, Close(99))
+              .Write(dir, "sequence_closed_context");
+  }
+  {  // calls naming a session that does not exist
+    const std::string unknown = "00000000000000000000000000000000";
+    BackwardRequest b = Backward(1, {3});
+    b.set_session_id(unknown);
+    ReleaseRequest rel = Release({1});
+    rel.set_session_id(unknown);
+    GetTensorRequest get = Get(1);
+    get.set_session_id(unknown);
+    CloseAutodiffContextRequest close = Close(1);
+    close.set_session_id(unknown);
+    ok &= Seed()
+              .Step(kBackward | kKeepSessionId, b)
+              .Step(kRelease | kKeepSessionId, rel)
+              .Step(kGet | kKeepSessionId, get)
+              .Step(kClose | kKeepSessionId, close)
+              .Write(dir, "sequence_unknown_session");
   }
   if (!ok) {
     std::fprintf(stderr, "make_corpus: could not write into %s\n", dir.c_str());

@@ -1,35 +1,51 @@
-// libFuzzer target: arbitrary bytes become ExecuteRequest / PutTensor stream messages and go
-// through the same path a gRPC call takes (ServiceCore: decode → validate → dispatch → commit,
-// then the one absl → grpc::Status conversion), in-process, with no network in between.
+// libFuzzer target: arbitrary bytes become a sequence of RPCs of one session, each going
+// through the path a gRPC call takes (ServiceCore: decode → validate → dispatch → commit, then
+// the one absl → grpc::Status conversion), in-process, with no network in between.
 //
-// Input layout (tests/fuzz/make_corpus.cc writes valid seeds in it):
-//   byte 0      selector: bits 0-1 pick the call (0, 1: Execute; 2: put stream; 3: Execute
-//               followed by Backward of its autodiff outputs); bit 2 keeps the request's own
-//               session id instead of the fuzz session's (the lookup paths).
-//   Execute     the rest is one serialized tensord.v1.ExecuteRequest.
-//   put stream  the rest is frames [u16 little-endian length][serialized PutTensorRequest];
-//               a frame that does not parse ends the stream as a cancelled client would.
+// Input layout (tests/fuzz/make_corpus.cc writes valid seeds in it): up to kMaxSteps steps,
+//   [u8 tag][u16 little-endian length][payload]   (a short last payload takes what is left)
+//   tag bits 0-3  the RPC (modulo kRpcCount):
+//     0 Execute (ExecuteRequest)      1 PutTensor stream        2 Backward (BackwardRequest)
+//     3 Execute, then Backward of its one-element autodiff outputs
+//     4 OpenAutodiffContext           5 CloseAutodiffContext    6 Release (ReleaseRequest)
+//     7 GetTensor (GetTensorRequest)  8 KeepAlive               9 GetSessionInfo
+//   tag bit 4     keep the request's own session id instead of the fuzz session's
+//   tag bit 5     the client cancels (Execute, Backward, put) after (tag >> 6) cancellation polls
+//   put stream    the payload is frames [u16 length LE][serialized PutTensorRequest]; a frame
+//                 that does not parse ends the stream as a cancelled client would.
 //
-// Beyond "no crash, no sanitizer report", one property is checked on every failed Execute:
-// the batch is atomic, so the session looks exactly as before (GetSessionInfo is unchanged).
+// Besides "no crash, no sanitizer report", these properties are checked:
+// - every failure converts to a typed gRPC status: same code, a google.rpc.Status in the
+//   details with an ErrorInfo (domain "tensord", a known reason), never INTERNAL or UNKNOWN;
+// - a failed call changes nothing (GetSessionInfo byte-for-byte as before): batches,
+//   backward, puts, releases and context calls are atomic; reads change nothing either way;
+// - a get streams exactly its TensorInfo's byte count; a release removes its handles; a
+//   gradient has its leaf's dtype and shape;
+// - after the sequence the session still serves a fresh batch.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "server/service/grpc_status.h"
 #include "server/service/service_core.h"
+#include "tensord/v1/errors.pb.h"
 #include "tensord/v1/service.pb.h"
 
 namespace tensord {
 namespace {
 
-constexpr uint8_t kCallMask = 0x3;
-constexpr uint8_t kKeepSessionId = 0x4;
+constexpr int kRpcCount = 10;
+constexpr int kMaxSteps = 16;
+constexpr uint8_t kKeepSessionId = 0x10;
+constexpr uint8_t kCancel = 0x20;
 
 ServiceConfig FuzzConfig() {
   ServiceConfig config;
@@ -50,14 +66,26 @@ ServiceCore& Core() {
   return *core;
 }
 
-void Check(const absl::Status& status, const char* what) {
-  if (status.ok()) return;
-  std::fprintf(stderr, "request_fuzzer: fixture step '%s' failed: %s\n", what,
-               status.ToString().c_str());
+[[noreturn]] void Fail(const std::string& what) {
+  std::fprintf(stderr, "request_fuzzer: %s\n", what.c_str());
   std::abort();
 }
 
+void Check(const absl::Status& status, const char* what) {
+  if (!status.ok()) Fail(std::string("fixture step '") + what + "' failed: " + status.ToString());
+}
+
 const ServiceCore::Cancelled kNeverCancelled = [] { return false; };
+
+// One request through a stream of messages.
+std::function<bool(v1::PutTensorRequest*)> Feed(const std::vector<v1::PutTensorRequest>& msgs,
+                                                size_t& next) {
+  return [&msgs, &next](v1::PutTensorRequest* m) {
+    if (next == msgs.size()) return false;
+    *m = msgs[next++];
+    return true;
+  };
+}
 
 // The fixture every input starts from, made through the RPCs themselves:
 //   handle 1  f32 [2, 3]            handle 2  i64 [3]
@@ -83,14 +111,7 @@ std::string NewSession() {
     msgs[1].set_chunk(std::move(data));
     size_t next = 0;
     v1::PutTensorResponse resp;
-    Check(core.PutTensor(
-              [&](v1::PutTensorRequest* m) {
-                if (next == msgs.size()) return false;
-                *m = msgs[next++];
-                return true;
-              },
-              kNeverCancelled, &resp),
-          "put");
+    Check(core.PutTensor(Feed(msgs, next), kNeverCancelled, &resp), "put");
   };
   const float f[6] = {0.5f, -1.25f, 2.0f, 3.5f, -0.75f, 1.0f};
   const int64_t i[3] = {2, -1, 0};
@@ -107,132 +128,293 @@ std::string NewSession() {
   return id;
 }
 
-std::string SessionSnapshot(const std::string& id) {
+v1::GetSessionInfoResponse Info(const std::string& id) {
   v1::GetSessionInfoRequest req;
   req.set_session_id(id);
   v1::GetSessionInfoResponse resp;
   Check(Core().GetSessionInfo(req, &resp), "session info");
-  std::string out;
-  resp.SerializeToString(&out);
-  return out;
+  return resp;
 }
+
+std::string Snapshot(const std::string& id) { return Info(id).SerializeAsString(); }
 
 // REQUEST_FUZZER_VERBOSE=1 prints each call's status (to see what a seed or a crash file does).
 const bool kVerbose = std::getenv("REQUEST_FUZZER_VERBOSE") != nullptr;
 
-// The conversion every RPC ends in; its output must be a well-formed status either way.
-void Convert(const absl::Status& status) {
-  if (kVerbose) std::fprintf(stderr, "request_fuzzer: %s\n", status.ToString().c_str());
-  grpc::Status g = ToGrpcStatus(status);
-  if (status.ok() != g.ok()) {
-    std::fprintf(stderr, "request_fuzzer: ToGrpcStatus changed ok-ness of %s\n",
-                 status.ToString().c_str());
-    std::abort();
+// The conversion every RPC ends in: a failure must come out as a typed tensord error.
+void Convert(const char* rpc, const absl::Status& status) {
+  if (kVerbose) std::fprintf(stderr, "request_fuzzer: %s: %s\n", rpc, status.ToString().c_str());
+  const grpc::Status g = ToGrpcStatus(status);
+  if (status.ok() != g.ok()) Fail("ToGrpcStatus changed ok-ness of " + status.ToString());
+  if (status.ok()) return;
+  if (status.code() == absl::StatusCode::kInternal || status.code() == absl::StatusCode::kUnknown) {
+    Fail(std::string(rpc) + " failed with an untyped error: " + status.ToString());
   }
+  google::rpc::Status details;
+  if (!details.ParseFromString(g.error_details()) ||
+      details.code() != static_cast<int>(g.error_code())) {
+    Fail(std::string(rpc) + ": no google.rpc.Status of the code in " + status.ToString());
+  }
+  for (const google::protobuf::Any& any : details.details()) {
+    google::rpc::ErrorInfo info;
+    v1::ErrorReason reason;
+    if (any.UnpackTo(&info) && info.domain() == "tensord" &&
+        v1::ErrorReason_Parse(info.reason(), &reason) && reason != v1::ERROR_REASON_UNSPECIFIED) {
+      return;
+    }
+  }
+  Fail(std::string(rpc) + ": no tensord ErrorInfo in " + status.ToString());
 }
 
-void RunExecute(const std::string& session, const uint8_t* data, size_t size, bool keep_id,
-                bool backward) {
-  v1::ExecuteRequest req;
-  if (!req.ParseFromArray(data, static_cast<int>(size))) return;
-  if (!keep_id) req.set_session_id(session);
-  const bool own_session = req.session_id() == session;
-  const std::string before = own_session ? SessionSnapshot(session) : std::string();
-  v1::ExecuteResponse resp;
-  absl::Status status = Core().Execute(req, kNeverCancelled, &resp);
-  Convert(status);
-  if (!status.ok()) {
-    if (own_session && SessionSnapshot(session) != before) {
-      std::fprintf(stderr, "request_fuzzer: failed batch changed the session: %s\n",
-                   status.ToString().c_str());
-      std::abort();
-    }
-    return;
-  }
-  std::string wire;
-  resp.SerializeToString(&wire);
-  if (!backward) return;
-  v1::BackwardRequest bw;
-  bw.set_session_id(session);
-  bw.set_context_id(req.context_id() ? req.context_id() : 1);
-  // Roots without seeds must have one element; other autodiff outputs are intermediates.
-  for (const v1::CallResult& r : resp.results()) {
-    for (const v1::TensorInfo& out : r.outputs()) {
-      int64_t n = 1;
-      for (int64_t d : out.shape()) n *= d;
-      if (out.requires_grad() && n == 1) bw.add_roots(out.handle());
-    }
-  }
-  if (bw.roots_size() == 0) return;
-  v1::BackwardResponse grads;
-  Convert(Core().Backward(bw, kNeverCancelled, &grads));
+// One step's request, with the fuzz session's id unless the input keeps its own.
+template <typename Request>
+bool Parse(const uint8_t* data, size_t size, bool keep_id, const std::string& session,
+           Request* req) {
+  if (!req->ParseFromArray(data, static_cast<int>(size))) return false;
+  if (!keep_id) req->set_session_id(session);
+  return true;
 }
 
-void RunPut(const std::string& session, const uint8_t* data, size_t size, bool keep_id) {
-  std::vector<v1::PutTensorRequest> msgs;
-  bool cancelled = false;
-  while (size >= 2) {
-    const size_t len = std::min<size_t>(size - 2, data[0] | (size_t{data[1]} << 8));
-    v1::PutTensorRequest msg;
-    if (!msg.ParseFromArray(data + 2, static_cast<int>(len))) {
-      cancelled = true;
-      break;
+class Sequence {
+ public:
+  explicit Sequence(std::string session) : session_(std::move(session)) {}
+
+  void Step(uint8_t tag, const uint8_t* data, size_t size) {
+    keep_id_ = (tag & kKeepSessionId) != 0;
+    polls_ = 0;
+    cancel_after_ = (tag & kCancel) ? tag >> 6 : -1;
+    switch ((tag & 0xf) % kRpcCount) {
+      case 0:
+        Execute(data, size, /*then_backward=*/false);
+        break;
+      case 1:
+        Put(data, size);
+        break;
+      case 2:
+        if (v1::BackwardRequest r; Parse(data, size, keep_id_, session_, &r)) Backward(r);
+        break;
+      case 3:
+        Execute(data, size, /*then_backward=*/true);
+        break;
+      case 4:
+        Unary<v1::OpenAutodiffContextRequest, v1::OpenAutodiffContextResponse>(
+            data, size, "OpenAutodiffContext", &ServiceCore::OpenAutodiffContext);
+        break;
+      case 5:
+        Unary<v1::CloseAutodiffContextRequest, v1::CloseAutodiffContextResponse>(
+            data, size, "CloseAutodiffContext", &ServiceCore::CloseAutodiffContext);
+        break;
+      case 6:
+        Release(data, size);
+        break;
+      case 7:
+        if (v1::GetTensorRequest r; Parse(data, size, keep_id_, session_, &r)) Get(r);
+        break;
+      case 8:
+        Unary<v1::KeepAliveRequest, v1::KeepAliveResponse>(data, size, "KeepAlive",
+                                                           &ServiceCore::KeepAlive);
+        break;
+      case 9:
+        if (v1::GetSessionInfoRequest r; Parse(data, size, keep_id_, session_, &r)) {
+          v1::GetSessionInfoResponse resp;
+          Convert("GetSessionInfo", Core().GetSessionInfo(r, &resp));
+        }
+        break;
     }
-    if (!keep_id && msg.has_header()) msg.mutable_header()->set_session_id(session);
-    msgs.push_back(std::move(msg));
-    data += 2 + len;
-    size -= 2 + len;
   }
-  size_t next = 0;
-  v1::PutTensorResponse resp;
-  absl::Status status = Core().PutTensor(
-      [&](v1::PutTensorRequest* m) {
-        if (next == msgs.size()) return false;
-        *m = msgs[next++];
+
+  // The session serves a fresh batch after whatever the sequence did to it.
+  void CheckUnharmed() {
+    v1::ExecuteRequest r;
+    r.set_session_id(session_);
+    v1::OpCall* c = r.add_calls();
+    c->set_op("neg");
+    v1::TensorData* lit = c->add_inputs()->mutable_literal();
+    lit->set_dtype(v1::DTYPE_F32);
+    lit->add_shape(1);
+    const float one = 1;
+    lit->set_data(&one, sizeof(one));
+    c->set_fetch(true);
+    v1::ExecuteResponse resp;
+    const absl::Status s = Core().Execute(r, kNeverCancelled, &resp);
+    if (!s.ok() || resp.results_size() != 1 || resp.results(0).values_size() != 1) {
+      Fail("the session does not serve a batch after the sequence: " + s.ToString());
+    }
+  }
+
+ private:
+  ServiceCore::Cancelled Cancelled() {
+    return [this] { return cancel_after_ >= 0 && polls_++ >= cancel_after_; };
+  }
+
+  // Runs `call`; a failure must leave the fuzz session exactly as it was (when the request
+  // named it), a read must leave it so either way.
+  void Atomic(const char* rpc, const std::string& target, bool read_only,
+              const std::function<absl::Status()>& call) {
+    const bool own = target == session_;
+    const std::string before = own ? Snapshot(session_) : std::string();
+    const absl::Status status = call();
+    Convert(rpc, status);
+    if (own && (read_only || !status.ok()) && Snapshot(session_) != before) {
+      Fail(std::string(rpc) + (status.ok() ? " (a read)" : " failed and") +
+           " changed the session: " + status.ToString());
+    }
+  }
+
+  template <typename Request, typename Response>
+  void Unary(const uint8_t* data, size_t size, const char* rpc,
+             absl::Status (ServiceCore::*method)(const Request&, Response*)) {
+    Request req;
+    if (!Parse(data, size, keep_id_, session_, &req)) return;
+    Response resp;
+    Atomic(rpc, req.session_id(), false, [&] { return (Core().*method)(req, &resp); });
+  }
+
+  void Execute(const uint8_t* data, size_t size, bool then_backward) {
+    v1::ExecuteRequest req;
+    if (!Parse(data, size, keep_id_, session_, &req)) return;
+    v1::ExecuteResponse resp;
+    absl::Status status;
+    Atomic("Execute", req.session_id(), false, [&] {
+      status = Core().Execute(req, Cancelled(), &resp);
+      return status;
+    });
+    if (!status.ok() || !then_backward) return;
+    v1::BackwardRequest bw;
+    bw.set_session_id(req.session_id());
+    bw.set_context_id(req.context_id() ? req.context_id() : 1);
+    // Roots without seeds must have one element; other autodiff outputs are intermediates.
+    for (const v1::CallResult& r : resp.results()) {
+      for (const v1::TensorInfo& out : r.outputs()) {
+        int64_t n = 1;
+        for (int64_t d : out.shape()) n *= d;
+        if (out.requires_grad() && n == 1) bw.add_roots(out.handle());
+      }
+    }
+    if (bw.roots_size() > 0) Backward(bw);
+  }
+
+  void Backward(const v1::BackwardRequest& req) {
+    const bool own = req.session_id() == session_;
+    const v1::GetSessionInfoResponse before = own ? Info(session_) : v1::GetSessionInfoResponse();
+    v1::BackwardResponse resp;
+    absl::Status status;
+    Atomic("Backward", req.session_id(), false, [&] {
+      status = Core().Backward(req, Cancelled(), &resp);
+      return status;
+    });
+    if (!status.ok() || !own) return;
+    for (const v1::Gradient& g : resp.gradients()) {
+      auto leaf = std::find_if(before.tensors().begin(), before.tensors().end(),
+                               [&](const v1::TensorInfo& t) { return t.handle() == g.leaf(); });
+      if (leaf == before.tensors().end() || leaf->dtype() != g.grad().dtype() ||
+          !std::equal(leaf->shape().begin(), leaf->shape().end(), g.grad().shape().begin(),
+                      g.grad().shape().end())) {
+        Fail("a gradient does not match its leaf " + std::to_string(g.leaf()));
+      }
+    }
+  }
+
+  void Put(const uint8_t* data, size_t size) {
+    std::vector<v1::PutTensorRequest> msgs;
+    bool client_gone = false;
+    std::string target = session_;
+    while (size >= 2) {
+      const size_t len = std::min<size_t>(size - 2, data[0] | (size_t{data[1]} << 8));
+      v1::PutTensorRequest msg;
+      if (!msg.ParseFromArray(data + 2, static_cast<int>(len))) {
+        client_gone = true;
+        break;
+      }
+      if (msg.has_header()) {
+        if (!keep_id_) msg.mutable_header()->set_session_id(session_);
+        if (msgs.empty()) target = msg.header().session_id();
+      }
+      msgs.push_back(std::move(msg));
+      data += 2 + len;
+      size -= 2 + len;
+    }
+    size_t next = 0;
+    v1::PutTensorResponse resp;
+    const ServiceCore::Cancelled cancelled = Cancelled();
+    absl::Status status;
+    Atomic("PutTensor", target, false, [&] {
+      status = Core().PutTensor(
+          Feed(msgs, next), [&] { return (client_gone && next == msgs.size()) || cancelled(); },
+          &resp);
+      return status;
+    });
+    if (!status.ok()) return;
+    // Read the stored tensor back in small chunks: the get path and the put's bookkeeping.
+    v1::GetTensorRequest get;
+    get.set_session_id(target);
+    get.set_handle(resp.tensor().handle());
+    get.set_chunk_bytes(7);
+    if (Get(get) != resp.tensor().nbytes()) Fail("a put's tensor reads back another size");
+  }
+
+  // The bytes streamed; checks they are as many as the stream's TensorInfo says.
+  uint64_t Get(const v1::GetTensorRequest& req) {
+    uint64_t got = 0;
+    int64_t announced = -1;
+    absl::Status status;
+    Atomic("GetTensor", req.session_id(), true, [&] {
+      status = Core().GetTensor(req, [&](const v1::GetTensorResponse& m) {
+        if (m.has_info()) {
+          if (announced >= 0) Fail("GetTensor sent a second TensorInfo");
+          announced = static_cast<int64_t>(m.info().nbytes());
+        }
+        got += m.chunk().size();
         return true;
-      },
-      [&] { return cancelled && next == msgs.size(); }, &resp);
-  Convert(status);
-  if (!status.ok()) return;
-  // Read the stored tensor back in small chunks: the get path and the put's bookkeeping.
-  v1::GetTensorRequest get;
-  get.set_session_id(session);
-  get.set_handle(resp.tensor().handle());
-  get.set_chunk_bytes(7);
-  uint64_t got = 0;
-  Convert(Core().GetTensor(get, [&](const v1::GetTensorResponse& m) {
-    got += m.chunk().size();
-    return true;
-  }));
-  if (got != resp.tensor().nbytes()) {
-    std::fprintf(stderr, "request_fuzzer: put stored %llu bytes, get returned %llu\n",
-                 static_cast<unsigned long long>(resp.tensor().nbytes()),
-                 static_cast<unsigned long long>(got));
-    std::abort();
+      });
+      return status;
+    });
+    if (status.ok() && static_cast<int64_t>(got) != announced) {
+      Fail("GetTensor streamed " + std::to_string(got) + " bytes of a tensor of " +
+           std::to_string(announced));
+    }
+    return got;
   }
-}
+
+  void Release(const uint8_t* data, size_t size) {
+    v1::ReleaseRequest req;
+    if (!Parse(data, size, keep_id_, session_, &req)) return;
+    v1::ReleaseResponse resp;
+    absl::Status status;
+    Atomic("Release", req.session_id(), false, [&] {
+      status = Core().Release(req, &resp);
+      return status;
+    });
+    if (!status.ok() || req.session_id() != session_) return;
+    const v1::GetSessionInfoResponse after = Info(session_);
+    for (const v1::TensorInfo& t : after.tensors()) {
+      if (std::count(req.handles().begin(), req.handles().end(), t.handle())) {
+        Fail("a released handle is still listed: " + std::to_string(t.handle()));
+      }
+    }
+  }
+
+  const std::string session_;
+  bool keep_id_ = false;
+  int polls_ = 0;
+  int cancel_after_ = -1;
+};
 
 }  // namespace
 }  // namespace tensord
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tensord;
-  if (size < 1) return 0;
-  const uint8_t selector = data[0];
-  const bool keep_id = (selector & kKeepSessionId) != 0;
   const std::string session = NewSession();
-  switch (selector & kCallMask) {
-    case 0:
-    case 1:
-      RunExecute(session, data + 1, size - 1, keep_id, /*backward=*/false);
-      break;
-    case 2:
-      RunPut(session, data + 1, size - 1, keep_id);
-      break;
-    case 3:
-      RunExecute(session, data + 1, size - 1, keep_id, /*backward=*/true);
-      break;
+  Sequence sequence(session);
+  for (int step = 0; step < kMaxSteps && size >= 3; ++step) {
+    const uint8_t tag = data[0];
+    const size_t len = std::min<size_t>(size - 3, data[1] | (size_t{data[2]} << 8));
+    sequence.Step(tag, data + 3, len);
+    data += 3 + len;
+    size -= 3 + len;
   }
+  sequence.CheckUnharmed();
   v1::CloseSessionRequest close;
   close.set_session_id(session);
   v1::CloseSessionResponse closed;
