@@ -1,6 +1,7 @@
 'use strict';
 // Starts the real tensord server binary ($TENSORD_BIN or <repo>/build/tensord) on a free
-// loopback port and waits for its health check. Not a test file (no .test.js suffix).
+// loopback port (or on a given one, to restart it at the same address) and waits for its
+// health check. Not a test file (no .test.js suffix).
 const {spawn} = require('child_process');
 const fs = require('fs');
 const net = require('net');
@@ -20,14 +21,14 @@ function freePort() {
   });
 }
 
-async function startServer() {
+async function startServer({port = 0} = {}) {
   const bin = process.env.TENSORD_BIN || path.join(REPO, 'build', 'tensord');
   if (!fs.existsSync(bin)) {
     throw new Error(`tensord server binary not found at ${bin}: build it or set TENSORD_BIN`);
   }
   let lastError = null;
   for (let attempt = 0; attempt < 5; attempt++) {
-    const address = `127.0.0.1:${await freePort()}`;
+    const address = `127.0.0.1:${port || await freePort()}`;
     const proc = spawn(bin, [`--address=${address}`], {stdio: ['ignore', 'ignore', 'pipe']});
     let log = '';
     proc.stderr.on('data', (d) => {
@@ -42,6 +43,13 @@ async function startServer() {
           address,
           client,
           log: () => log,
+          // SIGKILL: the server dies at once, as in a crash.
+          async kill() {
+            if (proc.exitCode === null && proc.signalCode === null) {
+              proc.kill('SIGKILL');
+              await exited;
+            }
+          },
           async stop() {
             client.close();
             if (proc.exitCode === null) {
