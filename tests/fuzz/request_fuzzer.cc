@@ -21,7 +21,8 @@
 //   backward, puts, releases and context calls are atomic; reads change nothing either way;
 // - a get streams exactly its TensorInfo's byte count; a release removes its handles; a
 //   gradient has its leaf's dtype and shape;
-// - after the sequence the session still serves a fresh batch.
+// - after the sequence, with every handle released and every context closed, the session
+//   holds no memory, and it serves a fresh batch.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -223,8 +224,29 @@ class Sequence {
     }
   }
 
-  // The session serves a fresh batch after whatever the sequence did to it.
+  // Whatever the sequence did, the session still works and its accounting is whole: with
+  // every handle released and every context closed it holds no memory, and it serves a batch.
   void CheckUnharmed() {
+    const v1::GetSessionInfoResponse info = Info(session_);
+    for (const v1::ContextInfo& c : info.contexts()) {
+      if (c.state() != "open") continue;
+      v1::CloseAutodiffContextRequest close;
+      close.set_session_id(session_);
+      close.set_context_id(c.context_id());
+      v1::CloseAutodiffContextResponse closed;
+      Check(Core().CloseAutodiffContext(close, &closed), "close context");
+    }
+    v1::ReleaseRequest release;
+    release.set_session_id(session_);
+    const v1::GetSessionInfoResponse live = Info(session_);
+    for (const v1::TensorInfo& t : live.tensors()) release.add_handles(t.handle());
+    v1::ReleaseResponse released;
+    if (release.handles_size() > 0) Check(Core().Release(release, &released), "release all");
+    const v1::GetSessionInfoResponse empty = Info(session_);
+    if (empty.memory_used_bytes() != 0 || empty.tensors_size() != 0) {
+      Fail("the session holds " + std::to_string(empty.memory_used_bytes()) + " bytes in " +
+           std::to_string(empty.tensors_size()) + " tensors after releasing every handle");
+    }
     v1::ExecuteRequest r;
     r.set_session_id(session_);
     v1::OpCall* c = r.add_calls();
