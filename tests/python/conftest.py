@@ -45,21 +45,20 @@ class ServerProcess:
                 [str(self.binary), f"--address={address}", *self.extra_args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
-            client = tensord.connect(address)
             deadline = time.monotonic() + timeout
-            try:
-                while time.monotonic() < deadline:
-                    if self.proc.poll() is not None:
-                        break  # exited (e.g. the port was taken meanwhile): try another port
-                    try:
-                        if client.health(timeout=1.0) == "SERVING":
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break  # exited (e.g. the port was taken meanwhile): try another port
+                # A fresh channel per probe: one whose first connect was refused (the server
+                # not listening yet) waits out gRPC's reconnect backoff, seconds in all.
+                try:
+                    with tensord.connect(address) as probe:
+                        if probe.health(timeout=1.0) == "SERVING":
                             self.address = address
                             return address
-                    except tensord.TensordError as exc:
-                        last = str(exc)
-                    time.sleep(0.05)
-            finally:
-                client.close()
+                except tensord.TensordError as exc:
+                    last = str(exc)
+                time.sleep(0.05)
             self.stop()
         raise RuntimeError(f"tensord server {self.binary} did not become healthy ({last}); "
                            f"log:\n{self.log_tail()}")
