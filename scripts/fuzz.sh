@@ -4,6 +4,9 @@
 #   scripts/fuzz.sh [seconds]            fuzz for that long (default 60)
 #   scripts/fuzz.sh --regen-corpus       rewrite tests/fuzz/corpus from make_corpus.cc
 #   scripts/fuzz.sh --replay FILE...     run the given inputs once (a crash file, a seed)
+#   scripts/fuzz.sh --merge-found        add to tests/fuzz/corpus-found the inputs of
+#                                        $BUILD_DIR/fuzz-corpus that cover what the committed
+#                                        corpus does not (after a long run)
 # BUILD_DIR overrides the tree; FUZZ_JOBS runs that many fuzzing processes (default 1).
 # New inputs found go to $BUILD_DIR/fuzz-corpus (not the repo); crash files to
 # $BUILD_DIR/fuzz-artifacts/.
@@ -41,6 +44,22 @@ case "${1:-60}" in
     shift
     "$dir/tests/fuzz/request_fuzzer" -runs=1 "$@"
     ;;
+  --merge-found)
+    # libFuzzer's merge copies into its first directory the inputs of the others that add
+    # coverage; starting from the committed inputs, what it adds is new. Edges only (no hit
+    # counts), so the set stays small.
+    tmp=$(mktemp -d)
+    cp tests/fuzz/corpus/* "$tmp"/
+    mkdir -p tests/fuzz/corpus-found
+    cp tests/fuzz/corpus-found/* "$tmp"/ 2>/dev/null || true
+    "$dir/tests/fuzz/request_fuzzer" -merge=1 -use_counters=0 -timeout=60 -rss_limit_mb=4096 -max_len=4096 \
+      "$tmp" "$dir/fuzz-corpus"
+    for f in "$tmp"/*; do
+      [[ -e tests/fuzz/corpus/$(basename "$f") ]] || cp -n "$f" tests/fuzz/corpus-found/
+    done
+    rm -rf "$tmp"
+    echo "fuzz: tests/fuzz/corpus-found has $(ls tests/fuzz/corpus-found | wc -l) inputs"
+    ;;
   *)
     seconds=${1:-60}
     mkdir -p "$dir/fuzz-corpus" "$dir/fuzz-artifacts"
@@ -51,6 +70,7 @@ case "${1:-60}" in
     if ((${FUZZ_JOBS:-1} > 1)); then parallel=(-jobs="$FUZZ_JOBS" -workers="$FUZZ_JOBS"); fi
     "$dir/tests/fuzz/request_fuzzer" -max_total_time="$seconds" -timeout=60 -rss_limit_mb=4096 \
       -max_len=4096 -print_final_stats=1 "${parallel[@]}" \
-      -artifact_prefix="$dir/fuzz-artifacts/" "$dir/fuzz-corpus" tests/fuzz/corpus
+      -artifact_prefix="$dir/fuzz-artifacts/" "$dir/fuzz-corpus" tests/fuzz/corpus \
+      $(test -d tests/fuzz/corpus-found && echo tests/fuzz/corpus-found)
     ;;
 esac
