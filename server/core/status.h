@@ -53,24 +53,11 @@ const std::map<Reason, absl::StatusCode>& ReasonCodes();
 
 using Metadata = std::map<std::string, std::string>;
 
-// Values a user sent that an error quotes (a session id, an op or attribute name, a device) are
-// cut to this many bytes, so that every error fits the 8 KiB metadata limit gRPC clients apply
-// by default; a longer status is dropped by the client, details and all.
-inline constexpr size_t kMaxQuotedBytes = 128;
-// `value` itself when it has at most kMaxQuotedBytes bytes, otherwise its first bytes (never
-// half a UTF-8 character) and its full length, "abcd...(5000 bytes)", in kMaxQuotedBytes.
-std::string Shortened(absl::string_view value);
-// The longest prefix of `text` of at most `max_bytes` bytes that ends on a UTF-8 character
-// boundary.
-absl::string_view Utf8Prefix(absl::string_view text, size_t max_bytes);
-
-// Builds an error whose code is the canonical code of `reason`. Metadata values longer than
-// kMaxQuotedBytes are Shortened, in the metadata and wherever the message quotes them.
+// Builds an error whose code is the canonical code of `reason`.
 absl::Status Error(Reason reason, absl::string_view message, Metadata metadata = {});
 Reason GetReason(const absl::Status& status);
 Metadata GetMetadata(const absl::Status& status);
-// Returns `status` with extra metadata merged in (existing keys are kept), long values
-// Shortened as in Error.
+// Returns `status` with extra metadata merged in (existing keys are kept).
 absl::Status WithMetadata(absl::Status status, const Metadata& extra);
 
 }  // namespace tensord

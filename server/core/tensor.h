@@ -37,8 +37,7 @@ class MemoryAccount {
   std::atomic<int64_t> max_charge_{INT64_MAX};
 };
 
-// A 64-byte aligned host buffer (server/core/host_memory.h). Allocation failure is reported,
-// never thrown.
+// A 64-byte aligned heap buffer. Allocation failure is reported, never thrown.
 class Storage {
  public:
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
+#include "server/core/quoted_value.h"
 #include "server/core/status.h"
 
 namespace tensord {

@@ -14,6 +14,7 @@
 #include "google/protobuf/message.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "server/core/quoted_value.h"
 #include "server/core/status.h"
 #include "tests/service/service_env.h"
 
