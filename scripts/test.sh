@@ -44,7 +44,12 @@ if [[ -d tests/node ]]; then
 fi
 if [[ "${TENSORD_CI_LOAD:-1}" != 0 ]]; then
   echo "== Load (${TENSORD_LOAD_SECONDS:-20} s, 32 clients)"
-  BUILD_DIR="${BUILD_DIR:-build}" scripts/load.sh --seconds "${TENSORD_LOAD_SECONDS:-20}"
+  # Memory after the load must come back near the idle baseline. The target is 10 % (load's
+  # default, measured at 5-6 % here, docs/testing.md); CI allows 20 % so that another machine's
+  # thread stacks and gRPC buffers do not fail the run, while memory a closed session keeps
+  # (several MiB per session with these sizes) or a leak still does.
+  BUILD_DIR="${BUILD_DIR:-build}" scripts/load.sh --seconds "${TENSORD_LOAD_SECONDS:-20}" \
+    --rss-slack-pct 20
   stage "load"
 fi
 if [[ "${TENSORD_CI_SANITIZERS:-1}" != 0 ]]; then
