@@ -37,6 +37,33 @@ std::unique_ptr<Message> Clone(const Message& m) {
   return copy;
 }
 
+std::vector<Variant> EachStringSlot(const Message& m, const std::string& prefix,
+                                    const std::string& value);
+
+// The slots of map field `f` of `m`: a new entry with `value` as its key (the first entry's
+// value copied), and the slots of each entry's value. Through the typed API: a map changed
+// through reflection (AddMessage) crashed inside protobuf 3.21's map-to-repeated sync in the
+// TSan build. A request map without a case here fails the test, so a new one gets one.
+void MapSlots(const Message& m, const FieldDescriptor* f, const std::string& path,
+              const std::string& value, std::vector<Variant>* out) {
+  const auto* call = dynamic_cast<const v1::OpCall*>(&m);
+  if (call == nullptr || f->name() != "attrs") {
+    ADD_FAILURE() << "no case for the map " << f->full_name() << " in MapSlots";
+    return;
+  }
+  if (call->attrs().empty()) return;  // the template gives the map an entry to copy
+  auto with_key = std::make_unique<v1::OpCall>(*call);
+  (*with_key->mutable_attrs())[value] = call->attrs().begin()->second;
+  out->push_back({absl::StrCat(path, "{key}"), std::move(with_key)});
+  for (const auto& [key, attr] : call->attrs()) {
+    for (Variant& v : EachStringSlot(attr, absl::StrCat(path, ".value"), value)) {
+      auto copy = std::make_unique<v1::OpCall>(*call);
+      (*copy->mutable_attrs())[key].CopyFrom(*v.request);
+      out->push_back({std::move(v.path), std::move(copy)});
+    }
+  }
+}
+
 // A copy of `m` per string slot, with `value` in that slot: each singular string (set or not),
 // a new element of each repeated string, a new entry with that key in each map with string
 // keys (the first entry's value copied), and recursively the slots of set messages and of map
@@ -52,7 +79,6 @@ std::vector<Variant> EachStringSlot(const Message& m, const std::string& prefix,
     // The variants of `sub`, the j-th (or only) message of f, each put into a copy of m.
     auto nest = [&](const Message& sub, int j, const std::string& sub_path) {
       for (Variant& v : EachStringSlot(sub, sub_path, value)) {
-        if (f->is_map() && v.path == absl::StrCat(path, ".key")) continue;  // see {key} below
         std::unique_ptr<Message> copy = Clone(m);
         const Reflection* cr = copy->GetReflection();
         Message* slot = f->is_repeated() ? cr->MutableRepeatedMessage(copy.get(), f, j)
@@ -62,17 +88,10 @@ std::vector<Variant> EachStringSlot(const Message& m, const std::string& prefix,
       }
     };
     if (f->is_map()) {
-      const int n = r->FieldSize(m, f);
-      const FieldDescriptor* key = f->message_type()->map_key();
-      if (n > 0 && key->type() == FieldDescriptor::TYPE_STRING) {
-        std::unique_ptr<Message> copy = Clone(m);
-        Message* entry = copy->GetReflection()->AddMessage(copy.get(), f);
-        entry->CopyFrom(r->GetRepeatedMessage(m, f, 0));
-        entry->GetReflection()->SetString(entry, key, value);
-        out.push_back({absl::StrCat(path, "{key}"), std::move(copy)});
-      }
-      for (int j = 0; j < n; ++j) nest(r->GetRepeatedMessage(m, f, j), j, path);
-    } else if (f->type() == FieldDescriptor::TYPE_STRING) {
+      MapSlots(m, f, path, value, &out);
+      continue;
+    }
+    if (f->type() == FieldDescriptor::TYPE_STRING) {
       std::unique_ptr<Message> copy = Clone(m);
       if (f->is_repeated()) {
         copy->GetReflection()->AddString(copy.get(), f, value);
