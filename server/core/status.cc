@@ -109,8 +109,9 @@ const std::map<Reason, absl::StatusCode>& ReasonCodes() {
 }
 
 absl::Status Error(Reason reason, absl::string_view message, Metadata metadata) {
-  absl::Status status(ReasonCodes().at(reason), ShortenQuotedValues(message, metadata));
+  absl::Status status(ReasonCodes().at(reason), message);
   status.SetPayload(kReasonUrl, absl::Cord(ReasonName(reason)));
+  // WithMetadata shortens long values, in the metadata and in the message.
   if (!metadata.empty()) status = WithMetadata(std::move(status), metadata);
   return status;
 }
