@@ -89,8 +89,8 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name) {
   if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
   if (lower == "error") return LogLevel::kError;
   if (lower == "off" || lower == "none") return LogLevel::kOff;
-  return absl::InvalidArgumentError(absl::StrCat(
-      "log level must be one of debug, info, warning, error, off; got '", name, "'"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("log level must be one of debug, info, warning, error, off; got '", name, "'"));
 }
 
 absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {

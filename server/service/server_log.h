@@ -4,8 +4,8 @@
 // come from a request are shortened (quoted_value.h) by the caller, as errors do.
 #pragma once
 
-#include <cstdint>
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <initializer_list>
 #include <string>

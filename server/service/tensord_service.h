@@ -18,6 +18,8 @@ namespace tensord {
 // Every handler first admits its call (Tenant, Admit): authentication when the server has tokens,
 // then the tenant check of the session the request names. Health and reflection are other services
 // and never pass through here.
+class RpcCall;
+
 class TensordService final : public v1::Tensord::Service {
  public:
   // `tokens` null: no authentication, every caller is kAnonymousTenant.
@@ -56,9 +58,18 @@ class TensordService final : public v1::Tensord::Service {
  private:
   // The caller's tenant (UNAUTHENTICATED without a valid token).
   absl::StatusOr<std::string> Tenant(const grpc::ServerContext& ctx);
-  // The same, and SESSION_NOT_FOUND when `session_id` names another tenant's session.
-  absl::Status Admit(const grpc::ServerContext& ctx, const std::string& session_id,
+  // The same, and SESSION_NOT_FOUND when `session_id` names another tenant's session; tells
+  // `call` the tenant and session for its log line.
+  absl::Status Admit(RpcCall& call, const grpc::ServerContext& ctx, const std::string& session_id,
                      bool closing = false);
+
+  template <typename Request, typename Response>
+  using CoreMethod = absl::Status (ServiceCore::*)(const Request&, Response*);
+  // A call whose request names a session and whose response is one message: admission, the
+  // core's method, the call's log line and metrics.
+  template <typename Request, typename Response>
+  grpc::Status SessionCall(grpc::ServerContext* ctx, absl::string_view method, const Request& req,
+                           Response* resp, CoreMethod<Request, Response> run, bool closing = false);
 
   ServiceCore& core_;
   const std::shared_ptr<const TokenTable> tokens_;
