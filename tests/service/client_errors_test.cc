@@ -59,8 +59,8 @@ std::set<std::string> Keys(const absl::Status& status) {
   std::set<std::string> server_keys = Keys(server_status);
   // Every server error names its call; the client's own errors had no call to name.
   if (server_keys.erase("request_id") == 0) {
-    return ::testing::AssertionFailure() << "no request_id in the server's error: "
-                                         << server_status;
+    return ::testing::AssertionFailure()
+           << "no request_id in the server's error: " << server_status;
   }
   for (const std::string& key : only_server) server_keys.erase(key);
   if (tc::ReasonOf(server_status) != tc::ReasonOf(client_status) ||

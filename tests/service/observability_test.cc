@@ -27,8 +27,9 @@ TEST(MetricsRegistryTest, RendersTheTextFormat) {
   h.Observe({}, 0.05);
   h.Observe({}, 0.5);
   h.Observe({}, 7);
-  r.Gauge("x_open", "Open.", {"tenant"},
-          [] { return std::vector<metrics::GaugeSample>{{{"t1"}, 3}, {{"t2"}, 0.25}}; });
+  r.Gauge("x_open", "Open.", {"tenant"}, [] {
+    return std::vector<metrics::GaugeSample>{{{"t1"}, 3}, {{"t2"}, 0.25}};
+  });
   EXPECT_EQ(r.Render(),
             "# HELP x_calls_total Calls.\\nBy \\\\kind.\n"
             "# TYPE x_calls_total counter\n"
@@ -48,14 +49,14 @@ TEST(MetricsRegistryTest, RendersTheTextFormat) {
 }
 
 TEST(ServerLogTest, JsonLinesEscapeWhatARequestCarries) {
-  const std::string line = ServerLog::Render(
-      LogFormat::kJson, "2026-12-02T00:00:00.000Z", LogLevel::kWarning, "rpc",
-      {{"method", "Execute"},
-       {"session", std::string("a\"b\\c\n\x01\xff\xc3\xa9", 10)},
-       {"ops", int64_t{3}},
-       {"duration_ms", 1.5},
-       {"empty", ""},
-       {"ok", false}});
+  const std::string line =
+      ServerLog::Render(LogFormat::kJson, "2026-12-02T00:00:00.000Z", LogLevel::kWarning, "rpc",
+                        {{"method", "Execute"},
+                         {"session", std::string("a\"b\\c\n\x01\xff\xc3\xa9", 10)},
+                         {"ops", int64_t{3}},
+                         {"duration_ms", 1.5},
+                         {"empty", ""},
+                         {"ok", false}});
   EXPECT_EQ(line,
             "{\"ts\":\"2026-12-02T00:00:00.000Z\",\"level\":\"warning\",\"event\":\"rpc\","
             "\"method\":\"Execute\",\"session\":\"a\\\"b\\\\c\\n\\u0001\\ufffd\xc3\xa9\","
@@ -161,7 +162,8 @@ class ObservedServerTest : public ::testing::Test {
 TEST_F(ObservedServerTest, AKnownWorkloadShowsInTheMetrics) {
   absl::StatusOr<tc::Session> s = env_->client->CreateSession();
   ASSERT_TRUE(s.ok()) << s.status();
-  absl::StatusOr<tc::Tensor> x = s->Put(tc::HostTensor(std::vector<float>{1, 2, 3, 4}, tc::Shape{4}));
+  absl::StatusOr<tc::Tensor> x =
+      s->Put(tc::HostTensor(std::vector<float>{1, 2, 3, 4}, tc::Shape{4}));
   ASSERT_TRUE(x.ok()) << x.status();
   std::vector<tc::Tensor> sums;  // kept, so no release runs before the scrape
   for (int i = 0; i < 3; ++i) {
@@ -180,8 +182,8 @@ TEST_F(ObservedServerTest, AKnownWorkloadShowsInTheMetrics) {
   const std::string text = Scrape();
   EXPECT_EQ(Sample(text, "tensord_rpcs_total{method=\"Execute\",code=\"OK\"}"), 3) << text;
   EXPECT_EQ(Sample(text, "tensord_rpcs_total{method=\"Release\",code=\"NOT_FOUND\"}"), 1);
-  EXPECT_EQ(Sample(text, "tensord_rpc_errors_total{method=\"Release\",reason=\"TENSOR_NOT_FOUND\"}"),
-            1);
+  EXPECT_EQ(
+      Sample(text, "tensord_rpc_errors_total{method=\"Release\",reason=\"TENSOR_NOT_FOUND\"}"), 1);
   EXPECT_EQ(Sample(text, "tensord_op_calls_total{op=\"add\",device=\"cpu\"}"), 3);
   EXPECT_EQ(Sample(text, "tensord_op_duration_seconds_count{op=\"add\",device=\"cpu\"}"), 3);
   EXPECT_EQ(Sample(text, "tensord_rpc_duration_seconds_count{method=\"Execute\"}"), 3);
