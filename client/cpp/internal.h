@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -52,7 +53,9 @@ class SessionState {
 
   // Sends `request` (its session id filled in); wraps every output in a Tensor.
   absl::StatusOr<::tensord::v1::ExecuteResponse> Execute(::tensord::v1::ExecuteRequest& request);
-  absl::StatusOr<HostTensor> Get(uint64_t handle, uint32_t chunk_bytes);
+  // `progress` (may be empty) is called after each chunk with the bytes so far.
+  absl::StatusOr<HostTensor> Get(uint64_t handle, uint32_t chunk_bytes,
+                                 const std::function<void(uint64_t, uint64_t)>& progress = {});
   absl::StatusOr<uint32_t> Release(const std::vector<uint64_t>& handles);
 
   // Called when the last Tensor of a handle goes.

@@ -132,8 +132,10 @@ absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& o
   const size_t chunk = options.chunk_bytes > 0 ? options.chunk_bytes : size_t{1} << 20;
   const std::string& bytes = value.bytes();
   for (size_t offset = 0; open && offset < bytes.size(); offset += chunk) {
-    message.set_chunk(bytes.data() + offset, std::min(chunk, bytes.size() - offset));
+    const size_t n = std::min(chunk, bytes.size() - offset);
+    message.set_chunk(bytes.data() + offset, n);
     open = writer->Write(message);
+    if (open && options.progress) options.progress(offset + n, bytes.size());
   }
   if (open) writer->WritesDone();
   grpc::Status status = writer->Finish();
@@ -142,15 +144,23 @@ absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& o
 }
 
 absl::StatusOr<HostTensor> Session::Get(const Tensor& tensor, uint32_t chunk_bytes) {
-  if (!state_) return internal::NoSession();
-  absl::StatusOr<uint64_t> handle = internal::HandleIn(*state_, tensor, {});
-  if (!handle.ok()) return handle.status();
-  return Get(*handle, chunk_bytes);
+  return Get(tensor, GetOptions{chunk_bytes, {}});
 }
 
 absl::StatusOr<HostTensor> Session::Get(uint64_t handle, uint32_t chunk_bytes) {
+  return Get(handle, GetOptions{chunk_bytes, {}});
+}
+
+absl::StatusOr<HostTensor> Session::Get(const Tensor& tensor, const GetOptions& options) {
   if (!state_) return internal::NoSession();
-  return state_->Get(handle, chunk_bytes);
+  absl::StatusOr<uint64_t> handle = internal::HandleIn(*state_, tensor, {});
+  if (!handle.ok()) return handle.status();
+  return Get(*handle, options);
+}
+
+absl::StatusOr<HostTensor> Session::Get(uint64_t handle, const GetOptions& options) {
+  if (!state_) return internal::NoSession();
+  return state_->Get(handle, options.chunk_bytes, options.progress);
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::Op(const std::string& op, std::vector<Operand> inputs,

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <ostream>
@@ -31,11 +32,22 @@ enum class Checkpointing {
   kBalanced,  // keep inputs of compute-bound ops, recompute the rest during backward
 };
 
+// How far a Put or Get has come: bytes of the tensor sent or received so far, of `total`.
+// Called on the calling thread, once per chunk, so it should return quickly (a progress bar
+// redraws at its own pace).
+using TransferProgress = std::function<void(uint64_t done, uint64_t total)>;
+
 struct PutOptions {
   bool requires_grad = false;  // make the tensor a requires-grad leaf of `context`
   uint64_t context = 0;        // AutodiffContext::id()
   std::string device;          // empty = the session's device
   size_t chunk_bytes = size_t{1} << 20;
+  TransferProgress progress;  // after each chunk is written; empty = not called
+};
+
+struct GetOptions {
+  uint32_t chunk_bytes = 0;   // 0 = the server's chunk size
+  TransferProgress progress;  // after each chunk arrives; empty = not called
 };
 
 struct OpOptions {
@@ -209,9 +221,12 @@ class Session {
 
   // Client-streaming upload in chunks (any size; nothing is stored unless all bytes arrive).
   absl::StatusOr<Tensor> Put(const HostTensor& value, const PutOptions& options = {});
-  // Server-streaming download.
+  // Server-streaming download (chunk_bytes 0 = the server's chunk size).
   absl::StatusOr<HostTensor> Get(const Tensor& tensor, uint32_t chunk_bytes = 0);
   absl::StatusOr<HostTensor> Get(uint64_t handle, uint32_t chunk_bytes = 0);
+  // The same with options: the chunk size and a progress callback.
+  absl::StatusOr<HostTensor> Get(const Tensor& tensor, const GetOptions& options);
+  absl::StatusOr<HostTensor> Get(uint64_t handle, const GetOptions& options);
 
   // One op call (one Execute); its outputs.
   absl::StatusOr<std::vector<Tensor>> Op(const std::string& op, std::vector<Operand> inputs,

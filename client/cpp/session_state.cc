@@ -65,7 +65,9 @@ absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
   return response;
 }
 
-absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_bytes) {
+absl::StatusOr<HostTensor> SessionState::Get(
+    uint64_t handle, uint32_t chunk_bytes,
+    const std::function<void(uint64_t, uint64_t)>& progress) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
   connection_->Prepare(&context);
@@ -86,6 +88,7 @@ absl::StatusOr<HostTensor> SessionState::Get(uint64_t handle, uint32_t chunk_byt
       bytes.reserve(info.nbytes());
     }
     bytes += message.chunk();
+    if (progress && have_info && !message.chunk().empty()) progress(bytes.size(), info.nbytes());
   }
   grpc::Status status = reader->Finish();
   if (!status.ok()) return FromGrpcStatus(status);
