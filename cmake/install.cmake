@@ -20,9 +20,10 @@ if(TARGET tensord_client)
           ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT client)
 
   # The public headers keep their in-tree paths ("client/cpp/tensord.h"), so code builds the
-  # same against the checkout and the installed tree. internal.h is the library's own.
+  # same against the checkout and the installed tree. internal.h is the library's own, and
+  # tensordctl*.h the CLI's.
   file(GLOB client_headers ${CMAKE_CURRENT_SOURCE_DIR}/client/cpp/*.h)
-  list(FILTER client_headers EXCLUDE REGEX "/internal\\.h$")
+  list(FILTER client_headers EXCLUDE REGEX "/(internal|tensordctl[^/]*)\\.h$")
   install(FILES ${client_headers} DESTINATION ${TENSORD_INCLUDE_ROOT}/client/cpp COMPONENT client)
   install(FILES ${CMAKE_CURRENT_SOURCE_DIR}/common/dtype_table.h
           DESTINATION ${TENSORD_INCLUDE_ROOT}/common COMPONENT client)
