@@ -42,7 +42,9 @@ absl::StatusOr<std::unique_ptr<SpawnedServer>> SpawnedServer::Start(const std::s
     dup2(fds[1], STDERR_FILENO);
     close(fds[0]);
     close(fds[1]);
-    execl(binary.c_str(), binary.c_str(), "--address=127.0.0.1:0", static_cast<char*>(nullptr));
+    // Failed calls only: a line per RPC of the load would flood the bench's output.
+    execl(binary.c_str(), binary.c_str(), "--address=127.0.0.1:0", "--log-level=warning",
+          static_cast<char*>(nullptr));
     std::fprintf(stderr, "load: cannot run %s: %s\n", binary.c_str(), strerror(errno));
     _exit(127);
   }

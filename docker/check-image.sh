@@ -297,9 +297,11 @@ RUN_FLAGS=(
 )
 # The server's output (its stderr comes back on podman's stderr), less podman's own log lines.
 container_log() { "${PODMAN[@]}" logs "$CTR" 2>&1 | grep -v '^time="' || true; }
+METRICS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 limit 120 "podman run" "${PODMAN[@]}" run -d --name "$CTR" "${RUN_FLAGS[@]}" \
-  -e TENSORD_ADDRESS="127.0.0.1:$PORT" "$IMAGE" >/dev/null 2>"$LOGS/run.log"
-say "container $CTR serving on 127.0.0.1:$PORT"
+  -e TENSORD_ADDRESS="127.0.0.1:$PORT" -e TENSORD_METRICS_ADDRESS="127.0.0.1:$METRICS_PORT" \
+  "$IMAGE" >/dev/null 2>"$LOGS/run.log"
+say "container $CTR serving on 127.0.0.1:$PORT, metrics on 127.0.0.1:$METRICS_PORT"
 
 # No systemd here to time the image's HEALTHCHECK (podman logs errors saying so), so run it:
 # `podman healthcheck run` executes the image's own check, `tensordctl --timeout 3 health`.
@@ -328,6 +330,13 @@ fi
 phase client "Python client from the host (client/python)"
 PYTHONPATH=$ROOT/client/python limit 300 "docker/smoke_client.py" \
   /usr/bin/python3 docker/smoke_client.py --address "127.0.0.1:$PORT"
+# The image serves Prometheus metrics; the client's calls must show in them.
+scrape=$(timeout 20 python3 -c 'import sys, urllib.request
+print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode())' \
+  "http://127.0.0.1:$METRICS_PORT/metrics") || fail "no metrics at 127.0.0.1:$METRICS_PORT/metrics"
+grep -Eq '^tensord_rpcs_total\{method="Execute",code="OK"\} [1-9]' <<<"$scrape" ||
+  fail "the metrics do not count the client's Execute calls: $(grep '^tensord_rpcs' <<<"$scrape")"
+say "metrics: $(grep -c '^tensord_' <<<"$scrape") tensord series, $(grep '^tensord_rpcs_total{method="Execute",code="OK"}' <<<"$scrape")"
 
 # ------------------------------------------------------------------------------------------
 phase checks "non-root process, no compiler, misspelt TLS variable refused"
@@ -374,7 +383,7 @@ TLS_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 
 # The image's HEALTHCHECK speaks plaintext; with TLS on, the check is run with the CA instead.
 limit 120 "podman run (TLS)" "${PODMAN[@]}" run -d --name "$CTR-secure" "${RUN_FLAGS[@]}" \
   --no-healthcheck -v "$SECRETS:/run/secrets:ro" \
-  -e TENSORD_ADDRESS="127.0.0.1:$TLS_PORT" \
+  -e TENSORD_ADDRESS="127.0.0.1:$TLS_PORT" -e TENSORD_METRICS_ADDRESS= \
   -e TENSORD_TLS_CERT=/run/secrets/server.pem -e TENSORD_TLS_KEY=/run/secrets/server.key \
   -e TENSORD_AUTH_TOKENS=/run/secrets/tokens "$IMAGE" >/dev/null 2>>"$LOGS/run.log"
 tls_health=""

@@ -6,14 +6,16 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libdnnl-dev ocl-icd-opencl-dev libgtest-dev libgmock-dev libbenchmark-dev
+  libdnnl-dev ocl-icd-opencl-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch
              libopenblas0-pthread protobuf-compiler-grpc nodejs
              # The fuzz stage (scripts/fuzz.sh): clang, and libFuzzer with clang's sanitizer
              # runtimes, which clang-14 only recommends.
-             clang libclang-rt-14-dev)
+             clang libclang-rt-14-dev
+             # The metrics test scrapes the server with a real Prometheus (and promtool).
+             prometheus)
 fi
 
 missing=()

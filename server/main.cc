@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "server/service/server.h"
+#include "server/service/server_log.h"
 
 ABSL_FLAG(std::string, address, "0.0.0.0:50051",
           "host:port to listen on; port 0 picks a free port (env TENSORD_ADDRESS)");
@@ -73,6 +74,15 @@ ABSL_FLAG(int64_t, max_sessions_per_tenant, 64,
 ABSL_FLAG(int64_t, primitive_cache_capacity, 1024,
           "oneDNN primitives the CPU backend keeps built for reuse (least recently used "
           "evicted); bounds the cache's memory; 0 = none (env TENSORD_PRIMITIVE_CACHE_CAPACITY)");
+ABSL_FLAG(std::string, metrics_address, "",
+          "host:port serving Prometheus metrics at /metrics over plain HTTP, e.g. 0.0.0.0:9464; "
+          "empty = off (env TENSORD_METRICS_ADDRESS)");
+ABSL_FLAG(std::string, log_level, "info",
+          "debug, info (a line per RPC), warning (failed RPCs), error or off "
+          "(env TENSORD_LOG_LEVEL)");
+ABSL_FLAG(std::string, log_format, "json",
+          "json (one object per line, for collectors) or text (for people) "
+          "(env TENSORD_LOG_FORMAT)");
 
 namespace {
 
@@ -101,6 +111,9 @@ bool ApplyEnvironment() {
       {"tenant_from_cert", "TENSORD_TENANT_FROM_CERT"},
       {"max_sessions_per_tenant", "TENSORD_MAX_SESSIONS_PER_TENANT"},
       {"primitive_cache_capacity", "TENSORD_PRIMITIVE_CACHE_CAPACITY"},
+      {"metrics_address", "TENSORD_METRICS_ADDRESS"},
+      {"log_level", "TENSORD_LOG_LEVEL"},
+      {"log_format", "TENSORD_LOG_FORMAT"},
   };
   for (const auto& [flag, env] : kFlags) {
     const char* value = std::getenv(env);
@@ -175,6 +188,16 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  auto log_level = tensord::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
+  auto log_format = tensord::ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  for (const absl::Status& st : {log_level.status(), log_format.status()}) {
+    if (!st.ok()) {
+      std::fprintf(stderr, "tensord: %s\n", std::string(st.message()).c_str());
+      return 2;
+    }
+  }
+  tensord::DefaultLog().Configure(*log_level, *log_format);
+
   tensord::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
   options.default_ttl_seconds = absl::GetFlag(FLAGS_ttl_seconds);
@@ -201,6 +224,7 @@ int main(int argc, char** argv) {
   options.tenant_from_cert = absl::GetFlag(FLAGS_tenant_from_cert);
   options.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   options.primitive_cache_capacity = absl::GetFlag(FLAGS_primitive_cache_capacity);
+  options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   auto server = tensord::TensordServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensord: %s\n", std::string(server.status().message()).c_str());
@@ -217,14 +241,19 @@ int main(int argc, char** argv) {
   for (const std::string& plugin : options.plugins) {
     std::fprintf(stderr, "tensord: loaded plugin %s\n", plugin.c_str());
   }
+  if ((*server)->metrics_port() != 0) {
+    std::string metrics = options.metrics_address;
+    metrics = metrics.substr(0, metrics.rfind(':') + 1) + std::to_string((*server)->metrics_port());
+    std::fprintf(stderr, "tensord: metrics at http://%s/metrics\n", metrics.c_str());
+  }
   std::fflush(stderr);
 
   int signal = 0;
   // SIGHUP re-reads the token file (the outcome is logged by the reload) and serving goes on.
   while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
     if (options.auth_tokens_path.empty()) {
-      std::fprintf(stderr, "tensord: SIGHUP: no --auth-tokens file to reload\n");
-      std::fflush(stderr);
+      tensord::DefaultLog().Write(tensord::LogLevel::kInfo, "tokens_reload_skipped",
+                                  {{"reason", "SIGHUP without --auth-tokens"}});
     }
     (*server)->ReloadCredentials().IgnoreError();
   }

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/core/status.h"
 
 namespace tensord {
@@ -208,7 +209,8 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const Dispatcher& dispatcher,
                                                       const BatchSpec& batch,
                                                       const std::function<bool()>& cancelled,
-                                                      const ExecuteLimits& limits) {
+                                                      const ExecuteLimits& limits,
+                                                      const CallObserver& observe) {
   CallEnv env;
   env.account = session.account();
   env.device = session.device();
@@ -226,6 +228,7 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
   };
   for (size_t k = 0; k < batch.calls.size(); ++k) {
     absl::StatusOr<std::vector<Tensor>> outs;
+    const absl::Time started = observe ? absl::Now() : absl::InfinitePast();
     // Kernels report allocation failures themselves (the backend catches std::bad_alloc at
     // its kernel boundary); what is left is host memory of the batch itself (undo copies of
     // in-place targets, operand lists), which must roll back like any failure, not end the
@@ -239,6 +242,7 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                 "); the batch was rolled back"),
                    {{"op", batch.calls[k].op}});
     }
+    if (observe) observe(batch.calls[k], absl::Now() - started);
     if (!outs.ok()) return fail(outs.status(), k);
     done.push_back(*std::move(outs));
   }

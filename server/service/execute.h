@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/service/limits.h"
 #include "server/service/session.h"
@@ -69,6 +70,9 @@ struct ExecuteLimits {
   ServiceLimits tensor_limits;
 };
 
+// Told of every call that ran, failed or not, and how long it took (the op metrics).
+using CallObserver = std::function<void(const CallSpec& call, absl::Duration took)>;
+
 // Runs `batch` in `session` (whose lock the caller holds). Atomic: on error no handle was
 // added, every touched autodiff tape is truncated back, in-place writes are undone, and the
 // error carries metadata call_index=k of the failing call.
@@ -76,7 +80,8 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const Dispatcher& dispatcher,
                                                       const BatchSpec& batch,
                                                       const std::function<bool()>& cancelled,
-                                                      const ExecuteLimits& limits = {});
+                                                      const ExecuteLimits& limits = {},
+                                                      const CallObserver& observe = {});
 
 // The tensor of an inline literal, charged to the session (BAD_TENSOR_DATA when the bytes do
 // not match shape × dtype).

@@ -45,7 +45,12 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
   limits.max_fetch_bytes = config_.max_message_bytes / 8 * 7;
   limits.tensor_limits = config_.limits;
   std::vector<CallOutcome> outcomes;
-  ASSIGN_OR_RETURN(outcomes, ExecuteBatch(*session, dispatcher_, batch, cancelled, limits));
+  const std::string& device = session->device();
+  auto observe = [this, &device](const CallSpec& call, absl::Duration took) {
+    metrics_.RecordOp(call.op, device, took);
+  };
+  ASSIGN_OR_RETURN(outcomes,
+                   ExecuteBatch(*session, dispatcher_, batch, cancelled, limits, observe));
   for (CallOutcome& outcome : outcomes) {
     v1::CallResult* result = resp->add_results();
     for (size_t i = 0; i < outcome.outputs.size(); ++i) {
@@ -129,6 +134,7 @@ absl::Status ServiceCore::Backward(const v1::BackwardRequest& req, const Cancell
   std::vector<LeafGradient> grads;
   ASSIGN_OR_RETURN(grads, dispatcher_.Backward(*ctx, roots, seeds, req.retain_graph(),
                                                SessionEnv(*session, cancelled)));
+  metrics_.RecordBackward();
   std::sort(grads.begin(), grads.end(), [](const LeafGradient& a, const LeafGradient& b) {
     return a.leaf->tensor_id < b.leaf->tensor_id;
   });

@@ -5,6 +5,7 @@
 #include "server/backends/cpu/cpu_backend.h"
 #include "server/core/status.h"
 #include "server/service/convert.h"
+#include "server/service/server_log.h"
 #include "server/service/service_core.h"
 
 namespace tensord {
@@ -22,11 +23,22 @@ ServiceCore::ServiceCore(ServiceConfig config)
     : config_(std::move(config)),
       dispatcher_(config_.registry ? *config_.registry : OpRegistry::Builtin(),
                   MakeBackends(config_.cpu)),
-      sessions_(config_.reap_interval, config_.max_sessions_per_tenant) {
+      sessions_(config_.reap_interval, config_.max_sessions_per_tenant),
+      metrics_(sessions_, static_cast<int64_t>(dispatcher_.registry().All().size()) -
+                              static_cast<int64_t>(OpRegistry::Builtin().All().size())) {
   for (const OpDef* def : dispatcher_.registry().All()) {
     if (def->internal) continue;
     FillOpInfo(*def, dispatcher_.BackendsFor(*def), ops_.add_ops());
   }
+  sessions_.set_on_expired([this](const Session& s) {
+    metrics_.RecordSessionExpired(1);
+    DefaultLog().Write(LogLevel::kInfo, "session_expired",
+                       {{"session", s.id()},
+                        {"tenant", s.tenant()},
+                        {"idle_ttl_s", absl::ToInt64Seconds(s.ttl())},
+                        {"tensors", s.tensor_count()},
+                        {"bytes", s.account()->used()}});
+  });
 }
 
 absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
@@ -65,6 +77,7 @@ absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
   ASSIGN_OR_RETURN(session, sessions_.Create(config));
   // No one tensor of the session may exceed max_tensor_bytes, however it is made.
   session->account()->set_max_charge_bytes(config_.limits.max_tensor_bytes);
+  metrics_.RecordSessionCreated();
   resp->set_session_id(session->id());
   resp->set_ttl_seconds(ttl);
   resp->set_memory_quota_bytes(quota);
@@ -90,6 +103,7 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
   absl::MutexLock lock(&session->mu());
   RETURN_IF_ERROR(session->CheckLive());
+  metrics_.RecordSessionCreated();
   resp->set_session_id(session->id());
   resp->set_device(session->device());
   resp->set_memory_used_bytes(session->account()->used());

@@ -15,6 +15,8 @@
 #include "server/core/status.h"
 #include "server/plugins/plugin_loader.h"
 #include "server/service/auth.h"
+#include "server/service/metrics_http.h"
+#include "server/service/server_log.h"
 #include "server/service/service_core.h"
 #include "server/service/tensord_service.h"
 #include "server/service/token_store.h"
@@ -214,10 +216,26 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
             : "; or the TLS private key does not belong to the certificate, see the log above)"));
   }
   grpc::HealthCheckServiceInterface* health = server->server_->GetHealthCheckService();
+  if (!options.metrics_address.empty()) {
+    ServiceCore* core = server->core_.get();
+    auto http = MetricsHttpServer::Start(options.metrics_address,
+                                         [core] { return core->metrics().Render(); });
+    if (!http.ok()) {
+      server->Shutdown();
+      return http.status();
+    }
+    server->metrics_http_ = *std::move(http);
+  }
   if (health != nullptr) {
     health->SetServingStatus("", true);
     health->SetServingStatus(kServiceName, true);
   }
+  DefaultLog().Write(LogLevel::kInfo, "server_started",
+                     {{"address", options.address},
+                      {"port", server->port_},
+                      {"metrics_port", server->metrics_port()},
+                      {"security", security.summary},
+                      {"ops", server->op_count()}});
   return server;
 }
 
@@ -228,6 +246,10 @@ void TensordServer::Shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
   if (server_ != nullptr) {
+    DefaultLog().Write(LogLevel::kInfo, "server_stopping",
+                       {{"port", port_},
+                        {"sessions", static_cast<int64_t>(core_->sessions().size())},
+                        {"grace_ms", options_.shutdown_grace_ms}});
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
       health->Shutdown();  // health checks report NOT_SERVING while calls drain
     }
@@ -235,6 +257,12 @@ void TensordServer::Shutdown() {
                       std::chrono::milliseconds(options_.shutdown_grace_ms));
   }
   core_->sessions().StopReaper();
+  // Scrapes stay answered while calls drain, so the last figures can still be collected.
+  if (metrics_http_ != nullptr) metrics_http_->Stop();
+}
+
+int TensordServer::metrics_port() const {
+  return metrics_http_ != nullptr ? metrics_http_->port() : 0;
 }
 
 void TensordServer::Wait() {

@@ -19,6 +19,7 @@ class Service;
 
 namespace tensord {
 
+class MetricsHttpServer;
 class ServiceCore;
 class TensordService;
 class TokenStore;
@@ -66,6 +67,9 @@ struct ServerOptions {
   int64_t max_sessions_per_tenant = 64;
   // oneDNN primitives the CPU backend keeps built (docs/limits.md); 0 = none.
   int64_t primitive_cache_capacity = 1024;
+  // "host:port" of the Prometheus /metrics endpoint (plain HTTP); empty = none. Port 0 picks
+  // a free one (metrics_port() tells which).
+  std::string metrics_address;
 };
 
 class TensordServer {
@@ -78,6 +82,7 @@ class TensordServer {
   TensordServer& operator=(const TensordServer&) = delete;
 
   int port() const { return port_; }  // the bound port
+  int metrics_port() const;           // the /metrics port, 0 without --metrics-address
   // Stops accepting, finishes in-flight calls (cancelling those still running after the
   // grace period), stops the reaper. Idempotent; safe from any thread.
   void Shutdown();
@@ -102,6 +107,7 @@ class TensordServer {
   std::unique_ptr<TokenStore> tokens_;  // null without --auth-tokens; outlives service_
   std::unique_ptr<TensordService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   int port_ = 0;
   std::string security_summary_;
   absl::Mutex shutdown_mu_;

@@ -13,6 +13,7 @@
 #include "server/backends/cpu/cpu_backend.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/service/limits.h"
+#include "server/service/service_metrics.h"
 #include "server/service/session.h"
 #include "tensord/v1/service.pb.h"
 
@@ -75,12 +76,14 @@ class ServiceCore {
 
   const Dispatcher& dispatcher() const { return dispatcher_; }
   SessionManager& sessions() { return sessions_; }
+  ServiceMetrics& metrics() { return metrics_; }
   int op_count() const { return ops_.ops_size(); }
 
  private:
   const ServiceConfig config_;
   Dispatcher dispatcher_;
   SessionManager sessions_;
+  ServiceMetrics metrics_;
   v1::ListOpsResponse ops_;  // the catalog never changes after start-up
 };
 

@@ -93,6 +93,7 @@ uint64_t Session::Store(Tensor t) {
   // input unchanged must not rename the original.
   if (t.autograd() && t.autograd()->tensor_id == 0) t.autograd()->tensor_id = handle;
   tensors_.emplace(handle, std::move(t));
+  tensor_count_.store(static_cast<int64_t>(tensors_.size()), std::memory_order_relaxed);
   return handle;
 }
 
@@ -109,6 +110,7 @@ absl::StatusOr<size_t> Session::Release(absl::Span<const uint64_t> handles) {
     tensors_.erase(h);
     for (auto& [ctx, grads] : gradient_handles_) grads.erase(h);
   }
+  tensor_count_.store(static_cast<int64_t>(tensors_.size()), std::memory_order_relaxed);
   return unique.size();
 }
 
@@ -122,6 +124,7 @@ absl::StatusOr<uint64_t> Session::OpenContext(Checkpointing checkpointing) {
   }
   const uint64_t id = next_context_++;
   contexts_.emplace(id, std::make_unique<AutodiffContext>(id, checkpointing));
+  open_contexts_.fetch_add(1, std::memory_order_relaxed);
   return id;
 }
 
@@ -143,12 +146,14 @@ AutodiffContext* Session::LookupContext(uint64_t id) {
 absl::Status Session::CloseContext(uint64_t id) {
   AutodiffContext* ctx;
   ASSIGN_OR_RETURN(ctx, FindContext(id));
+  if (ctx->state() == ContextState::kOpen) open_contexts_.fetch_sub(1, std::memory_order_relaxed);
   ctx->Close();
   auto grads = gradient_handles_.find(id);
   if (grads != gradient_handles_.end()) {
     for (uint64_t h : grads->second) tensors_.erase(h);
     gradient_handles_.erase(grads);
   }
+  tensor_count_.store(static_cast<int64_t>(tensors_.size()), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -194,6 +199,8 @@ void Session::Clear() {
   // Tapes keep saved activations alive; closing releases them even if a tensor outlives us.
   for (auto& [id, ctx] : contexts_) ctx->Close();
   contexts_.clear();
+  tensor_count_.store(0, std::memory_order_relaxed);
+  open_contexts_.store(0, std::memory_order_relaxed);
 }
 
 SessionRef::~SessionRef() {
@@ -324,8 +331,10 @@ absl::StatusOr<absl::Duration> SessionManager::KeepAlive(const std::string& id) 
 
 int SessionManager::Reap(absl::Time now) {
   std::vector<std::shared_ptr<Session>> expired;
+  std::function<void(const Session&)> on_expired;
   {
     absl::MutexLock lock(&mu_);
+    on_expired = on_expired_;
     for (auto it = sessions_.begin(); it != sessions_.end();) {
       Session& s = *it->second;
       // A session in use is never collected under a running call (a long upload, say).
@@ -339,6 +348,7 @@ int SessionManager::Reap(absl::Time now) {
     }
   }
   for (auto& s : expired) {
+    if (on_expired) on_expired(*s);
     absl::MutexLock lock(&s->mu_);
     s->Clear();
   }
@@ -349,6 +359,22 @@ int SessionManager::Reap(absl::Time now) {
 size_t SessionManager::size() const {
   absl::MutexLock lock(&mu_);
   return sessions_.size();
+}
+
+void SessionManager::set_on_expired(std::function<void(const Session&)> on_expired) {
+  absl::MutexLock lock(&mu_);
+  on_expired_ = std::move(on_expired);
+}
+
+std::vector<SessionUsage> SessionManager::Usage() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<SessionUsage> out;
+  out.reserve(sessions_.size());
+  for (const auto& [id, s] : sessions_) {
+    out.push_back({s->tenant(), s->device(), s->tensor_count(), s->account()->used(),
+                   s->open_context_count()});
+  }
+  return out;
 }
 
 }  // namespace tensord

@@ -2,7 +2,9 @@
 // and an idle TTL. No gRPC here; the RPC layer looks sessions up by id and locks them.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -46,6 +48,10 @@ class Session {
   bool autodiff_enabled() const { return config_.autodiff_enabled; }
   const std::shared_ptr<MemoryAccount>& account() const { return account_; }
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  // Tensor handles held and autodiff contexts open; kept beside the maps they count so the
+  // metrics scrape reads them without the session's lock (a long batch may hold it).
+  int64_t tensor_count() const { return tensor_count_.load(std::memory_order_relaxed); }
+  int64_t open_context_count() const { return open_contexts_.load(std::memory_order_relaxed); }
 
   // False once closed or collected: a call that found the session before that must not store.
   bool live() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return live_; }
@@ -98,6 +104,8 @@ class Session {
   uint64_t next_context_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::unique_ptr<AutodiffContext>> contexts_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::set<uint64_t>> gradient_handles_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> tensor_count_{0};
+  std::atomic<int64_t> open_contexts_{0};
 
   // Owned by SessionManager::mu_: calls in flight and the end of the last one.
   int active_calls_ = 0;
@@ -105,6 +113,15 @@ class Session {
 };
 
 class SessionManager;
+
+// What one session holds, for the metrics (read without the session's lock).
+struct SessionUsage {
+  std::string tenant;
+  std::string device;
+  int64_t tensors = 0;
+  int64_t bytes = 0;  // charged to its quota
+  int64_t open_contexts = 0;
+};
 
 // Keeps a session from being collected while a call uses it, and marks it used when done.
 class SessionRef {
@@ -153,6 +170,11 @@ class SessionManager {
   // Collects sessions idle past their TTL at `now`; returns how many. The reaper calls it.
   int Reap(absl::Time now);
   size_t size() const;
+  // Every session's holdings now.
+  std::vector<SessionUsage> Usage() const;
+  // Called by the reaper, outside any lock, with each session it collected (before its
+  // tensors are freed).
+  void set_on_expired(std::function<void(const Session&)> on_expired);
   void StopReaper();
 
  private:
@@ -169,6 +191,7 @@ class SessionManager {
   std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, int64_t> tenant_sessions_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void(const Session&)> on_expired_ ABSL_GUARDED_BY(mu_);
   std::thread reaper_;
 };
 

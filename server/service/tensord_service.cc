@@ -4,12 +4,20 @@
 
 #include "server/core/status.h"
 #include "server/service/grpc_status.h"
+#include "server/service/rpc_call.h"
 
 namespace tensord {
 namespace {
 
 ServiceCore::Cancelled CancelledFn(grpc::ServerContext* ctx) {
   return [ctx] { return ctx->IsCancelled(); };
+}
+
+// The call's status, with the response's size counted when it succeeded.
+grpc::Status Done(RpcCall& call, absl::Status status, const google::protobuf::Message* resp) {
+  if (status.ok() && resp != nullptr)
+    call.add_bytes_out(static_cast<int64_t>(resp->ByteSizeLong()));
+  return call.Finish(std::move(status));
 }
 
 }  // namespace
@@ -21,118 +29,156 @@ absl::StatusOr<std::string> TensordService::Tenant(const grpc::ServerContext& ct
   return Authenticate(tokens.get(), cert_field_, ctx);
 }
 
-absl::Status TensordService::Admit(const grpc::ServerContext& ctx, const std::string& session_id,
-                                   bool closing) {
+absl::Status TensordService::Admit(RpcCall& call, const grpc::ServerContext& ctx,
+                                   const std::string& session_id, bool closing) {
+  call.set_session(session_id);
   std::string tenant;
   ASSIGN_OR_RETURN(tenant, Tenant(ctx));
+  call.set_tenant(tenant);
   return core_.sessions().CheckTenant(tenant, session_id, closing);
 }
 
+// Each handler: one RpcCall (request id, log line, metrics), admission, then the core.
 grpc::Status TensordService::CreateSession(grpc::ServerContext* ctx,
                                            const v1::CreateSessionRequest* req,
                                            v1::CreateSessionResponse* resp) {
+  RpcCall call(ctx, "CreateSession", core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req->ByteSizeLong()));
   absl::StatusOr<std::string> tenant = Tenant(*ctx);
-  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
-  return ToGrpcStatus(core_.CreateSession(*req, *tenant, resp));
+  if (!tenant.ok()) return Done(call, tenant.status(), nullptr);
+  call.set_tenant(*tenant);
+  absl::Status st = core_.CreateSession(*req, *tenant, resp);
+  if (st.ok()) call.set_session(resp->session_id());
+  return Done(call, std::move(st), resp);
+}
+
+template <typename Request, typename Response>
+grpc::Status TensordService::SessionCall(grpc::ServerContext* ctx, absl::string_view method,
+                                         const Request& req, Response* resp,
+                                         CoreMethod<Request, Response> run, bool closing) {
+  RpcCall call(ctx, method, core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req.ByteSizeLong()));
+  absl::Status st = Admit(call, *ctx, req.session_id(), closing);
+  if (st.ok()) st = (core_.*run)(req, resp);
+  return Done(call, std::move(st), resp);
 }
 
 grpc::Status TensordService::KeepAlive(grpc::ServerContext* ctx, const v1::KeepAliveRequest* req,
                                        v1::KeepAliveResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.KeepAlive(*req, resp));
+  return SessionCall(ctx, "KeepAlive", *req, resp, &ServiceCore::KeepAlive);
 }
 
 grpc::Status TensordService::CloseSession(grpc::ServerContext* ctx,
                                           const v1::CloseSessionRequest* req,
                                           v1::CloseSessionResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id(), /*closing=*/true); !st.ok()) {
-    return ToGrpcStatus(st);
-  }
-  return ToGrpcStatus(core_.CloseSession(*req, resp));
+  return SessionCall(ctx, "CloseSession", *req, resp, &ServiceCore::CloseSession,
+                     /*closing=*/true);
 }
 
 grpc::Status TensordService::GetSessionInfo(grpc::ServerContext* ctx,
                                             const v1::GetSessionInfoRequest* req,
                                             v1::GetSessionInfoResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.GetSessionInfo(*req, resp));
-}
-
-grpc::Status TensordService::ListDevices(grpc::ServerContext* ctx,
-                                         const v1::ListDevicesRequest* req,
-                                         v1::ListDevicesResponse* resp) {
-  if (auto tenant = Tenant(*ctx); !tenant.ok()) return ToGrpcStatus(tenant.status());
-  return ToGrpcStatus(core_.ListDevices(*req, resp));
-}
-
-grpc::Status TensordService::ListOps(grpc::ServerContext* ctx, const v1::ListOpsRequest* req,
-                                     v1::ListOpsResponse* resp) {
-  if (auto tenant = Tenant(*ctx); !tenant.ok()) return ToGrpcStatus(tenant.status());
-  return ToGrpcStatus(core_.ListOps(*req, resp));
-}
-
-grpc::Status TensordService::PutTensor(grpc::ServerContext* ctx,
-                                       grpc::ServerReader<v1::PutTensorRequest>* reader,
-                                       v1::PutTensorResponse* resp) {
-  // Authenticated before a byte of the stream is read.
-  absl::StatusOr<std::string> tenant = Tenant(*ctx);
-  if (!tenant.ok()) return ToGrpcStatus(tenant.status());
-  // The session is named in the first message: read it here for the tenant check and hand
-  // it to the core as the stream's first message.
-  v1::PutTensorRequest first;
-  bool pending = reader->Read(&first);
-  if (pending && first.has_header()) {
-    absl::Status st = core_.sessions().CheckTenant(*tenant, first.header().session_id());
-    if (!st.ok()) return ToGrpcStatus(st);
-  }
-  auto next = [reader, &first, &pending](v1::PutTensorRequest* msg) {
-    if (pending) {
-      pending = false;
-      *msg = std::move(first);
-      return true;
-    }
-    return reader->Read(msg);
-  };
-  return ToGrpcStatus(core_.PutTensor(next, CancelledFn(ctx), resp));
-}
-
-grpc::Status TensordService::GetTensor(grpc::ServerContext* ctx, const v1::GetTensorRequest* req,
-                                       grpc::ServerWriter<v1::GetTensorResponse>* writer) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  auto write = [writer](const v1::GetTensorResponse& msg) { return writer->Write(msg); };
-  return ToGrpcStatus(core_.GetTensor(*req, write));
-}
-
-grpc::Status TensordService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
-                                     v1::ExecuteResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.Execute(*req, CancelledFn(ctx), resp));
+  return SessionCall(ctx, "GetSessionInfo", *req, resp, &ServiceCore::GetSessionInfo);
 }
 
 grpc::Status TensordService::Release(grpc::ServerContext* ctx, const v1::ReleaseRequest* req,
                                      v1::ReleaseResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.Release(*req, resp));
+  return SessionCall(ctx, "Release", *req, resp, &ServiceCore::Release);
 }
 
 grpc::Status TensordService::OpenAutodiffContext(grpc::ServerContext* ctx,
                                                  const v1::OpenAutodiffContextRequest* req,
                                                  v1::OpenAutodiffContextResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.OpenAutodiffContext(*req, resp));
+  return SessionCall(ctx, "OpenAutodiffContext", *req, resp, &ServiceCore::OpenAutodiffContext);
 }
 
 grpc::Status TensordService::CloseAutodiffContext(grpc::ServerContext* ctx,
                                                   const v1::CloseAutodiffContextRequest* req,
                                                   v1::CloseAutodiffContextResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.CloseAutodiffContext(*req, resp));
+  return SessionCall(ctx, "CloseAutodiffContext", *req, resp, &ServiceCore::CloseAutodiffContext);
+}
+
+grpc::Status TensordService::ListDevices(grpc::ServerContext* ctx,
+                                         const v1::ListDevicesRequest* req,
+                                         v1::ListDevicesResponse* resp) {
+  RpcCall call(ctx, "ListDevices", core_.metrics());
+  absl::StatusOr<std::string> tenant = Tenant(*ctx);
+  if (!tenant.ok()) return Done(call, tenant.status(), nullptr);
+  call.set_tenant(*tenant);
+  return Done(call, core_.ListDevices(*req, resp), resp);
+}
+
+grpc::Status TensordService::ListOps(grpc::ServerContext* ctx, const v1::ListOpsRequest* req,
+                                     v1::ListOpsResponse* resp) {
+  RpcCall call(ctx, "ListOps", core_.metrics());
+  absl::StatusOr<std::string> tenant = Tenant(*ctx);
+  if (!tenant.ok()) return Done(call, tenant.status(), nullptr);
+  call.set_tenant(*tenant);
+  return Done(call, core_.ListOps(*req, resp), resp);
+}
+
+grpc::Status TensordService::PutTensor(grpc::ServerContext* ctx,
+                                       grpc::ServerReader<v1::PutTensorRequest>* reader,
+                                       v1::PutTensorResponse* resp) {
+  RpcCall call(ctx, "PutTensor", core_.metrics());
+  // Authenticated before a byte of the stream is read.
+  absl::StatusOr<std::string> tenant = Tenant(*ctx);
+  if (!tenant.ok()) return Done(call, tenant.status(), nullptr);
+  call.set_tenant(*tenant);
+  // The session is named in the first message: read it here for the tenant check and hand
+  // it to the core as the stream's first message.
+  v1::PutTensorRequest first;
+  bool pending = reader->Read(&first);
+  if (pending) call.add_bytes_in(static_cast<int64_t>(first.ByteSizeLong()));
+  if (pending && first.has_header()) {
+    call.set_session(first.header().session_id());
+    absl::Status st = core_.sessions().CheckTenant(*tenant, first.header().session_id());
+    if (!st.ok()) return Done(call, std::move(st), nullptr);
+  }
+  auto next = [reader, &first, &pending, &call](v1::PutTensorRequest* msg) {
+    if (pending) {
+      pending = false;
+      *msg = std::move(first);
+      return true;
+    }
+    if (!reader->Read(msg)) return false;
+    call.add_bytes_in(static_cast<int64_t>(msg->ByteSizeLong()));
+    return true;
+  };
+  return Done(call, core_.PutTensor(next, CancelledFn(ctx), resp), resp);
+}
+
+grpc::Status TensordService::GetTensor(grpc::ServerContext* ctx, const v1::GetTensorRequest* req,
+                                       grpc::ServerWriter<v1::GetTensorResponse>* writer) {
+  RpcCall call(ctx, "GetTensor", core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req->ByteSizeLong()));
+  if (absl::Status st = Admit(call, *ctx, req->session_id()); !st.ok()) {
+    return Done(call, std::move(st), nullptr);
+  }
+  auto write = [writer, &call](const v1::GetTensorResponse& msg) {
+    call.add_bytes_out(static_cast<int64_t>(msg.ByteSizeLong()));
+    return writer->Write(msg);
+  };
+  return Done(call, core_.GetTensor(*req, write), nullptr);
+}
+
+grpc::Status TensordService::Execute(grpc::ServerContext* ctx, const v1::ExecuteRequest* req,
+                                     v1::ExecuteResponse* resp) {
+  RpcCall call(ctx, "Execute", core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req->ByteSizeLong()));
+  call.set_ops(req->calls_size());
+  absl::Status st = Admit(call, *ctx, req->session_id());
+  if (st.ok()) st = core_.Execute(*req, CancelledFn(ctx), resp);
+  return Done(call, std::move(st), resp);
 }
 
 grpc::Status TensordService::Backward(grpc::ServerContext* ctx, const v1::BackwardRequest* req,
                                       v1::BackwardResponse* resp) {
-  if (absl::Status st = Admit(*ctx, req->session_id()); !st.ok()) return ToGrpcStatus(st);
-  return ToGrpcStatus(core_.Backward(*req, CancelledFn(ctx), resp));
+  RpcCall call(ctx, "Backward", core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req->ByteSizeLong()));
+  absl::Status st = Admit(call, *ctx, req->session_id());
+  if (st.ok()) st = core_.Backward(*req, CancelledFn(ctx), resp);
+  return Done(call, std::move(st), resp);
 }
 
 }  // namespace tensord

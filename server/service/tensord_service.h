@@ -19,6 +19,8 @@ namespace tensord {
 // Every handler first admits its call (Tenant, Admit): authentication when the server has tokens
 // or takes tenants from certificates, then the tenant check of the session the request names.
 // Health and reflection are other services and never pass through here.
+class RpcCall;
+
 class TensordService final : public v1::Tensord::Service {
  public:
   // `tokens` null: no token authentication. With neither tokens nor a certificate field every
@@ -59,9 +61,18 @@ class TensordService final : public v1::Tensord::Service {
   // The caller's tenant (UNAUTHENTICATED without valid credentials, PERMISSION_DENIED when the
   // token and the certificate disagree).
   absl::StatusOr<std::string> Tenant(const grpc::ServerContext& ctx);
-  // The same, and SESSION_NOT_FOUND when `session_id` names another tenant's session.
-  absl::Status Admit(const grpc::ServerContext& ctx, const std::string& session_id,
+  // The same, and SESSION_NOT_FOUND when `session_id` names another tenant's session; tells
+  // `call` the tenant and session for its log line.
+  absl::Status Admit(RpcCall& call, const grpc::ServerContext& ctx, const std::string& session_id,
                      bool closing = false);
+
+  template <typename Request, typename Response>
+  using CoreMethod = absl::Status (ServiceCore::*)(const Request&, Response*);
+  // A call whose request names a session and whose response is one message: admission, the
+  // core's method, the call's log line and metrics.
+  template <typename Request, typename Response>
+  grpc::Status SessionCall(grpc::ServerContext* ctx, absl::string_view method, const Request& req,
+                           Response* resp, CoreMethod<Request, Response> run, bool closing = false);
 
   ServiceCore& core_;
   const TokenStore* const tokens_;

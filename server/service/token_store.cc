@@ -2,29 +2,24 @@
 
 #include <sys/stat.h>
 
-#include <cstdio>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
+#include "server/service/server_log.h"
 
 namespace tensord {
 namespace {
 
-// The reload's log lines: event tokens_reloaded {path, tokens} at info, tokens_reload_failed
-// {path, error} at warning. `error` comes from TokenTable::Load, which names lines, never
-// tokens.
+// `error` comes from TokenTable::Load, which names lines, never tokens.
 void LogReloaded(const std::string& path, size_t tokens) {
-  std::fprintf(stderr, "tensord: info tokens_reloaded path=%s tokens=%zu\n", path.c_str(), tokens);
-  std::fflush(stderr);
+  DefaultLog().Write(LogLevel::kInfo, "tokens_reloaded",
+                     {{"path", path}, {"tokens", static_cast<int64_t>(tokens)}});
 }
 
 void LogReloadFailed(const std::string& path, const absl::Status& error) {
-  std::fprintf(stderr,
-               "tensord: warning tokens_reload_failed path=%s error=\"%s\" (the previous tokens "
-               "stay in use)\n",
-               path.c_str(), std::string(error.message()).c_str());
-  std::fflush(stderr);
+  DefaultLog().Write(LogLevel::kWarning, "tokens_reload_failed",
+                     {{"path", path}, {"error", error.message()}});
 }
 
 int64_t Nanoseconds(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; }

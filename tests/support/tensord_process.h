@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <regex>
 #include <string>
 #include <thread>
@@ -55,18 +56,34 @@ class TensordProcess {
         break;
       }
     }
+    // The server logs a line per RPC: the pipe must be drained, or a full pipe would block it.
+    if (err_ != nullptr) {
+      drain_ = std::thread([this] {
+        char chunk[4096];
+        while (fgets(chunk, sizeof(chunk), err_) != nullptr) {
+          std::lock_guard<std::mutex> lock(log_mu_);
+          log_ += chunk;
+        }
+      });
+    }
   }
   ~TensordProcess() {
     if (pid_ > 0 && !waited_) {
       kill(pid_, SIGKILL);
       waitpid(pid_, nullptr, 0);
     }
+    if (drain_.joinable()) drain_.join();  // ends at EOF: the server is gone
     if (err_ != nullptr) fclose(err_);
   }
   TensordProcess(const TensordProcess&) = delete;
   TensordProcess& operator=(const TensordProcess&) = delete;
 
   int port() const { return port_; }
+  // What the server wrote to stderr after its start-up line, so far.
+  std::string log() const {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    return log_;
+  }
   void Signal(int sig) { kill(pid_, sig); }
   // The exit code, or -signal when killed; -1000 when it did not exit within `timeout`.
   int Wait(std::chrono::seconds timeout) {
@@ -87,6 +104,9 @@ class TensordProcess {
   FILE* err_ = nullptr;
   int port_ = 0;
   bool waited_ = false;
+  std::thread drain_;
+  mutable std::mutex log_mu_;
+  std::string log_;
 };
 
 }  // namespace tensord::testing

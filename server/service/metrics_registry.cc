@@ -1,0 +1,215 @@
+#include "server/service/metrics_registry.h"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace tensord::metrics {
+namespace {
+
+// Go's strconv formatting, which Prometheus expects: integers without a fraction, +Inf, NaN.
+std::string Number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (v == std::floor(v) && std::fabs(v) < 1e15) return absl::StrCat(static_cast<int64_t>(v));
+  // The shortest of 15-17 significant digits that reads back as the same double.
+  std::string text;
+  for (int digits = 15; digits <= 17; ++digits) {
+    text = absl::StrFormat("%.*g", digits, v);
+    if (std::strtod(text.c_str(), nullptr) == v) break;
+  }
+  return text;
+}
+
+LabelValues Padded(const LabelValues& values, size_t n) {
+  LabelValues out = values;
+  out.resize(n);
+  return out;
+}
+
+std::string EscapeHelp(absl::string_view help) {
+  std::string out;
+  for (char c : help) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EscapeLabelValue(absl::string_view value) {
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::vector<double> ExponentialBuckets(double start, double factor, int count) {
+  std::vector<double> bounds;
+  double b = start;
+  for (int i = 0; i < count; ++i, b *= factor) bounds.push_back(b);
+  return bounds;
+}
+
+Family::Family(std::string name, std::string help, std::vector<std::string> label_names)
+    : name_(std::move(name)), help_(std::move(help)), label_names_(std::move(label_names)) {}
+
+std::string Family::SeriesName(absl::string_view suffix, const LabelValues& values,
+                               absl::string_view extra) const {
+  std::string out = absl::StrCat(name_, suffix);
+  if (label_names_.empty() && extra.empty()) return out;
+  out += '{';
+  bool first = true;
+  for (size_t i = 0; i < label_names_.size(); ++i) {
+    absl::StrAppend(&out, first ? "" : ",", label_names_[i], "=\"",
+                    EscapeLabelValue(i < values.size() ? values[i] : ""), "\"");
+    first = false;
+  }
+  if (!extra.empty()) absl::StrAppend(&out, first ? "" : ",", extra);
+  out += '}';
+  return out;
+}
+
+void Family::RenderHeader(std::string& out, absl::string_view type) const {
+  absl::StrAppend(&out, "# HELP ", name_, " ", EscapeHelp(help_), "\n# TYPE ", name_, " ", type,
+                  "\n");
+}
+
+void CounterFamily::Add(const LabelValues& values, double amount) {
+  const LabelValues key = Padded(values, label_names_.size());
+  absl::MutexLock lock(&mu_);
+  series_[key] += amount;
+}
+
+double CounterFamily::Value(const LabelValues& values) const {
+  const LabelValues key = Padded(values, label_names_.size());
+  absl::MutexLock lock(&mu_);
+  auto it = series_.find(key);
+  return it == series_.end() ? 0 : it->second;
+}
+
+void CounterFamily::Render(std::string& out) const {
+  RenderHeader(out, "counter");
+  absl::MutexLock lock(&mu_);
+  // A counter without labels is shown from the start (at 0), so a query finds it at once.
+  if (series_.empty() && label_names_.empty()) absl::StrAppend(&out, name_, " 0\n");
+  for (const auto& [values, v] : series_) {
+    absl::StrAppend(&out, SeriesName("", values), " ", Number(v), "\n");
+  }
+}
+
+HistogramFamily::HistogramFamily(std::string name, std::string help,
+                                 std::vector<std::string> label_names,
+                                 std::vector<double> upper_bounds)
+    : Family(std::move(name), std::move(help), std::move(label_names)),
+      upper_bounds_(std::move(upper_bounds)) {}
+
+void HistogramFamily::Observe(const LabelValues& values, double value) {
+  const LabelValues key = Padded(values, label_names_.size());
+  absl::MutexLock lock(&mu_);
+  Series& s = series_[key];
+  if (s.buckets.empty()) s.buckets.assign(upper_bounds_.size(), 0);
+  for (size_t i = 0; i < upper_bounds_.size(); ++i) {
+    if (value <= upper_bounds_[i]) {
+      ++s.buckets[i];
+      break;
+    }
+  }
+  ++s.count;
+  s.sum += value;
+}
+
+uint64_t HistogramFamily::Count(const LabelValues& values) const {
+  const LabelValues key = Padded(values, label_names_.size());
+  absl::MutexLock lock(&mu_);
+  auto it = series_.find(key);
+  return it == series_.end() ? 0 : it->second.count;
+}
+
+void HistogramFamily::Render(std::string& out) const {
+  RenderHeader(out, "histogram");
+  absl::MutexLock lock(&mu_);
+  for (const auto& [values, s] : series_) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < upper_bounds_.size(); ++i) {
+      cumulative += s.buckets[i];
+      absl::StrAppend(
+          &out,
+          SeriesName("_bucket", values, absl::StrCat("le=\"", Number(upper_bounds_[i]), "\"")), " ",
+          cumulative, "\n");
+    }
+    absl::StrAppend(&out, SeriesName("_bucket", values, "le=\"+Inf\""), " ", s.count, "\n");
+    absl::StrAppend(&out, SeriesName("_sum", values), " ", Number(s.sum), "\n");
+    absl::StrAppend(&out, SeriesName("_count", values), " ", s.count, "\n");
+  }
+}
+
+GaugeFamily::GaugeFamily(std::string name, std::string help, std::vector<std::string> label_names,
+                         Collect collect, std::string type)
+    : Family(std::move(name), std::move(help), std::move(label_names)),
+      collect_(std::move(collect)),
+      type_(std::move(type)) {}
+
+void GaugeFamily::Render(std::string& out) const {
+  RenderHeader(out, type_);
+  for (const GaugeSample& s : collect_()) {
+    absl::StrAppend(&out, SeriesName("", s.labels), " ", Number(s.value), "\n");
+  }
+}
+
+CounterFamily& Registry::Counter(std::string name, std::string help,
+                                 std::vector<std::string> label_names) {
+  auto family =
+      std::make_unique<CounterFamily>(std::move(name), std::move(help), std::move(label_names));
+  CounterFamily& ref = *family;
+  absl::MutexLock lock(&mu_);
+  families_.push_back(std::move(family));
+  return ref;
+}
+
+HistogramFamily& Registry::Histogram(std::string name, std::string help,
+                                     std::vector<std::string> label_names,
+                                     std::vector<double> upper_bounds) {
+  auto family = std::make_unique<HistogramFamily>(std::move(name), std::move(help),
+                                                  std::move(label_names), std::move(upper_bounds));
+  HistogramFamily& ref = *family;
+  absl::MutexLock lock(&mu_);
+  families_.push_back(std::move(family));
+  return ref;
+}
+
+void Registry::Gauge(std::string name, std::string help, std::vector<std::string> label_names,
+                     GaugeFamily::Collect collect, std::string type) {
+  auto family =
+      std::make_unique<GaugeFamily>(std::move(name), std::move(help), std::move(label_names),
+                                    std::move(collect), std::move(type));
+  absl::MutexLock lock(&mu_);
+  families_.push_back(std::move(family));
+}
+
+std::string Registry::Render() const {
+  std::string out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& family : families_) family->Render(out);
+  return out;
+}
+
+}  // namespace tensord::metrics

@@ -1,0 +1,164 @@
+#include "server/service/rpc_call.h"
+
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "server/core/quoted_value.h"
+#include "server/core/status.h"
+#include "server/service/grpc_status.h"
+
+namespace tensord {
+namespace {
+
+// The one value of a client metadata key; empty when absent or sent more than once.
+std::string SingleHeader(const grpc::ServerContext& context, absl::string_view key) {
+  const auto& metadata = context.client_metadata();
+  const auto range = metadata.equal_range(grpc::string_ref(key.data(), key.size()));
+  if (range.first == range.second || std::next(range.first) != range.second) return "";
+  return std::string(range.first->second.data(), range.first->second.size());
+}
+
+bool LowerHex(absl::string_view s, size_t n) {
+  if (s.size() != n) return false;
+  for (char c : s) {
+    if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && (c < 'a' || c > 'f')) return false;
+  }
+  return true;
+}
+
+LogLevel LevelOf(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return LogLevel::kInfo;
+    case grpc::StatusCode::INTERNAL:
+    case grpc::StatusCode::UNKNOWN:
+    case grpc::StatusCode::DATA_LOSS:
+      return LogLevel::kError;  // the server's own fault: someone should look
+    default:
+      return LogLevel::kWarning;
+  }
+}
+
+}  // namespace
+
+bool UsableRequestId(absl::string_view id) {
+  if (id.empty() || id.size() > kMaxRequestIdBytes) return false;
+  for (char c : id) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) &&
+        absl::string_view("._:/+=@-").find(c) == absl::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string NewRequestId() {
+  // Unique, not secret: a per-thread generator, seeded from the OS, is enough.
+  thread_local absl::BitGen gen;
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(gen), absl::Uniform<uint64_t>(gen));
+}
+
+bool ValidTraceparent(absl::string_view value) {
+  std::vector<absl::string_view> parts = absl::StrSplit(value, '-');
+  if (parts.size() != 4 || !LowerHex(parts[0], 2) || parts[0] == "ff" || !LowerHex(parts[1], 32) ||
+      !LowerHex(parts[2], 16) || !LowerHex(parts[3], 2)) {
+    return false;
+  }
+  // All-zero trace and parent ids are invalid by the spec.
+  return parts[1] != std::string(32, '0') && parts[2] != std::string(16, '0');
+}
+
+absl::string_view GrpcCodeName(grpc::StatusCode code) {
+  switch (code) {
+    case grpc::StatusCode::OK:
+      return "OK";
+    case grpc::StatusCode::CANCELLED:
+      return "CANCELLED";
+    case grpc::StatusCode::UNKNOWN:
+      return "UNKNOWN";
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return "INVALID_ARGUMENT";
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return "DEADLINE_EXCEEDED";
+    case grpc::StatusCode::NOT_FOUND:
+      return "NOT_FOUND";
+    case grpc::StatusCode::ALREADY_EXISTS:
+      return "ALREADY_EXISTS";
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return "PERMISSION_DENIED";
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return "RESOURCE_EXHAUSTED";
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return "FAILED_PRECONDITION";
+    case grpc::StatusCode::ABORTED:
+      return "ABORTED";
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return "OUT_OF_RANGE";
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return "UNIMPLEMENTED";
+    case grpc::StatusCode::INTERNAL:
+      return "INTERNAL";
+    case grpc::StatusCode::UNAVAILABLE:
+      return "UNAVAILABLE";
+    case grpc::StatusCode::DATA_LOSS:
+      return "DATA_LOSS";
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return "UNAUTHENTICATED";
+    default:
+      return "UNKNOWN";
+  }
+}
+
+RpcCall::RpcCall(grpc::ServerContext* context, absl::string_view method, ServiceMetrics& metrics,
+                 ServerLog& log)
+    : context_(context), method_(method), metrics_(metrics), log_(log), start_(absl::Now()) {
+  std::string sent = SingleHeader(*context_, kRequestIdHeader);
+  if (UsableRequestId(sent)) {
+    request_id_ = std::move(sent);
+  } else {
+    replaced_request_id_ = !sent.empty() || context_->client_metadata().count(kRequestIdHeader);
+    request_id_ = NewRequestId();
+  }
+  std::string traceparent = SingleHeader(*context_, "traceparent");
+  if (ValidTraceparent(traceparent)) traceparent_ = std::move(traceparent);
+  // Initial metadata goes out with the first response message (or the status), so it is set
+  // before a streaming handler writes anything.
+  context_->AddInitialMetadata(kRequestIdHeader, request_id_);
+}
+
+void RpcCall::set_session(absl::string_view session_id) { session_ = Shortened(session_id); }
+
+grpc::Status RpcCall::Finish(absl::Status status) {
+  const std::string reason = status.ok() ? "" : std::string(ReasonName(GetReason(status)));
+  const std::string message = status.ok() ? "" : std::string(status.message());
+  if (!status.ok()) {
+    status = WithMetadata(std::move(status), {{"request_id", request_id_}});
+  }
+  grpc::Status out = ToGrpcStatus(status);
+  const absl::Duration took = absl::Now() - start_;
+  metrics_.RecordRpc(method_, GrpcCodeName(out.error_code()), reason, took, bytes_in_, bytes_out_);
+  const LogLevel level = LevelOf(out.error_code());
+  if (log_.Enabled(level)) {
+    log_.Write(level, "rpc",
+               {{"request_id", request_id_},
+                {"method", method_},
+                {"tenant", tenant_},
+                {"session", session_},
+                ops_ >= 0 ? LogField("ops", ops_) : LogField("ops", ""),
+                {"code", GrpcCodeName(out.error_code())},
+                {"reason", reason},
+                {"error", std::string(Utf8Prefix(message, 512))},
+                {"duration_ms", absl::ToDoubleMilliseconds(took)},
+                {"bytes_in", bytes_in_},
+                {"bytes_out", bytes_out_},
+                {"peer", context_->peer()},
+                {"traceparent", traceparent_},
+                replaced_request_id_ ? LogField("request_id_replaced", true)
+                                     : LogField("request_id_replaced", "")});
+  }
+  return out;
+}
+
+}  // namespace tensord

@@ -1,0 +1,189 @@
+#include "server/service/server_log.h"
+
+#include <cmath>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+
+namespace tensord {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at text[i], or 0 when it is not one.
+size_t Utf8SequenceLength(absl::string_view text, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char lead = byte(i);
+  size_t n = lead >= 0xF0 && lead <= 0xF4 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 ? 2 : 0;
+  if (lead >= 0xF5 || n == 0 || i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  // Overlong three- and four-byte forms, surrogates and code points above U+10FFFF.
+  if (n == 3 && lead == 0xE0 && byte(i + 1) < 0xA0) return 0;
+  if (n == 3 && lead == 0xED && byte(i + 1) >= 0xA0) return 0;
+  if (n == 4 && lead == 0xF0 && byte(i + 1) < 0x90) return 0;
+  if (n == 4 && lead == 0xF4 && byte(i + 1) >= 0x90) return 0;
+  return n;
+}
+
+// A JSON string body: a request's bytes may be anything, the line must stay valid JSON, so
+// control characters are escaped and bytes that are not UTF-8 become U+FFFD.
+void AppendJsonString(std::string& out, absl::string_view text) {
+  out += '"';
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c == '"' || c == '\\') {
+        out += '\\';
+        out += static_cast<char>(c);
+      } else if (c == '\n') {
+        out += "\\n";
+      } else if (c < 0x20 || c == 0x7F) {
+        absl::StrAppendFormat(&out, "\\u%04x", c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    const size_t n = Utf8SequenceLength(text, i);
+    if (n == 0) {
+      out += "\\ufffd";
+      ++i;
+    } else {
+      out.append(text.data() + i, n);
+      i += n;
+    }
+  }
+  out += '"';
+}
+
+// Plain text: bare when the value is one printable word, JSON-quoted otherwise, so a line
+// still splits on spaces into key=value pairs.
+void AppendTextValue(std::string& out, absl::string_view text) {
+  bool bare = !text.empty();
+  for (char c : text) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7F || c == '"' || c == '=') bare = false;
+  }
+  if (bare) {
+    out.append(text.data(), text.size());
+  } else {
+    AppendJsonString(out, text);
+  }
+}
+
+std::string NumberText(double v) {
+  if (!std::isfinite(v)) return "null";
+  return absl::StrFormat("%.6g", v);
+}
+
+}  // namespace
+
+absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "debug") return LogLevel::kDebug;
+  if (lower == "info") return LogLevel::kInfo;
+  if (lower == "warning" || lower == "warn") return LogLevel::kWarning;
+  if (lower == "error") return LogLevel::kError;
+  if (lower == "off" || lower == "none") return LogLevel::kOff;
+  return absl::InvalidArgumentError(
+      absl::StrCat("log level must be one of debug, info, warning, error, off; got '", name, "'"));
+}
+
+absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "json") return LogFormat::kJson;
+  if (lower == "text") return LogFormat::kText;
+  return absl::InvalidArgumentError(
+      absl::StrCat("log format must be json or text; got '", name, "'"));
+}
+
+absl::string_view LogLevelName(LogLevel level) {
+  switch (level) {
+    case LogLevel::kDebug:
+      return "debug";
+    case LogLevel::kInfo:
+      return "info";
+    case LogLevel::kWarning:
+      return "warning";
+    case LogLevel::kError:
+      return "error";
+    case LogLevel::kOff:
+      break;
+  }
+  return "off";
+}
+
+ServerLog::ServerLog(LogLevel level, LogFormat format, std::FILE* out)
+    : out_(out), level_(level), format_(format) {}
+
+void ServerLog::Configure(LogLevel level, LogFormat format) {
+  level_.store(level);
+  format_.store(format);
+}
+
+bool ServerLog::Enabled(LogLevel level) const {
+  return level != LogLevel::kOff && level >= level_.load(std::memory_order_relaxed);
+}
+
+std::string ServerLog::Render(LogFormat format, absl::string_view timestamp, LogLevel level,
+                              absl::string_view event, std::initializer_list<LogField> fields) {
+  std::string line;
+  line.reserve(256);
+  const bool json = format == LogFormat::kJson;
+  if (json) {
+    line += "{\"ts\":";
+    AppendJsonString(line, timestamp);
+    line += ",\"level\":";
+    AppendJsonString(line, LogLevelName(level));
+    line += ",\"event\":";
+    AppendJsonString(line, event);
+  } else {
+    absl::StrAppend(&line, timestamp, " ", LogLevelName(level), " ", event);
+  }
+  for (const LogField& f : fields) {
+    if (const auto* s = std::get_if<std::string>(&f.value); s != nullptr && s->empty()) continue;
+    if (json) {
+      line += ',';
+      AppendJsonString(line, f.key);
+      line += ':';
+    } else {
+      absl::StrAppend(&line, " ", f.key, "=");
+    }
+    if (const auto* s = std::get_if<std::string>(&f.value)) {
+      json ? AppendJsonString(line, *s) : AppendTextValue(line, *s);
+    } else if (const auto* i = std::get_if<int64_t>(&f.value)) {
+      absl::StrAppend(&line, *i);
+    } else if (const auto* d = std::get_if<double>(&f.value)) {
+      line += NumberText(*d);
+    } else {
+      line += std::get<bool>(f.value) ? "true" : "false";
+    }
+  }
+  if (json) line += '}';
+  line += '\n';
+  return line;
+}
+
+void ServerLog::Write(LogLevel level, absl::string_view event,
+                      std::initializer_list<LogField> fields) {
+  if (!Enabled(level)) return;
+  const LogFormat format = format_.load(std::memory_order_relaxed);
+  const std::string timestamp =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  const std::string line = Render(format, timestamp, level, event, fields);
+  std::FILE* out = out_ != nullptr ? out_ : stderr;
+  // One fwrite per line under the stream's own lock: lines of concurrent calls never mix.
+  std::fwrite(line.data(), 1, line.size(), out);
+  std::fflush(out);
+}
+
+ServerLog& DefaultLog() {
+  static ServerLog* log = new ServerLog();  // never destroyed: calls may log during exit
+  return *log;
+}
+
+}  // namespace tensord
