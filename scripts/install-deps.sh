@@ -11,6 +11,9 @@ packages=(
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch
              libopenblas0-pthread protobuf-compiler-grpc nodejs
+             # The package stage (scripts/check-package.sh) builds and installs the Python
+             # wheel offline into a venv.
+             python3-pip python3-setuptools python3-wheel python3-venv
              # The fuzz stage (scripts/fuzz.sh): clang, and libFuzzer with clang's sanitizer
              # runtimes, which clang-14 only recommends.
              clang libclang-rt-14-dev

@@ -5,6 +5,9 @@
 #   TENSORD_CI_FUZZ=0        skip the bounded libFuzzer run (TENSORD_FUZZ_SECONDS, default 60)
 #   TENSORD_CI_LOAD=0        skip the load/soak run (TENSORD_LOAD_SECONDS, default 20)
 #   TENSORD_CI_ISA=0         skip the reruns with oneDNN capped at AVX2 and SSE4.1
+#   TENSORD_CI_PACKAGE=0     skip the package check: the installed C++ client (CMake package
+#                            and pkg-config file) and the Python wheel, each used from outside
+#                            the checkout (scripts/check-package.sh)
 # Each stage prints how long it took (docs/testing.md lists the times measured).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +44,11 @@ if [[ -d tests/node ]]; then
   (cd client/node && npm install --no-audit --no-fund --silent)
   node --test tests/node/
   stage "Node tests"
+fi
+if [[ "${TENSORD_CI_PACKAGE:-1}" != 0 ]]; then
+  echo "== Package: the installed C++ client and the Python wheel (scripts/check-package.sh)"
+  BUILD_DIR="${BUILD_DIR:-build}" scripts/check-package.sh
+  stage "package"
 fi
 if [[ "${TENSORD_CI_LOAD:-1}" != 0 ]]; then
   echo "== Load (${TENSORD_LOAD_SECONDS:-20} s, 32 clients)"

@@ -175,7 +175,8 @@ void ServerLog::Write(LogLevel level, absl::string_view event,
   const std::string timestamp =
       absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
   const std::string line = Render(format, timestamp, level, event, fields);
-  std::FILE* out = out_ != nullptr ? out_ : stderr;
+  std::FILE* out = out_.load();
+  if (out == nullptr) out = stderr;
   // One fwrite per line under the stream's own lock: lines of concurrent calls never mix.
   std::fwrite(line.data(), 1, line.size(), out);
   std::fflush(out);

@@ -45,6 +45,8 @@ class ServerLog {
                      std::FILE* out = nullptr);
 
   void Configure(LogLevel level, LogFormat format);
+  // Where lines go from now on (not owned; stderr when null). Tests read their server's lines.
+  void set_output(std::FILE* out) { out_.store(out); }
   bool Enabled(LogLevel level) const;
   // One line: {"ts":"2026-12-02T05:16:13.123Z","level":"info","event":"rpc",...fields} in
   // JSON, `2026-12-02T05:16:13.123Z info rpc key=value ...` in text (values with spaces or
@@ -57,7 +59,7 @@ class ServerLog {
                             absl::string_view event, std::initializer_list<LogField> fields);
 
  private:
-  std::FILE* const out_;
+  std::atomic<std::FILE*> out_;
   // Atomics, not a mutex: every RPC asks Enabled, and the settings change only at start-up.
   std::atomic<LogLevel> level_;
   std::atomic<LogFormat> format_;

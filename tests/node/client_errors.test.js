@@ -46,14 +46,17 @@ async function refused(fn, reason, keys) {
   return caught;
 }
 
-// The server's answer to the same mistake: same reason, code and metadata keys.
+// The server's answer to the same mistake: same reason, code and metadata keys, and the
+// request_id every server error carries (the client's own had no call to name).
 async function sameAsServer(clientErr, promise) {
   await assert.rejects(promise, (err) => {
     assert.ok(err instanceof tensord.TensordError);
     assert.equal(err.metadata.origin, undefined);
     assert.equal(err.reason, clientErr.reason);
     assert.equal(err.code, clientErr.code);
-    assert.deepEqual(Object.keys(err.metadata).sort(),
+    assert.match(err.requestId, /^[0-9a-f]{32}$/);
+    assert.equal(clientErr.requestId, '');
+    assert.deepEqual(Object.keys(err.metadata).filter((k) => k !== 'request_id').sort(),
         Object.keys(clientErr.metadata).filter((k) => k !== 'origin').sort());
     return true;
   });

@@ -1,6 +1,8 @@
 """Fixtures: a real tensord server process on a free loopback port, a client and sessions.
 
-The server binary is $TENSORD_BIN or <repo>/build/tensord.
+The server binary is $TENSORD_BIN or <repo>/build/tensord. The client is the checkout's
+client/python, or with TENSORD_INSTALLED_CLIENT=<dir> the tensord package installed under <dir>
+(a venv holding the wheel, scripts/check-package.sh).
 """
 import os
 import socket
@@ -12,9 +14,16 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "client" / "python"))
+INSTALLED_CLIENT = os.environ.get("TENSORD_INSTALLED_CLIENT")
+if not INSTALLED_CLIENT:
+    sys.path.insert(0, str(REPO / "client" / "python"))
 
 import tensord  # noqa: E402  (generates the protobuf modules on first import)
+
+if INSTALLED_CLIENT and not Path(tensord.__file__).resolve().is_relative_to(
+        Path(INSTALLED_CLIENT).resolve()):
+    raise RuntimeError(f"TENSORD_INSTALLED_CLIENT={INSTALLED_CLIENT}, but tensord was imported "
+                       f"from {tensord.__file__}")
 
 
 def server_binary() -> Path:

@@ -27,12 +27,14 @@ def client_refusal(err, cls, keys):
 
 
 def same_as_server(client_err, server_err):
-    """The server's answer to the same mistake: same reason, code and metadata keys."""
+    """The server's answer to the same mistake: same reason, code and metadata keys, and the
+    request_id every server error carries (the client's own had no call to name)."""
     s = server_err.value
     assert not isinstance(s, tensord.TensordClientError) and "origin" not in s.metadata
     assert (s.reason, s.code) == (client_err.reason, client_err.code)
-    assert set(s.metadata) == set(client_err.metadata) - {"origin"}, (s.metadata,
-                                                                      client_err.metadata)
+    assert s.request_id and not client_err.request_id
+    assert set(s.metadata) - {"request_id"} == set(client_err.metadata) - {"origin"}, (
+        s.metadata, client_err.metadata)
 
 
 def raw_execute(sess, operand, op="neg"):

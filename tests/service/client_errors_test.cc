@@ -44,8 +44,9 @@ std::set<std::string> Keys(const absl::Status& status) {
   return ::testing::AssertionSuccess() << got;
 }
 
-// The server's answer to the same mistake: same reason, code and metadata keys (less those of
-// `only_server`, which name a request position the client-side call has none of).
+// The server's answer to the same mistake: same reason, code and metadata keys (less its
+// request_id, and those of `only_server`, which name a request position the client-side call
+// has none of).
 ::testing::AssertionResult SameAsServer(const absl::Status& client_status,
                                         const absl::Status& server_status,
                                         const std::set<std::string>& only_server = {}) {
@@ -56,6 +57,11 @@ std::set<std::string> Keys(const absl::Status& status) {
   std::set<std::string> client_keys = Keys(client_status);
   client_keys.erase(tc::kOriginKey);
   std::set<std::string> server_keys = Keys(server_status);
+  // Every server error names its call; the client's own errors had no call to name.
+  if (server_keys.erase("request_id") == 0) {
+    return ::testing::AssertionFailure()
+           << "no request_id in the server's error: " << server_status;
+  }
   for (const std::string& key : only_server) server_keys.erase(key);
   if (tc::ReasonOf(server_status) != tc::ReasonOf(client_status) ||
       server_status.code() != client_status.code() || server_keys != client_keys) {

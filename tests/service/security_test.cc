@@ -321,6 +321,9 @@ TEST_F(SecurityTest, ATenantCannotTellAnotherTenantsSessionFromNoSession) {
     std::map<std::string, std::string> md_ref = tc::MetadataOf(reference);
     md.erase("session_id");
     md_ref.erase("session_id");
+    // Each call's own id, made fresh by the server: it tells nothing of the session.
+    EXPECT_EQ(md.erase("request_id"), 1u);
+    EXPECT_EQ(md_ref.erase("request_id"), 1u);
     EXPECT_EQ(md, md_ref);
     auto resource = tc::ResourceInfoOf(st);
     ASSERT_TRUE(resource.has_value());

@@ -62,6 +62,12 @@ class TensordError extends Error {
     this.fieldViolations = fieldViolations;
     this.resource = resource;
   }
+
+  // The server's id of the failed call ('' for errors the client raised itself): an operator
+  // finds the call's log line by it.
+  get requestId() {
+    return this.metadata.request_id || '';
+  }
 }
 
 function decodeStatusDetails(buf) {

@@ -85,6 +85,12 @@ class TensordError(Exception):
         self.resource = resource
         self.status = status
 
+    @property
+    def request_id(self) -> str:
+        """The server's id of the failed call ("" for errors the client raised itself): give it
+        to the server's operator, who finds the call's log line by it."""
+        return self.metadata.get("request_id", "")
+
     def __str__(self) -> str:
         head = f"[{self.code.name if self.code else '?'}"
         head += f" {self.reason}]" if self.reason else "]"
