@@ -6,6 +6,12 @@
 #   rogue-ca.pem, rogue-client.pem/rogue-client.key
 #                              a second CA and a client certificate it signed, which a server
 #                              trusting only ca.pem must refuse
+# Client certificates for tenants from certificates (--tenant-from-cert), all signed by the CA:
+#   alice-uri.pem/.key         SAN URI spiffe://tensord.test/tenant/alice (CN=tensord-alice)
+#   bob-uri.pem/.key           SAN URI tensord://tenant/bob and a non-tenant URI (CN=bob-svc)
+#   carol-cn.pem/.key          CN=carol, no SAN
+#   bad-cn.pem/.key            CN="not a tenant" (spaces), SAN URI spiffe://tensord.test/tenant/b@d
+#   two-tenants.pem/.key       SAN URIs naming tenants alice and bob
 # Valid for 2 days, EC P-256 keys. Never use these for a real deployment: the keys sit in a
 # plain directory. Usage: make-test-certs.sh DIR
 set -eu
@@ -36,6 +42,19 @@ leaf server "/CN=localhost" ca \
   "subjectAltName=DNS:localhost,IP:127.0.0.1
 extendedKeyUsage=serverAuth"
 leaf client "/CN=tensord-client" ca "extendedKeyUsage=clientAuth"
+leaf alice-uri "/CN=tensord-alice" ca \
+  "subjectAltName=URI:spiffe://tensord.test/tenant/alice
+extendedKeyUsage=clientAuth"
+leaf bob-uri "/CN=bob-svc" ca \
+  "subjectAltName=URI:spiffe://tensord.test/ns/batch/sa/bob-svc,URI:tensord://tenant/bob
+extendedKeyUsage=clientAuth"
+leaf carol-cn "/CN=carol" ca "extendedKeyUsage=clientAuth"
+leaf bad-cn "/CN=not a tenant" ca \
+  "subjectAltName=URI:spiffe://tensord.test/tenant/b@d
+extendedKeyUsage=clientAuth"
+leaf two-tenants "/CN=two-tenants" ca \
+  "subjectAltName=URI:spiffe://tensord.test/tenant/alice,URI:spiffe://tensord.test/tenant/bob
+extendedKeyUsage=clientAuth"
 ca rogue-ca "/CN=rogue test CA"
 leaf rogue-client "/CN=rogue-client" rogue-ca "extendedKeyUsage=clientAuth"
 rm -f ./*.srl

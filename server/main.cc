@@ -57,7 +57,16 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "(env TENSORD_TLS_CLIENT_CA)");
 ABSL_FLAG(std::string, auth_tokens, "",
           "file of bearer tokens, one 'TOKEN TENANT' per line, '#' comments; every Tensord "
-          "call must then carry one (docs/security.md) (env TENSORD_AUTH_TOKENS)");
+          "call must then carry one. Re-read on SIGHUP and when it changes; a bad file keeps "
+          "the tokens in use (docs/security.md) (env TENSORD_AUTH_TOKENS)");
+ABSL_FLAG(absl::Duration, auth_tokens_poll_interval, absl::Seconds(1),
+          "how often the --auth_tokens file is checked for changes, e.g. 1s or 200ms; 0 = "
+          "never, reload on SIGHUP only (env TENSORD_AUTH_TOKENS_POLL_INTERVAL)");
+ABSL_FLAG(tensord::CertTenantField, tenant_from_cert, tensord::CertTenantField::kNone,
+          "with mutual TLS, take each caller's tenant from its client certificate: san-uri "
+          "(a URI SAN ending in /tenant/NAME, e.g. spiffe://example.org/tenant/NAME), cn (the "
+          "subject CN) or none; with --auth_tokens too, token and certificate must name the "
+          "same tenant (env TENSORD_TENANT_FROM_CERT)");
 ABSL_FLAG(int64_t, max_sessions_per_tenant, 64,
           "sessions one tenant may hold at once; 0 = no limit "
           "(env TENSORD_MAX_SESSIONS_PER_TENANT)");
@@ -98,6 +107,8 @@ bool ApplyEnvironment() {
       {"tls_key", "TENSORD_TLS_KEY"},
       {"tls_client_ca", "TENSORD_TLS_CLIENT_CA"},
       {"auth_tokens", "TENSORD_AUTH_TOKENS"},
+      {"auth_tokens_poll_interval", "TENSORD_AUTH_TOKENS_POLL_INTERVAL"},
+      {"tenant_from_cert", "TENSORD_TENANT_FROM_CERT"},
       {"max_sessions_per_tenant", "TENSORD_MAX_SESSIONS_PER_TENANT"},
       {"primitive_cache_capacity", "TENSORD_PRIMITIVE_CACHE_CAPACITY"},
       {"metrics_address", "TENSORD_METRICS_ADDRESS"},
@@ -168,11 +179,13 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(arg_ptrs.size()), arg_ptrs.data());
 
   // Signals are blocked in every thread (gRPC's inherit the mask) and taken synchronously
-  // below, so shutdown runs as ordinary code rather than inside a signal handler.
+  // below, so shutdown and credential reloads run as ordinary code rather than inside a
+  // signal handler.
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto log_level = tensord::ParseLogLevel(absl::GetFlag(FLAGS_log_level));
@@ -206,6 +219,9 @@ int main(int argc, char** argv) {
   options.tls_key_path = absl::GetFlag(FLAGS_tls_key);
   options.tls_client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth_tokens_path = absl::GetFlag(FLAGS_auth_tokens);
+  options.auth_tokens_poll_interval_ms =
+      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_auth_tokens_poll_interval));
+  options.tenant_from_cert = absl::GetFlag(FLAGS_tenant_from_cert);
   options.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   options.primitive_cache_capacity = absl::GetFlag(FLAGS_primitive_cache_capacity);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
@@ -233,7 +249,14 @@ int main(int argc, char** argv) {
   std::fflush(stderr);
 
   int signal = 0;
-  sigwait(&signals, &signal);
+  // SIGHUP re-reads the token file (the outcome is logged by the reload) and serving goes on.
+  while (sigwait(&signals, &signal) == 0 && signal == SIGHUP) {
+    if (options.auth_tokens_path.empty()) {
+      tensord::DefaultLog().Write(tensord::LogLevel::kInfo, "tokens_reload_skipped",
+                                  {{"reason", "SIGHUP without --auth-tokens"}});
+    }
+    (*server)->ReloadCredentials().IgnoreError();
+  }
   std::fprintf(stderr, "tensord: %s, shutting down\n", signal == SIGTERM ? "SIGTERM" : "SIGINT");
   (*server)->Shutdown();
   (*server)->Wait();

@@ -75,6 +75,8 @@ absl::StatusCode CodeOf(ErrorReason reason) {
       return StatusCode::kCancelled;
     case v1::UNAUTHENTICATED:
       return StatusCode::kUnauthenticated;
+    case v1::PERMISSION_DENIED:
+      return StatusCode::kPermissionDenied;
     default:
       return StatusCode::kUnknown;
   }

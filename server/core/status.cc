@@ -55,6 +55,7 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kCancelled, "CANCELLED", absl::StatusCode::kCancelled},
     {Reason::kLimitExceeded, "LIMIT_EXCEEDED", absl::StatusCode::kResourceExhausted},
     {Reason::kUnauthenticated, "UNAUTHENTICATED", absl::StatusCode::kUnauthenticated},
+    {Reason::kPermissionDenied, "PERMISSION_DENIED", absl::StatusCode::kPermissionDenied},
 };
 
 // Shortens the long values of `metadata` in place; the message quoting them gets the same short

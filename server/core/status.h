@@ -42,6 +42,7 @@ enum class Reason : int {
   kCancelled = 25,
   kLimitExceeded = 27,
   kUnauthenticated = 28,
+  kPermissionDenied = 29,
 };
 
 // Name as in the proto enum, e.g. "OPERATION_NOT_MARKED_FOR_AUTODIFF".

@@ -1,5 +1,6 @@
 #include "server/service/auth.h"
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -17,15 +18,6 @@ namespace {
 
 constexpr char kHeader[] = "authorization";
 constexpr char kScheme[] = "bearer ";
-
-bool ValidTenant(absl::string_view tenant) {
-  for (char c : tenant) {
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
-      return false;
-    }
-  }
-  return !tenant.empty();
-}
 
 bool ValidToken(absl::string_view token) {
   for (char c : token) {
@@ -50,7 +42,31 @@ absl::Status Unauthenticated(absl::string_view what, absl::string_view cause) {
                {{"cause", std::string(cause)}});
 }
 
+// The tenant of the call's bearer token.
+absl::StatusOr<std::string> TokenTenant(const TokenTable& tokens,
+                                        const grpc::ServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  const auto range = metadata.equal_range(kHeader);
+  if (range.first == range.second) return AuthenticateHeader(tokens, nullptr);
+  if (std::next(range.first) != range.second) {
+    // Which of two tokens would count is ambiguous; refuse rather than pick one.
+    return Unauthenticated("the call carried more than one authorization metadata entry",
+                           "malformed");
+  }
+  const std::string header(range.first->second.data(), range.first->second.size());
+  return AuthenticateHeader(tokens, &header);
+}
+
 }  // namespace
+
+bool ValidTenantName(absl::string_view tenant) {
+  for (char c : tenant) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return !tenant.empty();
+}
 
 absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::string_view source) {
   TokenTable table;
@@ -75,7 +91,7 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::strin
       return bad(absl::StrCat("the token has ", fields[0].size(), " characters, fewer than ",
                               kMinTokenLength, " (e.g. `openssl rand -hex 32` makes one)"));
     }
-    if (!ValidTenant(fields[1])) {
+    if (!ValidTenantName(fields[1])) {
       return bad(absl::StrCat("tenant '", fields[1], "' is not [A-Za-z0-9._-]+"));
     }
     if (!seen.insert(std::string(fields[0])).second) {
@@ -93,6 +109,11 @@ absl::StatusOr<TokenTable> TokenTable::Parse(absl::string_view text, absl::strin
 }
 
 absl::StatusOr<TokenTable> TokenTable::Load(const std::string& path) {
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("auth: the token file ", path, " is a directory"));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     return absl::InvalidArgumentError(
@@ -136,19 +157,33 @@ absl::StatusOr<std::string> AuthenticateHeader(const TokenTable& tokens,
   return tenant;
 }
 
-absl::StatusOr<std::string> Authenticate(const TokenTable* tokens,
+absl::StatusOr<std::string> AgreeingTenant(const std::string& token_tenant,
+                                           const std::string& cert_tenant,
+                                           CertTenantField cert_field) {
+  if (token_tenant == cert_tenant) return token_tenant;
+  // Neither credential is trusted over the other: a stolen token must not lend its tenant to
+  // another tenant's certificate, nor the reverse.
+  return Error(Reason::kPermissionDenied,
+               absl::StrCat("auth: the bearer token names tenant '", token_tenant,
+                            "' but the client certificate (", CertTenantFieldName(cert_field),
+                            ") names tenant '", cert_tenant, "'; both must name the same one"),
+               {{"token_tenant", token_tenant},
+                {"cert_tenant", cert_tenant},
+                {"cert_field", std::string(CertTenantFieldName(cert_field))}});
+}
+
+absl::StatusOr<std::string> Authenticate(const TokenTable* tokens, CertTenantField cert_field,
                                          const grpc::ServerContext& context) {
-  if (tokens == nullptr) return std::string(kAnonymousTenant);
-  const auto& metadata = context.client_metadata();
-  const auto range = metadata.equal_range(kHeader);
-  if (range.first == range.second) return AuthenticateHeader(*tokens, nullptr);
-  if (std::next(range.first) != range.second) {
-    // Which of two tokens would count is ambiguous; refuse rather than pick one.
-    return Unauthenticated("the call carried more than one authorization metadata entry",
-                           "malformed");
+  if (cert_field == CertTenantField::kNone) {
+    if (tokens == nullptr) return std::string(kAnonymousTenant);
+    return TokenTenant(*tokens, context);
   }
-  const std::string header(range.first->second.data(), range.first->second.size());
-  return AuthenticateHeader(*tokens, &header);
+  std::string cert_tenant;
+  ASSIGN_OR_RETURN(cert_tenant, CertTenant(cert_field, *context.auth_context()));
+  if (tokens == nullptr) return cert_tenant;
+  std::string token_tenant;
+  ASSIGN_OR_RETURN(token_tenant, TokenTenant(*tokens, context));
+  return AgreeingTenant(token_tenant, cert_tenant, cert_field);
 }
 
 }  // namespace tensord

@@ -36,8 +36,9 @@ Reason ClosestReason(absl::StatusCode code) {
     case absl::StatusCode::kAlreadyExists:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAborted:
-    case absl::StatusCode::kPermissionDenied:
       return Reason::kInvalidRequest;
+    case absl::StatusCode::kPermissionDenied:
+      return Reason::kPermissionDenied;
     case absl::StatusCode::kUnauthenticated:
       return Reason::kUnauthenticated;
     case absl::StatusCode::kOutOfRange:

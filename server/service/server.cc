@@ -19,6 +19,7 @@
 #include "server/service/server_log.h"
 #include "server/service/service_core.h"
 #include "server/service/tensord_service.h"
+#include "server/service/token_store.h"
 
 namespace tensord {
 namespace {
@@ -85,6 +86,16 @@ absl::Status ValidateSecurity(const ServerOptions& o) {
     return bad(
         "a client CA (--tls-client-ca) needs TLS: give the server's --tls-cert and --tls-key");
   }
+  if (o.tenant_from_cert != CertTenantField::kNone && o.tls_client_ca_path.empty()) {
+    return bad(absl::StrCat("tenants from client certificates (--tenant-from-cert=",
+                            CertTenantFieldName(o.tenant_from_cert),
+                            ") need mutual TLS: give --tls-client-ca, with --tls-cert and "
+                            "--tls-key"));
+  }
+  if (o.auth_tokens_poll_interval_ms < 0) {
+    return bad(absl::StrCat("the token file poll interval must be >= 0 (0 = no watching), got ",
+                            o.auth_tokens_poll_interval_ms, " ms"));
+  }
   if (o.max_sessions_per_tenant < 0) {
     return bad(absl::StrCat("max sessions per tenant must be >= 0 (0 = no limit), got ",
                             o.max_sessions_per_tenant));
@@ -110,7 +121,7 @@ absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view w
 
 struct Security {
   std::shared_ptr<grpc::ServerCredentials> credentials;
-  std::shared_ptr<const TokenTable> tokens;  // null: no authentication
+  std::unique_ptr<TokenStore> tokens;  // null: no token authentication
   std::string summary;
 };
 
@@ -135,16 +146,20 @@ absl::StatusOr<Security> LoadSecurity(const ServerOptions& o) {
     out.credentials = grpc::SslServerCredentials(ssl);
   }
   if (!o.auth_tokens_path.empty()) {
-    TokenTable table;
-    ASSIGN_OR_RETURN(table, TokenTable::Load(o.auth_tokens_path));
-    out.tokens = std::make_shared<const TokenTable>(std::move(table));
+    ASSIGN_OR_RETURN(
+        out.tokens,
+        TokenStore::Open(o.auth_tokens_path, absl::Milliseconds(o.auth_tokens_poll_interval_ms)));
+  }
+  if (o.tenant_from_cert != CertTenantField::kNone) {
+    transport +=
+        absl::StrCat(", tenants from certificate ", CertTenantFieldName(o.tenant_from_cert));
   }
   if (out.tokens == nullptr && o.tls_cert_path.empty()) {
     out.summary = "insecure: plaintext, no authentication";
   } else if (out.tokens == nullptr) {
     out.summary = absl::StrCat(transport, ", no token authentication");
   } else {
-    out.summary = absl::StrCat(transport, ", ", out.tokens->size(), " bearer token(s)");
+    out.summary = absl::StrCat(transport, ", ", out.tokens->Current()->size(), " bearer token(s)");
     // Still served (a TLS-terminating proxy in front is a valid setup), but said plainly.
     if (o.tls_cert_path.empty()) out.summary += " sent unencrypted";
   }
@@ -176,7 +191,9 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   }
   std::unique_ptr<TensordServer> server(
       new TensordServer(options, std::make_unique<ServiceCore>(config)));
-  server->service_ = std::make_unique<TensordService>(*server->core_, security.tokens);
+  server->tokens_ = std::move(security.tokens);
+  server->service_ = std::make_unique<TensordService>(*server->core_, server->tokens_.get(),
+                                                      options.tenant_from_cert);
   server->security_summary_ = security.summary;
 
   grpc::EnableDefaultHealthCheckService(true);
@@ -250,6 +267,11 @@ int TensordServer::metrics_port() const {
 
 void TensordServer::Wait() {
   if (server_ != nullptr) server_->Wait();
+}
+
+absl::Status TensordServer::ReloadCredentials() {
+  if (tokens_ == nullptr) return absl::OkStatus();
+  return tokens_->Reload();
 }
 
 int TensordServer::op_count() const { return core_->op_count(); }

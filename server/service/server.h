@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/service/cert_tenant.h"
 
 namespace grpc {
 class Server;
@@ -21,6 +22,7 @@ namespace tensord {
 class MetricsHttpServer;
 class ServiceCore;
 class TensordService;
+class TokenStore;
 
 struct ServerOptions {
   std::string address = "127.0.0.1:50051";  // "127.0.0.1:0" picks a free port
@@ -53,8 +55,14 @@ struct ServerOptions {
   std::string tls_client_ca_path;
   // Bearer tokens ("TOKEN TENANT" per line, see TokenTable::Parse). When set, every call of the
   // Tensord service must carry "authorization: Bearer <token>"; health and reflection stay
-  // open. Empty: no authentication, every caller is the one anonymous tenant.
+  // open. Empty: no token authentication. The file is re-read by ReloadCredentials() and,
+  // with a positive poll interval, whenever it changes; 0 = only by ReloadCredentials().
   std::string auth_tokens_path;
+  int64_t auth_tokens_poll_interval_ms = 1000;
+  // With mutual TLS, the certificate field that names a caller's tenant (cert_tenant.h). With
+  // tokens as well, a call's token and certificate must name the same tenant. kNone: tenants
+  // come from tokens alone (or every caller is the one anonymous tenant).
+  CertTenantField tenant_from_cert = CertTenantField::kNone;
   // Sessions one tenant may hold at once (0 = no limit).
   int64_t max_sessions_per_tenant = 64;
   // oneDNN primitives the CPU backend keeps built (docs/limits.md); 0 = none.
@@ -84,6 +92,11 @@ class TensordServer {
   int op_count() const;
   // "insecure (plaintext, no authentication)", "TLS, 3 bearer tokens", "mutual TLS, ...".
   std::string security_summary() const { return security_summary_; }
+
+  // Re-reads the --auth-tokens file (on SIGHUP in tensord): calls after it returns see the new
+  // tokens; on an error (the file unreadable or malformed, named in the status and the log,
+  // never a token) the tokens in use stay. OK and nothing done without a token file.
+  absl::Status ReloadCredentials();
   std::vector<std::string> backend_kinds() const;
 
  private:
@@ -91,6 +104,7 @@ class TensordServer {
 
   const ServerOptions options_;
   std::unique_ptr<ServiceCore> core_;
+  std::unique_ptr<TokenStore> tokens_;  // null without --auth-tokens; outlives service_
   std::unique_ptr<TensordService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<MetricsHttpServer> metrics_http_;

@@ -6,6 +6,7 @@
 
 #include "server/service/auth.h"
 #include "server/service/service_core.h"
+#include "server/service/token_store.h"
 #include "tensord/v1/service.grpc.pb.h"
 
 namespace tensord {
@@ -15,16 +16,17 @@ namespace tensord {
 // polling threads), so the callback API would need a second thread pool in front of the core.
 // The synchronous server already runs every call on a pool thread sized by gRPC.
 //
-// Every handler first admits its call (Tenant, Admit): authentication when the server has tokens,
-// then the tenant check of the session the request names. Health and reflection are other services
-// and never pass through here.
+// Every handler first admits its call (Tenant, Admit): authentication when the server has tokens
+// or takes tenants from certificates, then the tenant check of the session the request names.
+// Health and reflection are other services and never pass through here.
 class RpcCall;
 
 class TensordService final : public v1::Tensord::Service {
  public:
-  // `tokens` null: no authentication, every caller is kAnonymousTenant.
-  TensordService(ServiceCore& core, std::shared_ptr<const TokenTable> tokens)
-      : core_(core), tokens_(std::move(tokens)) {}
+  // `tokens` null: no token authentication. With neither tokens nor a certificate field every
+  // caller is kAnonymousTenant. `tokens` is not owned and must outlive the service.
+  TensordService(ServiceCore& core, const TokenStore* tokens, CertTenantField cert_field)
+      : core_(core), tokens_(tokens), cert_field_(cert_field) {}
 
   grpc::Status CreateSession(grpc::ServerContext* ctx, const v1::CreateSessionRequest* req,
                              v1::CreateSessionResponse* resp) override;
@@ -56,7 +58,8 @@ class TensordService final : public v1::Tensord::Service {
                         v1::BackwardResponse* resp) override;
 
  private:
-  // The caller's tenant (UNAUTHENTICATED without a valid token).
+  // The caller's tenant (UNAUTHENTICATED without valid credentials, PERMISSION_DENIED when the
+  // token and the certificate disagree).
   absl::StatusOr<std::string> Tenant(const grpc::ServerContext& ctx);
   // The same, and SESSION_NOT_FOUND when `session_id` names another tenant's session; tells
   // `call` the tenant and session for its log line.
@@ -72,7 +75,8 @@ class TensordService final : public v1::Tensord::Service {
                            Response* resp, CoreMethod<Request, Response> run, bool closing = false);
 
   ServiceCore& core_;
-  const std::shared_ptr<const TokenTable> tokens_;
+  const TokenStore* const tokens_;
+  const CertTenantField cert_field_;
 };
 
 }  // namespace tensord

@@ -37,6 +37,8 @@ const char* CodeName(absl::StatusCode code) {
       return "CANCELLED";
     case absl::StatusCode::kUnauthenticated:
       return "UNAUTHENTICATED";
+    case absl::StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
     default:
       return "UNKNOWN";
   }

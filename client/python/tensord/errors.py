@@ -53,6 +53,7 @@ REASON_CODES: dict[str, grpc.StatusCode] = {
     "CANCELLED": _C.CANCELLED,
     "LIMIT_EXCEEDED": _C.RESOURCE_EXHAUSTED,
     "UNAUTHENTICATED": _C.UNAUTHENTICATED,
+    "PERMISSION_DENIED": _C.PERMISSION_DENIED,
 }
 # NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 _RESOURCES = {"SESSION_NOT_FOUND": ("session", "session_id"),
