@@ -1,16 +1,12 @@
 // tensordctl against servers with TLS, mutual TLS and bearer tokens (--tls-ca, --tls-cert,
 // --tls-key, --token, $TENSORD_TOKEN). Certificates are made at test time.
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <fstream>
-#include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/service/service_env.h"
+#include "tests/service/tensordctl_run.h"
 #include "tests/service/test_certs.h"
 
 namespace tensord::service_test {
@@ -21,12 +17,6 @@ using ::testing::MatchesRegex;
 using ::testing::Not;
 
 constexpr char kToken[] = "ctl-token-0123456789abcdef";
-
-struct Result {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
 
 class TensordctlSecurityTest : public ::testing::Test {
  protected:
@@ -54,24 +44,9 @@ class TensordctlSecurityTest : public ::testing::Test {
   }
 
   // Runs `ENV tensordctl --address localhost:PORT --timeout 10 ARGS`.
-  Result Run(const std::string& args, const std::string& env = "") {
-    const std::string err_path = *dir_ + "/stderr.txt";
-    const std::string command =
-        absl::StrCat(env, " ", TENSORDCTL_PATH, " --address localhost:", server_->port(),
-                     " --timeout 10 ", args, " 2>", err_path);
-    Result r;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return r;
-    char buffer[4096];
-    size_t n;
-    while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
-    const int status = pclose(pipe);
-    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream err(err_path);
-    std::stringstream ss;
-    ss << err.rdbuf();
-    r.err = ss.str();
-    return r;
+  CtlResult Run(const std::string& args, const std::string& env = "") {
+    return RunCtl(absl::StrCat("--address localhost:", server_->port(), " --timeout 10 ", args),
+                  env);
   }
   std::string Ca() { return absl::StrCat("--tls-ca ", Path("ca.pem")); }
 
@@ -83,34 +58,34 @@ std::string* TensordctlSecurityTest::dir_ = nullptr;
 
 TEST_F(TensordctlSecurityTest, TlsCaAndToken) {
   Start(/*mtls=*/false);
-  Result devices = Run(absl::StrCat(Ca(), " --token ", kToken, " devices"));
+  CtlResult devices = Run(absl::StrCat(Ca(), " --token ", kToken, " devices"));
   EXPECT_EQ(devices.exit_code, 0) << devices.err;
   EXPECT_THAT(devices.out, HasSubstr("\ncpu "));
   // The token from the environment (kept off the command line), the = spelling of the flag.
-  Result created = Run(absl::StrCat("--tls-ca=", Path("ca.pem"), " session create --ttl 60"),
-                       absl::StrCat("TENSORD_TOKEN=", kToken));
+  CtlResult created = Run(absl::StrCat("--tls-ca=", Path("ca.pem"), " session create --ttl 60"),
+                          absl::StrCat("TENSORD_TOKEN=", kToken));
   EXPECT_EQ(created.exit_code, 0) << created.err;
   EXPECT_THAT(created.out, MatchesRegex("[0-9a-f]{32}\n"));
   // Health needs TLS but no token.
-  Result health = Run(absl::StrCat(Ca(), " health"));
+  CtlResult health = Run(absl::StrCat(Ca(), " health"));
   EXPECT_EQ(health.exit_code, 0) << health.err;
   EXPECT_EQ(health.out, "SERVING\n");
 }
 
 TEST_F(TensordctlSecurityTest, FailuresSayWhy) {
   Start(/*mtls=*/false);
-  Result no_token = Run(absl::StrCat(Ca(), " ops"));
+  CtlResult no_token = Run(absl::StrCat(Ca(), " ops"));
   EXPECT_EQ(no_token.exit_code, 1);
   EXPECT_THAT(no_token.err, HasSubstr("UNAUTHENTICATED cause=missing"));
   const std::string wrong = "ctl-wrong-000000000000000";
-  Result bad_token = Run(absl::StrCat(Ca(), " --token ", wrong, " ops"));
+  CtlResult bad_token = Run(absl::StrCat(Ca(), " --token ", wrong, " ops"));
   EXPECT_EQ(bad_token.exit_code, 1);
   EXPECT_THAT(bad_token.err, HasSubstr("cause=unknown"));
   EXPECT_THAT(bad_token.err, Not(HasSubstr(wrong)));
-  Result plaintext = Run(absl::StrCat("--token ", kToken, " devices"));
+  CtlResult plaintext = Run(absl::StrCat("--token ", kToken, " devices"));
   EXPECT_EQ(plaintext.exit_code, 1);
   EXPECT_THAT(plaintext.err, HasSubstr("UNAVAILABLE"));
-  Result missing_ca = Run(absl::StrCat("--tls-ca ", Path("nope.pem"), " devices"));
+  CtlResult missing_ca = Run(absl::StrCat("--tls-ca ", Path("nope.pem"), " devices"));
   EXPECT_EQ(missing_ca.exit_code, 1);
   EXPECT_THAT(missing_ca.err, HasSubstr("nope.pem"));
 }
@@ -119,12 +94,12 @@ TEST_F(TensordctlSecurityTest, MutualTls) {
   Start(/*mtls=*/true);
   const std::string client_pair =
       absl::StrCat(" --tls-cert ", Path("client.pem"), " --tls-key ", Path("client.key"));
-  Result ok = Run(absl::StrCat(Ca(), client_pair, " --token ", kToken, " devices"));
+  CtlResult ok = Run(absl::StrCat(Ca(), client_pair, " --token ", kToken, " devices"));
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
-  Result no_cert = Run(absl::StrCat(Ca(), " --token ", kToken, " devices"));
+  CtlResult no_cert = Run(absl::StrCat(Ca(), " --token ", kToken, " devices"));
   EXPECT_EQ(no_cert.exit_code, 1);
   EXPECT_THAT(no_cert.err, HasSubstr("UNAVAILABLE"));
-  Result half = Run(absl::StrCat(Ca(), " --tls-cert ", Path("client.pem"), " devices"));
+  CtlResult half = Run(absl::StrCat(Ca(), " --tls-cert ", Path("client.pem"), " devices"));
   EXPECT_EQ(half.exit_code, 2);
   EXPECT_THAT(half.err, HasSubstr("--tls-cert and --tls-key go together"));
 }
