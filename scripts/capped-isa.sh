@@ -32,6 +32,10 @@ fi
 echo "== kernel and gradient tests (ctest -L unit|autodiff) at $isa"
 ctest --test-dir "$dir" --output-on-failure -j"$(nproc)" --timeout 600 -L 'unit|autodiff'
 echo "== Python op tests at $isa"
-TENSORD_BIN="${TENSORD_BIN:-$PWD/$dir/tensord}" /usr/bin/python3 -m pytest -q \
+# One pytest worker per core (pytest-xdist), each with its own server: the op tests wait on round
+# trips more than they compute, so two workers halve the stage on a 2-core machine.
+workers=()
+if /usr/bin/python3 -c "import xdist" 2>/dev/null; then workers=(-n "$(nproc)"); fi
+TENSORD_BIN="${TENSORD_BIN:-$PWD/$dir/tensord}" /usr/bin/python3 -m pytest -q "${workers[@]}" \
   tests/python/test_conformance.py tests/python/test_low_precision.py \
   tests/python/test_batch_norm.py "$@"

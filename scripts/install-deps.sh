@@ -10,6 +10,7 @@ packages=(
 )
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch
+             python3-pytest-xdist
              libopenblas0-pthread protobuf-compiler-grpc nodejs
              # The package stage (scripts/check-package.sh) builds and installs the Python
              # wheel offline into a venv.
