@@ -100,12 +100,20 @@ bool ResourceOf(Reason reason, const Metadata& md, google::rpc::ResourceInfo* in
   return true;
 }
 
+Reason SentReason(const absl::Status& status) {
+  const Reason reason = GetReason(status);
+  return reason == Reason::kUnspecified ? ClosestReason(status.code()) : reason;
+}
+
 }  // namespace
+
+std::string SentReasonName(const absl::Status& status) {
+  return status.ok() ? "" : std::string(ReasonName(SentReason(status)));
+}
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
-  Reason reason = GetReason(status);
-  if (reason == Reason::kUnspecified) reason = ClosestReason(status.code());
+  const Reason reason = SentReason(status);
   const Metadata md = GetMetadata(status);
   const std::string message = BoundedMessage(status.message());
 

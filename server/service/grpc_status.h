@@ -15,4 +15,8 @@ namespace tensord {
 // reason closest to its code.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// The ErrorInfo reason ToGrpcStatus sends for a failed `status` (its own, or the closest to its
+// code), e.g. "TENSOR_NOT_FOUND"; empty for OK. The call log and metrics name the same one.
+std::string SentReasonName(const absl::Status& status);
+
 }  // namespace tensord

@@ -131,7 +131,7 @@ RpcCall::RpcCall(grpc::ServerContext* context, absl::string_view method, Service
 void RpcCall::set_session(absl::string_view session_id) { session_ = Shortened(session_id); }
 
 grpc::Status RpcCall::Finish(absl::Status status) {
-  const std::string reason = status.ok() ? "" : std::string(ReasonName(GetReason(status)));
+  const std::string reason = SentReasonName(status);
   const std::string message = status.ok() ? "" : std::string(status.message());
   if (!status.ok()) {
     status = WithMetadata(std::move(status), {{"request_id", request_id_}});

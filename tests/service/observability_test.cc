@@ -10,6 +10,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
+#include "server/core/status.h"
+#include "server/service/grpc_status.h"
 #include "server/service/metrics_registry.h"
 #include "server/service/rpc_call.h"
 #include "server/service/server_log.h"
@@ -100,6 +102,14 @@ TEST(RequestIdTest, WhatIsKeptAndWhatIsReplaced) {
   EXPECT_FALSE(ValidTraceparent("00-00000000000000000000000000000000-00f067aa0ba902b7-01"));
   EXPECT_FALSE(ValidTraceparent("ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"));
   EXPECT_FALSE(ValidTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-01"));
+}
+
+TEST(SentReasonTest, TheLogAndMetricsNameTheReasonTheClientGets) {
+  EXPECT_EQ(SentReasonName(absl::OkStatus()), "");
+  EXPECT_EQ(SentReasonName(Error(Reason::kTensorNotFound, "gone")), "TENSOR_NOT_FOUND");
+  // A library's own status has no tensord reason; the client gets the closest to its code.
+  EXPECT_EQ(SentReasonName(absl::CancelledError("client went away")), "CANCELLED");
+  EXPECT_EQ(SentReasonName(absl::InternalError("boom")), "INTERNAL");
 }
 
 // A server with /metrics on a free port, its log lines captured in a file.
