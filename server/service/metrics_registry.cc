@@ -99,13 +99,6 @@ void CounterFamily::Add(const LabelValues& values, double amount) {
   series_[key] += amount;
 }
 
-double CounterFamily::Value(const LabelValues& values) const {
-  const LabelValues key = Padded(values, label_names_.size());
-  absl::MutexLock lock(&mu_);
-  auto it = series_.find(key);
-  return it == series_.end() ? 0 : it->second;
-}
-
 void CounterFamily::Render(std::string& out) const {
   RenderHeader(out, "counter");
   absl::MutexLock lock(&mu_);
@@ -135,13 +128,6 @@ void HistogramFamily::Observe(const LabelValues& values, double value) {
   }
   ++s.count;
   s.sum += value;
-}
-
-uint64_t HistogramFamily::Count(const LabelValues& values) const {
-  const LabelValues key = Padded(values, label_names_.size());
-  absl::MutexLock lock(&mu_);
-  auto it = series_.find(key);
-  return it == series_.end() ? 0 : it->second.count;
 }
 
 void HistogramFamily::Render(std::string& out) const {

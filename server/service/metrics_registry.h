@@ -49,7 +49,6 @@ class CounterFamily final : public Family {
   using Family::Family;
   // `values` has one value per label name (fewer are padded with "").
   void Add(const LabelValues& values, double amount = 1);
-  double Value(const LabelValues& values) const;  // 0 for a series never touched
   void Render(std::string& out) const override;
 
  private:
@@ -63,7 +62,6 @@ class HistogramFamily final : public Family {
   HistogramFamily(std::string name, std::string help, std::vector<std::string> label_names,
                   std::vector<double> upper_bounds);
   void Observe(const LabelValues& values, double value);
-  uint64_t Count(const LabelValues& values) const;
   void Render(std::string& out) const override;
 
  private:

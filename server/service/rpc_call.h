@@ -30,7 +30,7 @@ std::string NewRequestId();
 // True for a W3C trace context header, version-traceid-parentid-flags in lowercase hex.
 bool ValidTraceparent(absl::string_view value);
 // "OK", "INVALID_ARGUMENT", ... as gRPC spells its codes.
-absl::string_view GrpcCodeName(grpc::StatusCode code);
+std::string GrpcCodeName(grpc::StatusCode code);
 
 class RpcCall {
  public:

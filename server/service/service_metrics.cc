@@ -230,14 +230,4 @@ void ServiceMetrics::RecordSessionExpired(int64_t sessions) {
   sessions_expired_.Add({}, static_cast<double>(sessions));
 }
 
-double ServiceMetrics::CounterValue(absl::string_view name,
-                                    const metrics::LabelValues& labels) const {
-  for (const metrics::CounterFamily* c :
-       {&rpcs_, &errors_, &received_bytes_, &sent_bytes_, &op_calls_, &backward_passes_,
-        &sessions_created_, &sessions_expired_}) {
-    if (c->name() == name) return c->Value(labels);
-  }
-  return 0;
-}
-
 }  // namespace tensord

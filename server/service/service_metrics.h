@@ -39,9 +39,6 @@ class ServiceMetrics {
   // The exposition text of every metric.
   std::string Render() const { return registry_.Render(); }
 
-  // For tests: a counter's value by name and labels.
-  double CounterValue(absl::string_view name, const metrics::LabelValues& labels) const;
-
  private:
   metrics::Registry registry_;
   metrics::CounterFamily& rpcs_;
