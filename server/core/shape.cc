@@ -14,18 +14,23 @@ int64_t NumElements(absl::Span<const int64_t> shape) {
 
 absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> shape) {
   int64_t n = 1;
+  // The product of the non-zero dimensions is bounded too: an empty tensor keeps its other
+  // dimensions, and the strides of [0, 2^40, 2^40] (and of views of it) would overflow.
+  int64_t span = 1;
   for (int64_t d : shape) {
     if (d < 0) {
       return Error(Reason::kShapeMismatch,
                    absl::StrCat("shape: negative dimension in ", ShapeToString(shape)),
                    {{"shape", ShapeToString(shape)}});
     }
-    if (d != 0 && n > (int64_t{1} << 62) / d) {
+    if (d != 0 && span > (int64_t{1} << 62) / d) {
       return Error(Reason::kLimitExceeded,
-                   absl::StrCat("shape: element count of ", ShapeToString(shape), " overflows"),
+                   absl::StrCat("shape: element count of ", ShapeToString(shape),
+                                " overflows (zero dimensions aside)"),
                    {{"shape", ShapeToString(shape)}, {"limit", "element_count"}});
     }
     n *= d;
+    if (d != 0) span *= d;
   }
   return n;
 }

@@ -61,22 +61,23 @@ absl::Status CheckTensorLimits(const ServiceLimits& limits, DType dtype, const S
     }
   }
   RETURN_IF_ERROR(CheckShapeLimits(limits, shape, what));
-  // Dims are within [0, max_dim] here; the product may still overflow int64.
+  // Dims are within [0, max_dim] here; the product may still overflow int64. An empty tensor
+  // is held to the same bound over its non-zero dimensions: its strides multiply them.
   int64_t n = 1;
   bool empty = false;
-  for (int64_t d : shape) empty |= d == 0;
   int64_t bytes = 0;
-  if (!empty) {
-    for (int64_t d : shape) {
-      if (__builtin_mul_overflow(n, d, &n)) {
-        return Error(Reason::kLimitExceeded,
-                     absl::StrCat(what, ": the element count of shape ", ShapeToString(shape),
-                                  " overflows a 64-bit integer"),
-                     {{"limit", "element_count"},
-                      {"shape", ShapeToString(shape)},
-                      {"max", absl::StrCat(std::numeric_limits<int64_t>::max())}});
-      }
+  for (int64_t d : shape) {
+    empty |= d == 0;
+    if (d != 0 && __builtin_mul_overflow(n, d, &n)) {
+      return Error(Reason::kLimitExceeded,
+                   absl::StrCat(what, ": the element count of shape ", ShapeToString(shape),
+                                " (zero dimensions aside) overflows a 64-bit integer"),
+                   {{"limit", "element_count"},
+                    {"shape", ShapeToString(shape)},
+                    {"max", absl::StrCat(std::numeric_limits<int64_t>::max())}});
     }
+  }
+  if (!empty) {
     const int64_t size = static_cast<int64_t>(DTypeSize(dtype));
     if (__builtin_mul_overflow(n, size, &bytes)) {
       return Error(Reason::kLimitExceeded,

@@ -176,6 +176,15 @@ const std::vector<Row>& Rows() {
        kExhausted,
        v1::LIMIT_EXCEEDED,
        {{"limit", "element_count"}}},
+      {"EmptyLiteralWhoseOtherDimensionsOverflow",
+       [](const Fixture& f) {
+         v1::ExecuteRequest r = Batch(f);
+         Literal(Call(r, "neg"), v1::DTYPE_I64, {0, 1 << 20, 1 << 20, 1 << 20, 1 << 20}, "");
+         return Send(f, r);
+       },
+       kExhausted,
+       v1::LIMIT_EXCEEDED,
+       {{"limit", "element_count"}}},
       {"LiteralOverMaxRank",
        [](const Fixture& f) {
          v1::ExecuteRequest r = Batch(f);

@@ -60,6 +60,15 @@ TEST(CheckTensorLimits, OverflowOfElementsOrBytes) {
             "max_tensor_bytes");
 }
 
+TEST(CheckTensorLimits, EmptyTensorWhoseOtherDimensionsOverflowIsRefused) {
+  ServiceLimits l;  // max_dim 2^34: each dimension passes, their product does not
+  const int64_t big = int64_t{1} << 34;
+  absl::Status s = CheckTensorLimits(l, DType::kI64, {0, big, big}, "put");
+  EXPECT_EQ(GetMetadata(s)["limit"], "element_count") << s;
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(CheckTensorLimits(l, DType::kI64, {0, big, 1 << 20}, "put").ok());
+}
+
 TEST(CheckShapeLimits, LeavesNegativeDimsToTheShapeRules) {
   EXPECT_TRUE(CheckShapeLimits(Small(), {-1, 4}, "reshape").ok()) << "reshape's -1";
   EXPECT_EQ(LimitOf(CheckShapeLimits(Small(), {-1, 501}, "reshape")),

@@ -30,6 +30,17 @@ TEST(Shape, ElementCountOverflowIsRefused) {
   EXPECT_EQ(GetReason(CheckedNumElements({-2}).status()), Reason::kShapeMismatch);
 }
 
+TEST(Shape, EmptyTensorWhoseOtherDimensionsOverflowIsRefused) {
+  // Zero elements, but the strides of the non-zero dimensions would not fit an int64.
+  auto n = CheckedNumElements({0, int64_t{1} << 40, int64_t{1} << 40});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(GetReason(n.status()), Reason::kLimitExceeded);
+  EXPECT_EQ(*CheckedNumElements({int64_t{1} << 30, 0, int64_t{1} << 30}), 0);
+  std::vector<int64_t> strides = ContiguousStrides({0, int64_t{1} << 30, int64_t{1} << 30});
+  EXPECT_EQ(strides[1], int64_t{1} << 30);
+  EXPECT_EQ(strides[2], 1);
+}
+
 TEST(Status, ReasonAndMetadataRoundTrip) {
   absl::Status s = Error(Reason::kTensorNotFound, "x", {{"tensor_id", "7"}});
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);

@@ -16,11 +16,15 @@ class CpuBackend : public Backend {
  public:
   std::string kind() const override { return "cpu"; }
 
-  std::vector<DeviceInfo> Devices() const override {
-    return {{"cpu", "cpu",
+  // The dispatcher asks for the device list on every call it routes; the description is made
+  // once, since hardware_concurrency() reads /sys/devices/system/cpu/online each time.
+  CpuBackend()
+      : devices_{
+            {"cpu", "cpu",
              absl::StrCat("host CPU, ", std::thread::hardware_concurrency(), " threads, oneDNN"),
-             0}};
-  }
+             0}} {}
+
+  std::vector<DeviceInfo> Devices() const override { return devices_; }
 
   bool Supports(const OpDef& op, absl::Span<const DType> dtypes) const override {
     return cpu::KernelTable::Get().Find(op.name, dtypes, nullptr) != nullptr;
@@ -65,6 +69,9 @@ class CpuBackend : public Backend {
                    {{"op", call.op.name}});
     }
   }
+
+ private:
+  const std::vector<DeviceInfo> devices_;
 };
 
 }  // namespace
