@@ -38,25 +38,24 @@ DType ResultType(absl::Span<const Tensor> tensors) {
 }
 
 Dispatcher::Dispatcher(const OpRegistry& registry, std::vector<std::unique_ptr<Backend>> backends)
-    : registry_(registry), backends_(std::move(backends)) {}
+    : registry_(registry), backends_(std::move(backends)) {
+  for (const auto& b : backends_) {
+    for (DeviceInfo& d : b->Devices()) {
+      devices_.push_back(std::move(d));
+      device_backends_.push_back(b.get());
+    }
+  }
+}
 
 absl::StatusOr<Backend*> Dispatcher::BackendFor(const std::string& device) const {
-  for (const auto& b : backends_) {
-    for (const DeviceInfo& d : b->Devices()) {
-      if (d.name == device) return b.get();
-    }
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    if (devices_[i].name == device) return device_backends_[i];
   }
   return Error(Reason::kDeviceNotFound, absl::StrCat("dispatch: no device '", device, "'"),
                {{"device", device}});
 }
 
-std::vector<DeviceInfo> Dispatcher::Devices() const {
-  std::vector<DeviceInfo> out;
-  for (const auto& b : backends_) {
-    for (DeviceInfo& d : b->Devices()) out.push_back(std::move(d));
-  }
-  return out;
-}
+std::vector<DeviceInfo> Dispatcher::Devices() const { return devices_; }
 
 std::vector<std::string> Dispatcher::BackendsFor(const OpDef& op) const {
   std::vector<std::string> out;

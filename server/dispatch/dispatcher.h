@@ -61,6 +61,10 @@ class Dispatcher {
 
   const OpRegistry& registry_;
   std::vector<std::unique_ptr<Backend>> backends_;
+  // Backends serve a fixed set of devices, read once here: every routed call looks its device
+  // up, and asking the backends each time rebuilt their device lists.
+  std::vector<DeviceInfo> devices_;
+  std::vector<Backend*> device_backends_;  // parallel to devices_
 };
 
 // An OpRunner bound to a dispatcher and an environment (for backward rules and composites).
