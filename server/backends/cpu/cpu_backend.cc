@@ -16,8 +16,8 @@ class CpuBackend : public Backend {
  public:
   std::string kind() const override { return "cpu"; }
 
-  // The dispatcher asks for the device list on every call it routes; the description is made
-  // once, since hardware_concurrency() reads /sys/devices/system/cpu/online each time.
+  // The description is made once: hardware_concurrency() reads /sys/devices/system/cpu/online
+  // each time it is called.
   CpuBackend()
       : devices_{
             {"cpu", "cpu",
