@@ -19,7 +19,7 @@ if ! command -v "$CXX" >/dev/null; then
   exit 1
 fi
 if [[ ! -f "$dir/CMakeCache.txt" ]]; then
-  CC=$CC CXX=$CXX cmake -S . -B "$dir" -DTENSORD_FUZZ=ON -DTENSORD_BUILD_TESTS=OFF \
+  CC=$CC CXX=$CXX cmake -S . -B "$dir" -DTENSORD_FUZZ=ON -DTENSORD_BUILD_TESTS=OFF -DTENSORD_OPENCL=OFF \
     -DTENSORD_BUILD_BENCH=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1"
 fi

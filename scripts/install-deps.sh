@@ -19,7 +19,9 @@ if [[ "${1:-build}" == "test" ]]; then
              # runtimes, which clang-14 only recommends.
              clang libclang-rt-14-dev
              # The metrics test scrapes the server with a real Prometheus (and promtool).
-             prometheus)
+             prometheus
+             # OpenCL on the CPU: the OpenCL backend's tests (tests/gpu) run for real on it.
+             pocl-opencl-icd)
 fi
 
 missing=()

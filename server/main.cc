@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "server/service/server.h"
@@ -74,6 +75,9 @@ ABSL_FLAG(int64_t, max_sessions_per_tenant, 64,
 ABSL_FLAG(int64_t, primitive_cache_capacity, 1024,
           "oneDNN primitives the CPU backend keeps built for reuse (least recently used "
           "evicted); bounds the cache's memory; 0 = none (env TENSORD_PRIMITIVE_CACHE_CAPACITY)");
+ABSL_FLAG(std::vector<std::string>, devices, {},
+          "accelerator devices to serve, comma-separated (opencl:0,opencl:1); empty = every one "
+          "found; the CPU is always served (env TENSORD_DEVICES)");
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port serving Prometheus metrics at /metrics over plain HTTP, e.g. 0.0.0.0:9464; "
           "empty = off (env TENSORD_METRICS_ADDRESS)");
@@ -112,6 +116,7 @@ bool ApplyEnvironment() {
       {"max_sessions_per_tenant", "TENSORD_MAX_SESSIONS_PER_TENANT"},
       {"primitive_cache_capacity", "TENSORD_PRIMITIVE_CACHE_CAPACITY"},
       {"metrics_address", "TENSORD_METRICS_ADDRESS"},
+      {"devices", "TENSORD_DEVICES"},
       {"log_level", "TENSORD_LOG_LEVEL"},
       {"log_format", "TENSORD_LOG_FORMAT"},
   };
@@ -225,6 +230,9 @@ int main(int argc, char** argv) {
   options.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   options.primitive_cache_capacity = absl::GetFlag(FLAGS_primitive_cache_capacity);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  for (const std::string& device : absl::GetFlag(FLAGS_devices)) {
+    if (!device.empty()) options.devices.push_back(device);
+  }
   auto server = tensord::TensordServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tensord: %s\n", std::string(server.status().message()).c_str());
@@ -238,6 +246,13 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "tensord listening on %s (%s; %s backend, %d ops)\n", address.c_str(),
                (*server)->security_summary().c_str(),
                absl::StrJoin((*server)->backend_kinds(), "+").c_str(), (*server)->op_count());
+  for (const tensord::DeviceInfo& d : (*server)->devices()) {
+    std::string memory =
+        d.memory_bytes > 0 ? absl::StrCat(", ", d.memory_bytes >> 20, " MiB") : std::string();
+    std::string vendor = d.vendor.empty() ? std::string() : absl::StrCat(", ", d.vendor);
+    std::fprintf(stderr, "tensord: device %s (%s%s%s)\n", d.name.c_str(), d.description.c_str(),
+                 vendor.c_str(), memory.c_str());
+  }
   for (const std::string& plugin : options.plugins) {
     std::fprintf(stderr, "tensord: loaded plugin %s\n", plugin.c_str());
   }

@@ -75,7 +75,7 @@ absl::StatusOr<std::vector<DeviceInfo>> Client::Devices() const {
   if (!status.ok()) return FromGrpcStatus(status);
   std::vector<DeviceInfo> out;
   for (const auto& d : response.devices()) {
-    out.push_back({d.name(), d.kind(), d.description(), d.memory_bytes()});
+    out.push_back({d.name(), d.kind(), d.description(), d.memory_bytes(), d.vendor()});
   }
   return out;
 }

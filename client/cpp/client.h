@@ -53,10 +53,11 @@ struct SessionOptions {
 };
 
 struct DeviceInfo {
-  std::string name;  // "cpu", "cuda:0"
-  std::string kind;
+  std::string name;  // "cpu", "opencl:0", "cuda:0"
+  std::string kind;  // "cpu", "opencl", "cuda"
   std::string description;
   uint64_t memory_bytes = 0;
+  std::string vendor;  // "" when unknown
 };
 
 using OpInfo = ::tensord::v1::OpInfo;

@@ -55,6 +55,7 @@ absl::StatusCode CodeOf(ErrorReason reason) {
     case v1::BAD_TENSOR_DATA:
     case v1::TRANSFER_INCOMPLETE:
     case v1::INVALID_REQUEST:
+    case v1::DEVICE_MISMATCH:
       return StatusCode::kInvalidArgument;
     case v1::TENSOR_NOT_FOUND:
     case v1::SESSION_NOT_FOUND:

@@ -41,11 +41,11 @@ std::string DTypeList(const tc::OpInfo& op) {
 int Devices(const tc::Client& client) {
   absl::StatusOr<std::vector<tc::DeviceInfo>> devices = client.Devices();
   if (!devices.ok()) return Fail(devices.status());
-  std::printf("%-10s %-6s %-14s %s\n", "NAME", "KIND", "MEMORY", "DESCRIPTION");
+  std::printf("%-10s %-6s %-14s %-30s %s\n", "NAME", "KIND", "MEMORY", "VENDOR", "DESCRIPTION");
   for (const tc::DeviceInfo& d : *devices) {
     std::string memory = d.memory_bytes ? absl::StrCat(d.memory_bytes >> 20, " MiB") : "-";
-    std::printf("%-10s %-6s %-14s %s\n", d.name.c_str(), d.kind.c_str(), memory.c_str(),
-                d.description.c_str());
+    std::printf("%-10s %-6s %-14s %-30s %s\n", d.name.c_str(), d.kind.c_str(), memory.c_str(),
+                d.vendor.empty() ? "-" : d.vendor.c_str(), d.description.c_str());
   }
   return 0;
 }

@@ -12,7 +12,7 @@ namespace tensord {
 namespace {
 
 AttrMap ZerosAttrs(const TensorMeta& m) {
-  return {{"shape", m.shape}, {"dtype", std::string(DTypeName(m.dtype))}};
+  return {{"shape", m.shape}, {"dtype", std::string(DTypeName(m.dtype))}, {"device", m.device}};
 }
 
 // Gives the backward rule its saved values, recomputing what BALANCED did not keep.

@@ -14,15 +14,18 @@
 namespace tensord {
 
 struct DeviceInfo {
-  std::string name;  // "cpu", "cuda:0"
-  std::string kind;  // "cpu", "cuda"
+  std::string name;  // "cpu", "opencl:0", "cuda:0"
+  std::string kind;  // the backend kind: "cpu", "opencl", "cuda"
   std::string description;
+  std::string vendor;        // "" when unknown
   int64_t memory_bytes = 0;  // 0 when unknown
 };
 
 // Everything a kernel needs for one call. Outputs are allocated by the dispatcher from the
 // inferred metadata, except outputs with a -1 dimension, which the kernel allocates itself
-// (through `account`, so data-dependent outputs are charged to the session too).
+// (through `account`, so data-dependent outputs are charged to the session too). Inputs are
+// on the call's device, except 0-d host tensors (number operands), which a device kernel
+// reads as values.
 struct KernelCall {
   const OpDef& op;
   absl::Span<const Tensor> inputs;
@@ -32,21 +35,37 @@ struct KernelCall {
   std::shared_ptr<MemoryAccount> account;
 };
 
+// What a capability check is asked about. The dispatcher asks with everything it knows before
+// it allocates outputs, so a backend that cannot run a call refuses it before anything is
+// charged; listings ask with the op alone.
+struct KernelQuery {
+  const OpDef& op;
+  absl::Span<const DType> dtypes;            // the inputs' (plus low-precision outputs')
+  const Attrs* attrs = nullptr;              // null: any attributes
+  absl::Span<const TensorMeta> inputs = {};  // empty: any shapes
+  std::string device = {};                   // empty: any device of the backend
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string kind() const = 0;
   virtual std::vector<DeviceInfo> Devices() const = 0;
-  // True when some kernel of this backend runs `op` on inputs of these dtypes.
-  virtual bool Supports(const OpDef& op, absl::Span<const DType> input_dtypes) const = 0;
+  // True when some kernel of this backend runs the call described.
+  virtual bool Supports(const KernelQuery& query) const = 0;
   // True when some kernel of this backend runs `op` for some dtypes (capability listing).
   virtual bool Implements(const OpDef& op) const = 0;
   virtual absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
                                           std::shared_ptr<MemoryAccount> account) = 0;
+  // Host bytes into a tensor of this backend (exactly dst.nbytes()), and back.
   virtual absl::Status CopyFromHost(const void* src, size_t bytes, Tensor& dst) = 0;
   virtual absl::Status CopyToHost(const Tensor& src, void* dst) = 0;
+  // src into dst (same dtype and size), both tensors of this backend, on the same device or
+  // on two of its devices.
+  virtual absl::Status CopyOnBackend(const Tensor& src, Tensor& dst) = 0;
   virtual absl::Status Run(KernelCall& call) = 0;
-  virtual absl::Status Synchronize() { return absl::OkStatus(); }
+  // Waits until the work queued on `device` is done (a no-op where kernels run synchronously).
+  virtual absl::Status Synchronize(const std::string& device) = 0;
 };
 
 }  // namespace tensord

@@ -56,6 +56,7 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kLimitExceeded, "LIMIT_EXCEEDED", absl::StatusCode::kResourceExhausted},
     {Reason::kUnauthenticated, "UNAUTHENTICATED", absl::StatusCode::kUnauthenticated},
     {Reason::kPermissionDenied, "PERMISSION_DENIED", absl::StatusCode::kPermissionDenied},
+    {Reason::kDeviceMismatch, "DEVICE_MISMATCH", absl::StatusCode::kInvalidArgument},
 };
 
 // Shortens the long values of `metadata` in place; the message quoting them gets the same short

@@ -43,6 +43,7 @@ enum class Reason : int {
   kLimitExceeded = 27,
   kUnauthenticated = 28,
   kPermissionDenied = 29,
+  kDeviceMismatch = 30,
 };
 
 // Name as in the proto enum, e.g. "OPERATION_NOT_MARKED_FOR_AUTODIFF".

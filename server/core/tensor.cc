@@ -43,16 +43,33 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes,
     return Error(Reason::kOutOfMemory, absl::StrCat("storage: cannot allocate ", bytes, " bytes"),
                  {{"bytes", absl::StrCat(bytes)}});
   }
-  return std::shared_ptr<Storage>(new Storage(p, bytes, std::move(account)));
+  return std::shared_ptr<Storage>(new Storage(p, bytes, std::move(account), nullptr));
+}
+
+absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocateOn(
+    std::shared_ptr<DeviceMemory> memory, size_t bytes, std::shared_ptr<MemoryAccount> account) {
+  if (account) RETURN_IF_ERROR(account->Charge(static_cast<int64_t>(bytes)));
+  absl::StatusOr<void*> block = memory->Allocate(bytes);
+  if (!block.ok()) {
+    if (account) account->Credit(static_cast<int64_t>(bytes));
+    return block.status();
+  }
+  return std::shared_ptr<Storage>(
+      new Storage(*block, bytes, std::move(account), std::move(memory)));
 }
 
 Storage::~Storage() {
-  host_memory::Free(data_, bytes_);
+  if (memory_) {
+    memory_->Free(data_, bytes_);
+  } else {
+    host_memory::Free(data_, bytes_);
+  }
   if (account_) account_->Credit(static_cast<int64_t>(bytes_));
 }
 
-absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, std::string device,
-                                     std::shared_ptr<MemoryAccount> account) {
+namespace {
+
+absl::StatusOr<size_t> CheckedByteCount(DType dtype, const Shape& shape) {
   ASSIGN_OR_RETURN(int64_t n, CheckedNumElements(shape));
   // Up to 2^62 elements pass CheckedNumElements; times an 8-byte dtype that wraps around.
   int64_t bytes;
@@ -62,11 +79,31 @@ absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, std::string devic
                               " overflow a 64-bit byte count"),
                  {{"limit", "element_count"}, {"shape", ShapeToString(shape)}});
   }
+  return static_cast<size_t>(bytes);
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, std::string device,
+                                     std::shared_ptr<MemoryAccount> account) {
+  ASSIGN_OR_RETURN(size_t bytes, CheckedByteCount(dtype, shape));
   Tensor t;
   t.dtype_ = dtype;
   t.shape_ = std::move(shape);
   t.device_ = std::move(device);
-  ASSIGN_OR_RETURN(t.storage_, Storage::Allocate(static_cast<size_t>(bytes), std::move(account)));
+  ASSIGN_OR_RETURN(t.storage_, Storage::Allocate(bytes, std::move(account)));
+  return t;
+}
+
+absl::StatusOr<Tensor> Tensor::EmptyOn(std::shared_ptr<DeviceMemory> memory, DType dtype,
+                                       Shape shape, std::string device,
+                                       std::shared_ptr<MemoryAccount> account) {
+  ASSIGN_OR_RETURN(size_t bytes, CheckedByteCount(dtype, shape));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.device_ = std::move(device);
+  ASSIGN_OR_RETURN(t.storage_, Storage::AllocateOn(std::move(memory), bytes, std::move(account)));
   return t;
 }
 

@@ -37,18 +37,43 @@ class MemoryAccount {
   std::atomic<int64_t> max_charge_{INT64_MAX};
 };
 
-// A 64-byte aligned heap buffer. Allocation failure is reported, never thrown.
+// The device every server has: host memory, the CPU backend. Tensors made without naming a
+// device live there.
+inline constexpr char kHostDevice[] = "cpu";
+
+// Memory of a device other than the host, as its backend manages it. A block is an opaque
+// handle (a cl_mem, a CUDA device pointer); only the backend's kernels and copies read it.
+class DeviceMemory {
+ public:
+  virtual ~DeviceMemory() = default;
+  // A block of at least `bytes` bytes, or OUT_OF_MEMORY (RESOURCE_EXHAUSTED) naming the device.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  // Returns a block of Allocate(bytes); called when the last tensor using it is gone.
+  virtual void Free(void* block, size_t bytes) = 0;
+};
+
+// A buffer of tensor bytes: 64-byte aligned host memory, or a block of a device's memory.
+// Allocation failure is reported, never thrown; either way the bytes are charged to the
+// account for as long as the storage lives.
 class Storage {
  public:
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(
       size_t bytes, std::shared_ptr<MemoryAccount> account = nullptr);
+  // A block of `memory`, charged to `account` before the device is asked, so a quota refuses
+  // device memory exactly as it refuses host memory.
+  static absl::StatusOr<std::shared_ptr<Storage>> AllocateOn(
+      std::shared_ptr<DeviceMemory> memory, size_t bytes,
+      std::shared_ptr<MemoryAccount> account = nullptr);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
+  // Host storage: a pointer to the bytes. Device storage: the backend's handle.
   void* data() { return data_; }
   const void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // Whether data() points at host bytes that may be read and written directly.
+  bool on_host() const { return memory_ == nullptr; }
   // Bumped by in-place writes (assign); backward refuses saved tensors whose version moved.
   uint64_t version() const { return version_.load(); }
   void BumpVersion() { version_.fetch_add(1); }
@@ -57,11 +82,13 @@ class Storage {
   void RestoreVersion(uint64_t version) { version_.store(version); }
 
  private:
-  Storage(void* data, size_t bytes, std::shared_ptr<MemoryAccount> account)
-      : data_(data), bytes_(bytes), account_(std::move(account)) {}
+  Storage(void* data, size_t bytes, std::shared_ptr<MemoryAccount> account,
+          std::shared_ptr<DeviceMemory> memory)
+      : data_(data), bytes_(bytes), account_(std::move(account)), memory_(std::move(memory)) {}
   void* data_;
   size_t bytes_;
   std::shared_ptr<MemoryAccount> account_;
+  std::shared_ptr<DeviceMemory> memory_;  // null for host memory
   std::atomic<uint64_t> version_{0};
 };
 
@@ -71,16 +98,22 @@ struct TensorMeta {
   // A Python scalar operand (Tensor::wrapped_number): shape rules where PyTorch's overload for
   // a number differs from the tensor one (scatter's value fills every indexed place) read it.
   bool wrapped_number = false;
+  // Where the value lives: what backward makes its zeros and seeds on.
+  std::string device = kHostDevice;
 };
 
 class Tensor {
  public:
   Tensor() = default;
-  // Allocates an uninitialised tensor.
-  static absl::StatusOr<Tensor> Empty(DType dtype, Shape shape, std::string device = "cpu",
+  // Allocates an uninitialised tensor in host memory.
+  static absl::StatusOr<Tensor> Empty(DType dtype, Shape shape, std::string device = kHostDevice,
                                       std::shared_ptr<MemoryAccount> account = nullptr);
-  static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, std::string device = "cpu",
+  static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, std::string device = kHostDevice,
                                       std::shared_ptr<MemoryAccount> account = nullptr);
+  // An uninitialised tensor in a block of `memory`, the storage of device `device`.
+  static absl::StatusOr<Tensor> EmptyOn(std::shared_ptr<DeviceMemory> memory, DType dtype,
+                                        Shape shape, std::string device,
+                                        std::shared_ptr<MemoryAccount> account = nullptr);
   // Builds a tensor from host values (tests and small constants).
   template <typename T>
   static Tensor FromVector(const std::vector<T>& values, Shape shape);
@@ -97,7 +130,7 @@ class Tensor {
   int64_t numel() const { return NumElements(shape_); }
   size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype_); }
   const std::string& device() const { return device_; }
-  TensorMeta meta() const { return {dtype_, shape_, wrapped_number_}; }
+  TensorMeta meta() const { return {dtype_, shape_, wrapped_number_, device_}; }
 
   template <typename T>
   T* data() {
@@ -127,7 +160,8 @@ class Tensor {
 
   // Same bytes, new shape (element counts must match; checked by the caller).
   Tensor Reshaped(Shape shape) const;
-  // Host values as double (tests, debugging and attribute-like tensor operands).
+  // Host values as double (tests, debugging and attribute-like tensor operands of CPU kernels;
+  // host storage only).
   std::vector<double> ToDoubles() const;
   // Reads element `i` (flat index) as double.
   double ElementAsDouble(int64_t i) const;
@@ -135,7 +169,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kF32;
   Shape shape_;
-  std::string device_ = "cpu";
+  std::string device_ = kHostDevice;
   std::shared_ptr<Storage> storage_;
   std::shared_ptr<AutogradMeta> autograd_;
   bool wrapped_number_ = false;

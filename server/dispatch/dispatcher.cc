@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
+#include "server/dispatch/device_move.h"
 #include "server/dispatch/low_precision.h"
 #include "server/ops/op_names.h"
 
@@ -21,6 +22,41 @@ std::optional<DType> Combine(std::optional<DType> higher, std::optional<DType> l
 }
 
 std::string Id(uint64_t v) { return absl::StrCat(v); }
+
+// A number operand (a 0-d tensor in host memory) may join a call on any device: device kernels
+// read it as a value, as PyTorch lets a CPU scalar tensor join a CUDA op.
+bool IsHostScalar(const Tensor& t) {
+  return t.rank() == 0 && (t.storage() == nullptr || t.storage()->on_host());
+}
+
+// The device a call runs on: its first operand's that is not a number operand; the session's
+// for a creation op (or the one its `device` attribute names).
+absl::StatusOr<std::string> CallDevice(const OpDef& def, const std::vector<Tensor>& inputs,
+                                       const Attrs& attrs, const CallEnv& env) {
+  if (inputs.empty()) {
+    return def.creation && attrs.Has("device") ? attrs.GetString("device") : env.device;
+  }
+  const Tensor* primary = &inputs[0];
+  for (const Tensor& t : inputs) {
+    if (!IsHostScalar(t)) {
+      primary = &t;
+      break;
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (t.device() == primary->device() || IsHostScalar(t)) continue;
+    const size_t p = static_cast<size_t>(primary - inputs.data());
+    return Error(Reason::kDeviceMismatch,
+                 absl::StrCat(def.name, ": input ", p, " is on ", primary->device(), " but input ",
+                              i, " is on ", t.device(), "; move one with to_device"),
+                 {{"op", def.name},
+                  {"input_index", absl::StrCat(i)},
+                  {"device", primary->device()},
+                  {"other_device", t.device()}});
+  }
+  return primary->device();
+}
 
 }  // namespace
 
@@ -61,7 +97,7 @@ std::vector<std::string> Dispatcher::BackendsFor(const OpDef& op) const {
   std::vector<std::string> out;
   for (const auto& b : backends_) {
     // Composites run wherever their constituents run.
-    if (op.composite != nullptr || b->Implements(op)) out.push_back(b->kind());
+    if (op.composite != nullptr || op.device_move || b->Implements(op)) out.push_back(b->kind());
   }
   return out;
 }
@@ -99,7 +135,8 @@ absl::Status Dispatcher::CheckAutodiff(const OpDef& def, const std::vector<Tenso
     Metadata md = {{"op", def.name},
                    {"input_index", absl::StrCat(i)},
                    {"tensor_id", Id(meta->tensor_id)},
-                   {"context_id", Id(meta->context_id)}};
+                   {"context_id", Id(meta->context_id)},
+                   {"device", inputs[i].device()}};
     // A custom op's failure names the plugin that registered it.
     if (def.origin != "builtin") md["plugin"] = def.origin;
     AutodiffContext* ctx = env.contexts ? env.contexts(meta->context_id) : nullptr;
@@ -168,17 +205,15 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
       has_autodiff_input && !env.no_grad &&
       (def->marking == Marking::kDifferentiable || def->marking == Marking::kZeroGrad);
 
-  // Devices: every tensor operand on one device (to_device is the way across).
-  std::string device = env.device;
-  for (int i = 0; i < n; ++i) {
-    if (i == 0) device = inputs[0].device();
-    if (inputs[i].device() != device && !inputs[i].wrapped_number() && inputs[i].rank() > 0) {
-      return Error(Reason::kInvalidRequest,
-                   absl::StrCat(op, ": input 0 is on ", device, " but input ", i, " is on ",
-                                inputs[i].device(), "; move it with to_device"),
-                   {{"op", op}, {"input_index", absl::StrCat(i)}});
-    }
+  if (def->device_move) {
+    ASSIGN_OR_RETURN(Tensor moved,
+                     MoveToDevice(*this, inputs[0], attrs.GetString("device"), env.account));
+    std::vector<Tensor> outputs{std::move(moved)};
+    if (record) RecordOnContext(*def, attrs, inputs, inputs, outputs, env);
+    return outputs;
   }
+  // Devices: every tensor operand on one device (to_device is the way across).
+  ASSIGN_OR_RETURN(const std::string device, CallDevice(*def, inputs, attrs, env));
 
   // Promotion to the common dtype (binary arithmetic, where).
   std::vector<Tensor> promoted = inputs;
@@ -249,11 +284,12 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
     }
     ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
     ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
-    if (!backend->Supports(*def, dtypes)) {
+    if (!backend->Supports({*def, dtypes, &attrs, metas, device})) {
       return Error(Reason::kUnsupportedOnBackend,
-                   absl::StrCat(op, ": the ", backend->kind(), " backend has no kernel for dtype ",
-                                n ? DTypeName(dtypes[0]) : "-"),
-                   {{"op", op}, {"backend", backend->kind()}});
+                   absl::StrCat(op, ": the ", backend->kind(), " backend (device ", device,
+                                ") has no kernel for this call (dtype ",
+                                n ? DTypeName(dtypes[0]) : "-", ")"),
+                   {{"op", op}, {"backend", backend->kind()}, {"device", device}});
     }
     outputs.resize(out_metas.size());
     for (size_t k = 0; k < out_metas.size(); ++k) {
@@ -268,14 +304,19 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
     if (!run.ok()) return WithMetadata(run, {{"op", op}});
   }
 
-  if (record) {
-    uint64_t ctx_id = 0;
-    for (const Tensor& t : inputs) {
-      if (t.autograd()) ctx_id = t.autograd()->context_id;
-    }
-    env.contexts(ctx_id)->Record(*def, attrs, inputs, promoted, outputs);
-  }
+  if (record) RecordOnContext(*def, attrs, inputs, promoted, outputs, env);
   return outputs;
+}
+
+void Dispatcher::RecordOnContext(const OpDef& def, const Attrs& attrs,
+                                 const std::vector<Tensor>& inputs,
+                                 const std::vector<Tensor>& promoted, std::vector<Tensor>& outputs,
+                                 const CallEnv& env) const {
+  uint64_t ctx_id = 0;
+  for (const Tensor& t : inputs) {
+    if (t.autograd()) ctx_id = t.autograd()->context_id;
+  }
+  env.contexts(ctx_id)->Record(def, attrs, inputs, promoted, outputs);
 }
 
 absl::StatusOr<std::vector<LeafGradient>> Dispatcher::Backward(AutodiffContext& ctx,

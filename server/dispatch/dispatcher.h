@@ -18,7 +18,7 @@ namespace tensord {
 // What one call may see and do.
 struct CallEnv {
   std::shared_ptr<MemoryAccount> account;  // session memory; null = unaccounted
-  std::string device = "cpu";              // where creation ops put their output
+  std::string device = kHostDevice;        // where creation ops put their output
   bool no_grad = false;                    // compute without recording
   bool autodiff_enabled = true;            // false for sessions created without autodiff
   // Looks up an autodiff context of the caller's session; null when it never existed.
@@ -58,6 +58,10 @@ class Dispatcher {
  private:
   absl::Status CheckAutodiff(const OpDef& def, const std::vector<Tensor>& inputs,
                              const CallEnv& env) const;
+  // Records a call onto the context of its autodiff inputs (gives the outputs their identity).
+  void RecordOnContext(const OpDef& def, const Attrs& attrs, const std::vector<Tensor>& inputs,
+                       const std::vector<Tensor>& promoted, std::vector<Tensor>& outputs,
+                       const CallEnv& env) const;
 
   const OpRegistry& registry_;
   std::vector<std::unique_ptr<Backend>> backends_;

@@ -18,10 +18,15 @@ absl::StatusOr<Shape> ShapeAttr(const std::string& op, const Attrs& attrs) {
   return shape;
 }
 
+// Creation ops have no input to take a device from: they make their output on the session's
+// device unless `device` names another (as torch.zeros(..., device=)).
+AttrSpec DeviceAttr() { return {"device", AttrType::kString, {}}; }
+
 OpDef Filled(const std::string& name, bool with_value) {
   OpDef d = NewOp(name, "creation", {}, kAll, Marking::kNonDifferentiable);
   d.attrs = {Aliased(RequiredIntsAttr("shape"), {"size"}), DTypeAttr("dtype")};
   if (with_value) d.attrs.push_back(Aliased(RequiredFloatAttr("value"), {"fill_value"}));
+  d.attrs.push_back(DeviceAttr());
   d.creation = true;
   d.infer = [name](absl::Span<const TensorMeta>,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -143,7 +148,7 @@ absl::StatusOr<std::vector<TensorMeta>> EyeInfer(absl::Span<const TensorMeta>, c
 OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
   OpDef d = NewOp(name, "creation", {}, dtypes, Marking::kNonDifferentiable);
   d.attrs = {Aliased(RequiredIntsAttr("shape"), {"size"}), DTypeAttr("dtype"),
-             OptionalIntAttr("seed")};
+             OptionalIntAttr("seed"), DeviceAttr()};
   d.creation = true;
   d.infer = [name, dtypes, def](absl::Span<const TensorMeta>,
                                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
@@ -185,7 +190,8 @@ void RegisterCreationOps(OpRegistry& r) {
   arange.attrs = {{"start", AttrType::kScalar, int64_t{0}},
                   {"end", AttrType::kScalar, {}, true},
                   {"step", AttrType::kScalar, int64_t{1}},
-                  DTypeAttr("dtype")};
+                  DTypeAttr("dtype"),
+                  DeviceAttr()};
   arange.creation = true;
   arange.infer = ArangeInfer;
   arange.doc =
@@ -195,7 +201,7 @@ void RegisterCreationOps(OpRegistry& r) {
   MustAdd(r, std::move(arange));
 
   OpDef eye = NewOp("eye", "creation", {}, kFloatInt, Marking::kNonDifferentiable);
-  eye.attrs = {RequiredIntAttr("n"), OptionalIntAttr("m"), DTypeAttr("dtype")};
+  eye.attrs = {RequiredIntAttr("n"), OptionalIntAttr("m"), DTypeAttr("dtype"), DeviceAttr()};
   eye.creation = true;
   eye.infer = EyeInfer;
   MustAdd(r, std::move(eye));

@@ -88,6 +88,10 @@ struct OpDef {
   std::vector<int> mutates_inputs;
   // The kernel returns a view of its input (shared storage): no output is pre-allocated.
   bool view = false;
+  // Copies its input to the device its `device` attribute names (to_device). The dispatcher
+  // runs it itself with the two backends' copies, so no backend has a kernel for it and it
+  // runs between any two devices.
+  bool device_move = false;
   // Creation ops take no tensor inputs and produce their output on the session device.
   bool creation = false;
   // A helper op used by backward rules (e.g. max_pool2d_backward): not in ListOps, not in

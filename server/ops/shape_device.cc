@@ -9,8 +9,9 @@ namespace tensord {
 void RegisterShapeDeviceOps(OpRegistry& r) {
   OpDef to_device = ops::NewOp("to_device", "shape", {"input"}, kAll, Marking::kDifferentiable);
   to_device.attrs = {{"device", AttrType::kString, {}, true}};
-  // The dispatcher runs a call on the backend of its input's device, so the kernel of the
-  // source backend performs the copy and reports DEVICE_NOT_FOUND for a device it cannot reach.
+  // Between devices, so neither backend alone runs it: the dispatcher allocates the output on
+  // the destination and copies (DEVICE_NOT_FOUND for a device the server lacks).
+  to_device.device_move = true;
   to_device.infer = ops::SameAs(0);
   to_device.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     ops::GradOps o(g.run);

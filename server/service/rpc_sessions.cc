@@ -2,7 +2,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "server/backends/cpu/cpu_backend.h"
 #include "server/core/status.h"
 #include "server/service/convert.h"
 #include "server/service/server_log.h"
@@ -10,19 +9,10 @@
 
 namespace tensord {
 
-std::vector<std::unique_ptr<Backend>> MakeBackends(const CpuBackendOptions& cpu) {
-  std::vector<std::unique_ptr<Backend>> backends;
-  backends.push_back(MakeCpuBackend(cpu));
-#ifdef TENSORD_CUDA
-  // The CUDA backend registers here once it exists; it reports no devices without a GPU.
-#endif
-  return backends;
-}
-
 ServiceCore::ServiceCore(ServiceConfig config)
     : config_(std::move(config)),
       dispatcher_(config_.registry ? *config_.registry : OpRegistry::Builtin(),
-                  MakeBackends(config_.cpu)),
+                  std::move(MakeBackends(config_.backends)).value()),
       sessions_(config_.reap_interval, config_.max_sessions_per_tenant),
       metrics_(sessions_, static_cast<int64_t>(dispatcher_.registry().All().size()) -
                               static_cast<int64_t>(OpRegistry::Builtin().All().size())) {
@@ -46,7 +36,7 @@ absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
                                         v1::CreateSessionResponse* resp) {
   SessionConfig config;
   config.tenant = tenant;
-  config.device = req.device().empty() ? "cpu" : req.device();
+  config.device = req.device().empty() ? kHostDevice : req.device();
   RETURN_IF_ERROR(dispatcher_.BackendFor(config.device).status());
   const uint64_t ttl = req.ttl_seconds() ? req.ttl_seconds() : config_.default_ttl_seconds;
   // A TTL beyond ten years is a mistake, and it would overflow absl::Duration arithmetic.
@@ -132,6 +122,7 @@ absl::Status ServiceCore::ListDevices(const v1::ListDevicesRequest&,
     info->set_kind(d.kind);
     info->set_description(d.description);
     info->set_memory_bytes(d.memory_bytes);
+    info->set_vendor(d.vendor);
   }
   return absl::OkStatus();
 }

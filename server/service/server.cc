@@ -182,7 +182,10 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.max_message_bytes = options.max_message_bytes;
   config.limits = LimitsOf(options);
   config.max_sessions_per_tenant = options.max_sessions_per_tenant;
-  config.cpu.primitive_cache_capacity = options.primitive_cache_capacity;
+  config.backends.cpu.primitive_cache_capacity = options.primitive_cache_capacity;
+  config.backends.devices = options.devices;
+  // A device asked for that the machine lacks stops the start here, before anything listens.
+  RETURN_IF_ERROR(MakeBackends(config.backends).status());
   Security security;
   ASSIGN_OR_RETURN(security, LoadSecurity(options));
   if (!options.plugins.empty()) {
@@ -275,6 +278,8 @@ absl::Status TensordServer::ReloadCredentials() {
 }
 
 int TensordServer::op_count() const { return core_->op_count(); }
+
+std::vector<DeviceInfo> TensordServer::devices() const { return core_->dispatcher().Devices(); }
 
 std::vector<std::string> TensordServer::backend_kinds() const {
   std::vector<std::string> kinds;

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backends/backend.h"
 #include "server/service/cert_tenant.h"
 
 namespace grpc {
@@ -67,6 +68,9 @@ struct ServerOptions {
   int64_t max_sessions_per_tenant = 64;
   // oneDNN primitives the CPU backend keeps built (docs/limits.md); 0 = none.
   int64_t primitive_cache_capacity = 1024;
+  // Accelerator devices to serve ("opencl:0"); empty = every one found. The CPU is always
+  // served. Naming a device the machine lacks stops the start with DEVICE_NOT_FOUND.
+  std::vector<std::string> devices;
   // "host:port" of the Prometheus /metrics endpoint (plain HTTP); empty = none. Port 0 picks
   // a free one (metrics_port() tells which).
   std::string metrics_address;
@@ -98,6 +102,8 @@ class TensordServer {
   // never a token) the tokens in use stay. OK and nothing done without a token file.
   absl::Status ReloadCredentials();
   std::vector<std::string> backend_kinds() const;
+  // The devices served (name, kind, description, vendor, memory), as ListDevices reports.
+  std::vector<DeviceInfo> devices() const;
 
  private:
   TensordServer(const ServerOptions& options, std::unique_ptr<ServiceCore> core);

@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "server/backends/cpu/cpu_backend.h"
+#include "server/backends/registered_backends.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/service/limits.h"
 #include "server/service/service_metrics.h"
@@ -33,11 +33,10 @@ struct ServiceConfig {
   // The op table served; null serves OpRegistry::Builtin() (a server with plugins passes the
   // built-in table plus the plugins' ops).
   std::shared_ptr<const OpRegistry> registry;
-  CpuBackendOptions cpu;
+  // The backends and devices served. ServiceCore assumes they were checked (MakeBackends):
+  // the server refuses to start with a device the machine lacks.
+  BackendOptions backends;
 };
-
-// The backends this build serves, in preference order (CPU always).
-std::vector<std::unique_ptr<Backend>> MakeBackends(const CpuBackendOptions& cpu = {});
 
 class ServiceCore {
  public:

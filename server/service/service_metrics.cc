@@ -166,7 +166,7 @@ ServiceMetrics::ServiceMetrics(const SessionManager& sessions, int64_t plugin_op
                     for (const auto& [device, bytes] : by_device) {
                       out.push_back({{device}, static_cast<double>(bytes)});
                     }
-                    if (out.empty()) out.push_back({{"cpu"}, 0});
+                    if (out.empty()) out.push_back({{kHostDevice}, 0});
                     return out;
                   });
   registry_.Gauge("tensord_autodiff_contexts_open", "Autodiff contexts open in all sessions.", {},

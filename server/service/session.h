@@ -23,7 +23,7 @@
 namespace tensord {
 
 struct SessionConfig {
-  std::string device = "cpu";
+  std::string device = kHostDevice;
   absl::Duration ttl = absl::Minutes(10);
   int64_t quota_bytes = int64_t{4} << 30;
   bool autodiff_enabled = true;

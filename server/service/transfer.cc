@@ -12,8 +12,8 @@ namespace {
 
 std::string Str(int64_t v) { return absl::StrCat(v); }
 
-// Host memory is written through raw pointers; other backends only through CopyFromHost.
-bool IsHostMemory(const Backend& backend) { return backend.kind() == "cpu"; }
+// Host memory is written through raw pointers; device memory only through its backend.
+bool IsHostMemory(const Tensor& t) { return t.storage() == nullptr || t.storage()->on_host(); }
 
 }  // namespace
 
@@ -50,7 +50,8 @@ absl::StatusOr<PendingPut> PendingPut::Begin(Session& session, const Dispatcher&
   Tensor tensor;
   ASSIGN_OR_RETURN(tensor,
                    backend->Allocate(spec.dtype, spec.shape, spec.device, session.account()));
-  return PendingPut(dispatcher, std::move(spec), std::move(tensor), IsHostMemory(*backend));
+  const bool host_memory = IsHostMemory(tensor);
+  return PendingPut(dispatcher, std::move(spec), std::move(tensor), host_memory);
 }
 
 absl::Status PendingPut::Append(absl::string_view chunk) {
@@ -98,9 +99,9 @@ absl::StatusOr<TensorReader> TensorReader::Open(const Session& session,
                                                 const Dispatcher& dispatcher, uint64_t handle) {
   Tensor t;
   ASSIGN_OR_RETURN(t, session.Get(handle));
-  Backend* backend;
-  ASSIGN_OR_RETURN(backend, dispatcher.BackendFor(t.device()));
-  TensorReader reader(dispatcher, handle, std::move(t), IsHostMemory(*backend));
+  RETURN_IF_ERROR(dispatcher.BackendFor(t.device()).status());
+  const bool host_memory = IsHostMemory(t);
+  TensorReader reader(dispatcher, handle, std::move(t), host_memory);
   reader.version_ = reader.tensor_.storage() ? reader.tensor_.storage()->version() : 0;
   return reader;
 }

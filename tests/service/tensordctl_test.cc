@@ -63,7 +63,8 @@ TEST_F(TensordctlTest, DevicesAndOps) {
   };
   EXPECT_THAT(
       row("add"),
-      MatchesRegex("add +elementwise +differentiable +f32,f64,[a-z0-9,]* +cpu( +builtin)?"));
+      MatchesRegex(
+          "add +elementwise +differentiable +f32,f64,[a-z0-9,]* +cpu(,[a-z]+)*( +builtin)?"));
   EXPECT_THAT(row("assign"), MatchesRegex("assign +[a-z]+ +non_differentiable .*"));
   EXPECT_THAT(row("floor"), MatchesRegex("floor +[a-z]+ +zero_grad .*"));
   ASSERT_OK_AND_ASSIGN(std::vector<tc::OpInfo> served, client().Ops());

@@ -281,7 +281,7 @@ TEST(LowPrecisionCast, KernelCapabilities) {
   auto backend = MakeCpuBackend();
   const OpRegistry& reg = OpRegistry::Builtin();
   auto supports = [&](const std::string& op, std::vector<DType> d) {
-    return backend->Supports(**reg.Find(op), d);
+    return backend->Supports({**reg.Find(op), d});
   };
   EXPECT_TRUE(supports("to_dtype", {DType::kBF16}));
   EXPECT_TRUE(supports("to_dtype", {DType::kF16, DType::kF32}));

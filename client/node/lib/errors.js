@@ -44,6 +44,7 @@ const REASON_CODES = Object.freeze({
   LIMIT_EXCEEDED: S.RESOURCE_EXHAUSTED,
   UNAUTHENTICATED: S.UNAUTHENTICATED,
   PERMISSION_DENIED: S.PERMISSION_DENIED,
+  DEVICE_MISMATCH: S.INVALID_ARGUMENT,
 });
 // NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 const RESOURCES = {SESSION_NOT_FOUND: ['session', 'session_id'],

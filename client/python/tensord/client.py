@@ -125,7 +125,7 @@ class Client:
     def devices(self) -> list[dict]:
         resp = self._call("ListDevices", service_pb2.ListDevicesRequest())
         return [{"name": d.name, "kind": d.kind, "description": d.description,
-                 "memory_bytes": d.memory_bytes} for d in resp.devices]
+                 "memory_bytes": d.memory_bytes, "vendor": d.vendor} for d in resp.devices]
 
     def list_ops_raw(self):
         """The ListOps response (OpInfo messages), cached."""

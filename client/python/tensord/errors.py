@@ -54,6 +54,7 @@ REASON_CODES: dict[str, grpc.StatusCode] = {
     "LIMIT_EXCEEDED": _C.RESOURCE_EXHAUSTED,
     "UNAUTHENTICATED": _C.UNAUTHENTICATED,
     "PERMISSION_DENIED": _C.PERMISSION_DENIED,
+    "DEVICE_MISMATCH": _C.INVALID_ARGUMENT,
 }
 # NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 _RESOURCES = {"SESSION_NOT_FOUND": ("session", "session_id"),

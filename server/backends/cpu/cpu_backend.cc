@@ -20,14 +20,14 @@ class CpuBackend : public Backend {
   // each time it is called.
   CpuBackend()
       : devices_{
-            {"cpu", "cpu",
+            {kHostDevice, "cpu",
              absl::StrCat("host CPU, ", std::thread::hardware_concurrency(), " threads, oneDNN"),
-             0}} {}
+             "", 0}} {}
 
   std::vector<DeviceInfo> Devices() const override { return devices_; }
 
-  bool Supports(const OpDef& op, absl::Span<const DType> dtypes) const override {
-    return cpu::KernelTable::Get().Find(op.name, dtypes, nullptr) != nullptr;
+  bool Supports(const KernelQuery& q) const override {
+    return cpu::KernelTable::Get().Find(q.op.name, q.dtypes, q.attrs) != nullptr;
   }
 
   bool Implements(const OpDef& op) const override { return cpu::KernelTable::Get().Has(op.name); }
@@ -50,6 +50,17 @@ class CpuBackend : public Backend {
     if (src.nbytes()) std::memcpy(dst, src.raw(), src.nbytes());
     return absl::OkStatus();
   }
+
+  absl::Status CopyOnBackend(const Tensor& src, Tensor& dst) override {
+    if (src.nbytes() != dst.nbytes()) {
+      return Error(Reason::kInternal, absl::StrCat("cpu: copy of ", src.nbytes(),
+                                                   " bytes into a tensor of ", dst.nbytes()));
+    }
+    if (src.nbytes()) std::memcpy(dst.raw(), src.raw(), src.nbytes());
+    return absl::OkStatus();
+  }
+
+  absl::Status Synchronize(const std::string&) override { return absl::OkStatus(); }
 
   absl::Status Run(KernelCall& call) override {
     std::vector<DType> dtypes;

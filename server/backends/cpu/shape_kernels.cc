@@ -163,20 +163,6 @@ absl::Status CopyKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
-// This backend reaches only host memory. A CUDA backend needs the dispatcher to allocate the
-// output on the destination backend (and a host-staged or peer copy between the two); until
-// then every other device is reported as absent.
-absl::Status ToDeviceKernel(KernelCall& c) {
-  const std::string device = c.attrs.GetString("device");
-  if (device != "cpu") {
-    return Error(Reason::kDeviceNotFound,
-                 absl::StrCat("to_device: no device '", device,
-                              "' on this server (the cpu backend can copy to: cpu)"),
-                 {{"op", "to_device"}, {"device", device}});
-  }
-  return CopyKernel(c);
-}
-
 template <typename To, typename From>
 To CastValue(From v) {
   if constexpr (std::is_same_v<To, bool>) {
@@ -265,7 +251,6 @@ void RegisterShapeKernels(KernelTable& t) {
   t.Add("transpose", "strided_permute", kStorage, TransposeKernel);
   t.Add("contiguous", "memcpy", kStorage, CopyKernel);
   t.Add("clone", "memcpy", kStorage, CopyKernel);
-  t.Add("to_device", "host_copy", kStorage, ToDeviceKernel);
   t.Add("assign", "strided_assign", kStorage, AssignKernel);
   RegisterShapeJoinKernels(t);
   RegisterIndexingKernels(t);

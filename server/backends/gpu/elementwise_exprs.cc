@@ -1,0 +1,183 @@
+#include "server/backends/gpu/elementwise_exprs.h"
+
+#include <map>
+
+namespace tensord::gpu {
+namespace {
+
+// One op's expressions: for float compute dtypes and for integer (and bool) ones; an empty
+// expression means the generator does not run that kind. Integer division by zero and the
+// other data-dependent errors of the CPU loops cannot be reported from a kernel, so the ops
+// that have them run on integers on the CPU only.
+struct Entry {
+  int arity;
+  std::string float_expr;
+  std::string int_expr;
+  ComputeIn compute = ComputeIn::kOutput;
+  std::vector<std::string> scalars = {};
+};
+
+// a - trunc(a / b) * b, adjusted to the divisor's sign: Python's modulo (PyTorch remainder).
+constexpr char kRemainder[] =
+    "(fmod(a, b) != (T)0 && ((b < (T)0) != (fmod(a, b) < (T)0))) ? fmod(a, b) + b : fmod(a, b)";
+constexpr char kSigmoid[] = "((T)1 / ((T)1 + exp(-a)))";
+
+const std::map<std::string, Entry>& Table() {
+  static const auto* table = new std::map<std::string, Entry>{
+      // Arithmetic (the dispatcher has promoted both operands to the output dtype).
+      {"add", {2, "a + (T)s0 * b", "a + (T)s0 * b", ComputeIn::kOutput, {"alpha"}}},
+      {"sub", {2, "a - (T)s0 * b", "a - (T)s0 * b", ComputeIn::kOutput, {"alpha"}}},
+      {"mul", {2, "a * b", "a * b"}},
+      {"div", {2, "a / b", ""}},
+      {"maximum", {2, "isnan(a) ? a : isnan(b) ? b : a > b ? a : b", "a > b ? a : b"}},
+      {"minimum", {2, "isnan(a) ? a : isnan(b) ? b : a < b ? a : b", "a < b ? a : b"}},
+      {"pow", {2, "pow(a, b)", ""}},
+      {"atan2", {2, "atan2(a, b)", ""}},
+      {"hypot", {2, "hypot(a, b)", ""}},
+      {"fmod", {2, "fmod(a, b)", ""}},
+      {"remainder", {2, kRemainder, ""}},
+      {"bitwise_and", {2, "", "a & b"}},
+      {"bitwise_or", {2, "", "a | b"}},
+      {"bitwise_xor", {2, "", "a ^ b"}},
+      {"bitwise_not", {1, "", "~a"}},
+      // Comparisons and logic compute in the operands' dtype and store bool.
+      {"eq", {2, "a == b", "a == b", ComputeIn::kInput}},
+      {"ne", {2, "a != b", "a != b", ComputeIn::kInput}},
+      {"lt", {2, "a < b", "a < b", ComputeIn::kInput}},
+      {"le", {2, "a <= b", "a <= b", ComputeIn::kInput}},
+      {"gt", {2, "a > b", "a > b", ComputeIn::kInput}},
+      {"ge", {2, "a >= b", "a >= b", ComputeIn::kInput}},
+      {"logical_and", {2, "a != (T)0 && b != (T)0", "a != 0 && b != 0", ComputeIn::kInput}},
+      {"logical_or", {2, "a != (T)0 || b != (T)0", "a != 0 || b != 0", ComputeIn::kInput}},
+      {"logical_xor", {2, "(a != (T)0) != (b != (T)0)", "(a != 0) != (b != 0)", ComputeIn::kInput}},
+      {"logical_not", {1, "a == (T)0", "a == 0", ComputeIn::kInput}},
+      {"isnan", {1, "isnan(a)", "0", ComputeIn::kInput}},
+      {"isinf", {1, "isinf(a)", "0", ComputeIn::kInput}},
+      {"isfinite", {1, "isfinite(a)", "1", ComputeIn::kInput}},
+      {"where", {3, "a != (T)0 ? b : c", "a != 0 ? b : c"}},
+      // Unary arithmetic and rounding.
+      {"neg", {1, "-a", "-a"}},
+      {"abs", {1, "fabs(a)", "a < 0 ? -a : a"}},
+      {"square", {1, "a * a", "a * a"}},
+      {"reciprocal", {1, "(T)1 / a", ""}},
+      // PyTorch's sign: NaN and -0.0 give 0.
+      {"sign", {1, "(T)(((T)0 < a) - (a < (T)0))", "(T)((0 < a) - (a < 0))"}},
+      {"floor", {1, "floor(a)", "a"}},
+      {"ceil", {1, "ceil(a)", "a"}},
+      {"trunc", {1, "trunc(a)", "a"}},
+      {"frac", {1, "a - trunc(a)", ""}},
+      // Float functions (integer inputs were given a float output dtype by the op's rule).
+      {"exp", {1, "exp(a)", ""}},
+      {"exp2", {1, "exp2(a)", ""}},
+      {"expm1", {1, "expm1(a)", ""}},
+      {"log", {1, "log(a)", ""}},
+      {"log2", {1, "log2(a)", ""}},
+      {"log10", {1, "log10(a)", ""}},
+      {"log1p", {1, "log1p(a)", ""}},
+      {"sqrt", {1, "sqrt(a)", ""}},
+      {"rsqrt", {1, "(T)1 / sqrt(a)", ""}},
+      {"sin", {1, "sin(a)", ""}},
+      {"cos", {1, "cos(a)", ""}},
+      {"tan", {1, "tan(a)", ""}},
+      {"asin", {1, "asin(a)", ""}},
+      {"acos", {1, "acos(a)", ""}},
+      {"atan", {1, "atan(a)", ""}},
+      {"sinh", {1, "sinh(a)", ""}},
+      {"cosh", {1, "cosh(a)", ""}},
+      {"asinh", {1, "asinh(a)", ""}},
+      {"acosh", {1, "acosh(a)", ""}},
+      {"atanh", {1, "atanh(a)", ""}},
+      {"erf", {1, "erf(a)", ""}},
+      {"erfc", {1, "erfc(a)", ""}},
+      {"sinc",
+       {1,
+        "a == (T)0 ? (T)1 : sin((T)3.14159265358979323846 * a) / "
+        "((T)3.14159265358979323846 * a)",
+        ""}},
+      // Activations and the internal backward ops of their rules (gradient first).
+      {"relu", {1, "a < (T)0 ? (T)0 : a", "a < 0 ? 0 : a"}},
+      {"relu_backward", {2, "b <= (T)0 ? (T)0 : a", ""}},
+      {"sigmoid", {1, kSigmoid, ""}},
+      {"sigmoid_backward", {2, "a * ((T)1 - b) * b", ""}},
+      {"tanh", {1, "tanh(a)", ""}},
+      {"tanh_backward", {2, "a * ((T)1 - b * b)", ""}},
+      {"silu", {1, "a / ((T)1 + exp(-a))", ""}},
+      {"silu_backward",
+       {2, "a * ((T)1 / ((T)1 + exp(-b))) * ((T)1 + b * ((T)1 - (T)1 / ((T)1 + exp(-b))))", ""}},
+      {"softplus",
+       {1,
+        "a * (T)s0 > (T)s1 ? a : log1p(exp(a * (T)s0)) / (T)s0",
+        "",
+        ComputeIn::kOutput,
+        {"beta", "threshold"}}},
+      {"softplus_backward",
+       {2,
+        "b * (T)s0 > (T)s1 ? a : a * exp(b * (T)s0) / (exp(b * (T)s0) + (T)1)",
+        "",
+        ComputeIn::kOutput,
+        {"beta", "threshold"}}},
+      {"leaky_relu", {1, "a > (T)0 ? a : a * (T)s0", "", ComputeIn::kOutput, {"negative_slope"}}},
+      {"leaky_relu_backward",
+       {2, "b > (T)0 ? a : a * (T)s0", "", ComputeIn::kOutput, {"negative_slope"}}},
+      {"elu", {1, "a > (T)0 ? a : (T)s0 * expm1(a)", "", ComputeIn::kOutput, {"alpha"}}},
+      {"elu_backward", {2, "b > (T)0 ? a : a * (T)s0 * exp(b)", "", ComputeIn::kOutput, {"alpha"}}},
+      {"softsign", {1, "a / ((T)1 + fabs(a))", ""}},
+      {"softsign_backward", {2, "a / (((T)1 + fabs(b)) * ((T)1 + fabs(b)))", ""}},
+      {"tanhshrink", {1, "a - tanh(a)", ""}},
+      {"tanhshrink_backward", {2, "a * tanh(b) * tanh(b)", ""}},
+  };
+  return *table;
+}
+
+constexpr char kGeluErf[] = "(T)0.5 * a * ((T)1 + erf(a * (T)0.70710678118654752440))";
+constexpr char kGeluErfBackward[] =
+    "a * ((T)0.5 * ((T)1 + erf(b * (T)0.70710678118654752440)) + "
+    "b * (T)0.39894228040143267794 * exp((T)-0.5 * b * b))";
+// tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+constexpr char kGeluTanh[] =
+    "(T)0.5 * a * ((T)1 + tanh((T)0.79788456080286535588 * (a + (T)0.044715 * a * a * a)))";
+constexpr char kGeluTanhBackward[] =
+    "a * ((T)0.5 * ((T)1 + tanh((T)0.79788456080286535588 * (b + (T)0.044715 * b * b * b))) + "
+    "(T)0.5 * b * ((T)1 - tanh((T)0.79788456080286535588 * (b + (T)0.044715 * b * b * b)) * "
+    "tanh((T)0.79788456080286535588 * (b + (T)0.044715 * b * b * b))) * "
+    "(T)0.79788456080286535588 * ((T)1 + (T)0.134145 * b * b))";
+
+}  // namespace
+
+std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attrs& attrs,
+                                               DType compute) {
+  const bool is_float = IsFloat(compute);
+  if (op == "gelu" || op == "gelu_backward") {
+    if (!is_float) return std::nullopt;
+    const bool tanh = attrs.GetString("approximate") == "tanh";
+    const bool backward = op == "gelu_backward";
+    ElementwiseExpr e;
+    e.arity = backward ? 2 : 1;
+    e.expr =
+        backward ? (tanh ? kGeluTanhBackward : kGeluErfBackward) : (tanh ? kGeluTanh : kGeluErf);
+    return e;
+  }
+  auto it = Table().find(op);
+  if (it == Table().end()) return std::nullopt;
+  const Entry& entry = it->second;
+  ElementwiseExpr e;
+  e.arity = entry.arity;
+  e.compute = entry.compute;
+  e.expr = is_float ? entry.float_expr : entry.int_expr;
+  if (e.expr.empty()) return std::nullopt;
+  // ~ on bool is logical negation (as PyTorch's bitwise_not on bool tensors).
+  if (op == "bitwise_not" && compute == DType::kBool) e.expr = "a == 0";
+  // div with a rounding mode: floats only (integer division by zero is an error on the CPU).
+  if (op == "div" && attrs.Has("rounding_mode")) {
+    const std::string mode = attrs.GetString("rounding_mode");
+    e.expr = mode == "trunc" ? "trunc(a / b)" : "floor(a / b)";
+  }
+  for (const std::string& name : entry.scalars) e.scalars.push_back(attrs.GetFloat(name));
+  return e;
+}
+
+bool HasElementwise(const std::string& op) {
+  return op == "gelu" || op == "gelu_backward" || Table().count(op) > 0;
+}
+
+}  // namespace tensord::gpu

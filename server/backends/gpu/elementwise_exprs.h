@@ -1,0 +1,40 @@
+// The elementwise ops a GPU backend generates, as expressions over their operands. One entry
+// per op serves every dtype and every dialect: the kernel source around it (kernel_source.h)
+// loads the operands in the compute type, evaluates the expression and stores the result.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/core/dtype.h"
+#include "server/ops/attrs.h"
+
+namespace tensord::gpu {
+
+// Which dtype an expression computes in.
+enum class ComputeIn {
+  kOutput,  // operands are converted to the output dtype first (arithmetic, float functions)
+  kInput,   // in the first operand's dtype, the result converted to the output's (comparisons,
+            // predicates)
+};
+
+struct ElementwiseExpr {
+  int arity = 1;  // operands a, b, c
+  // A C expression (valid in OpenCL C and CUDA C) over `a`, `b`, `c` of type `T` (the
+  // compute type) and the float attributes `s0`, `s1`, `s2` (see `scalars`).
+  std::string expr;
+  ComputeIn compute = ComputeIn::kOutput;
+  // Attribute values handed to the kernel as s0, s1, s2 (alpha, negative_slope, ...), in the
+  // compute type.
+  std::vector<double> scalars;
+};
+
+// The expression of `op` for a call computing in `compute` with these attributes, or nullopt
+// when the generator has none for it (an unknown op, or an op it runs on floats only).
+std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attrs& attrs,
+                                               DType compute);
+// Whether `op` has an expression for some attributes (capability listing).
+bool HasElementwise(const std::string& op);
+
+}  // namespace tensord::gpu

@@ -1,0 +1,78 @@
+// Renders the source of generated GPU kernels: elementwise maps (unary, binary, ternary, casts,
+// fills) over broadcast operands and reductions along dimensions. Shapes and strides are
+// run-time arguments (a geometry buffer), so one kernel serves every shape and rank of its
+// (op, dtypes): few variants, each compiled once per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/core/dtype.h"
+#include "server/core/shape.h"
+
+namespace tensord::gpu {
+
+// The C dialect a backend compiles. OpenCL C today; CUDA C (NVRTC) renders through the same
+// templates with its own qualifiers.
+struct Dialect {
+  std::string kernel;             // "__kernel void"
+  std::string global;             // "__global"
+  std::string global_id;          // "get_global_id(0)"
+  std::string int64;              // "long"
+  std::string preamble;           // what every source starts with
+  std::string fp64_enable;        // what a source using f64 adds
+  std::string as_float, as_uint;  // bit casts between float and uint32
+};
+const Dialect& OpenClDialect();
+
+// A map out[i] = expr(a, b, c) over operands loaded as `compute` (`T` in the expression).
+// Kernel arguments: out, the inputs, the geometry (int64: the coalesced output shape, then
+// each input's strides), n (elements), rank, and one scalar per `num_scalars` (as T).
+struct ElementwiseKernel {
+  std::string name;  // the kernel's function name
+  std::string expr;
+  std::vector<DType> inputs;  // storage dtypes
+  DType output = DType::kF32;
+  DType compute = DType::kF32;
+  int num_scalars = 0;
+};
+std::string RenderElementwise(const Dialect& dialect, const ElementwiseKernel& k);
+
+// A reduction out[i] = combine over the reduced index space of in. Kernel arguments: out, in,
+// the geometry (output-index shape and input strides, then reduced shape and input strides),
+// n_out, out_rank, red_rank, n_red.
+enum class Combine { kSum, kMean, kProd, kAll, kAny };
+struct ReductionKernel {
+  std::string name;
+  Combine combine = Combine::kSum;
+  DType input = DType::kF32;
+  DType output = DType::kF32;
+};
+std::string RenderReduction(const Dialect& dialect, const ReductionKernel& k);
+
+// A kernel-safe identifier part for a dtype ("f32", "bf16").
+std::string KernelDTypeName(DType d);
+
+// Operand geometry: one iteration shape and, per operand, the element strides that walk it.
+// Adjacent dimensions every operand walks contiguously are merged, so same-shape operands
+// become one flat loop whatever the rank.
+struct Geometry {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> strides;  // per operand, parallel to shape
+  // The kernel's geometry argument: shape, then each operand's strides.
+  std::vector<int64_t> Flat() const;
+};
+// Broadcasting each input shape against `out` (stride 0 along broadcast dimensions).
+Geometry BroadcastGeometry(const Shape& out, const std::vector<Shape>& inputs);
+// Explicit per-operand strides over `shape` (permute, expand).
+Geometry StridedGeometry(const Shape& shape, std::vector<std::vector<int64_t>> strides);
+// For a reduction of `in` over `dims` (normalised, ascending): the kept dimensions and the
+// reduced ones, each with the input's strides along them.
+struct ReductionGeometry {
+  Geometry kept;
+  Geometry reduced;
+};
+ReductionGeometry ReduceGeometry(const Shape& in, const std::vector<int64_t>& dims);
+
+}  // namespace tensord::gpu

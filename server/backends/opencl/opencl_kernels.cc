@@ -1,0 +1,351 @@
+#include "server/backends/opencl/opencl_kernels.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/gpu/elementwise_exprs.h"
+#include "server/backends/gpu/kernel_source.h"
+#include "server/core/status.h"
+#include "server/ops/reduction.h"
+#include "server/ops/shape_ops.h"
+
+namespace tensord::opencl {
+namespace {
+
+using gpu::ComputeIn;
+
+const std::set<std::string>& FillOps() {
+  static const auto* s =
+      new std::set<std::string>{"zeros", "ones", "full", "zeros_like", "ones_like", "full_like"};
+  return *s;
+}
+const std::set<std::string>& ViewOps() {
+  static const auto* s =
+      new std::set<std::string>{"reshape", "flatten", "squeeze", "unsqueeze", "detach"};
+  return *s;
+}
+const std::set<std::string>& CopyOps() {
+  static const auto* s = new std::set<std::string>{"permute", "transpose", "expand", "contiguous",
+                                                   "clone",   "to_dtype",  "assign"};
+  return *s;
+}
+const std::set<std::string>& ReductionOps() {
+  static const auto* s = new std::set<std::string>{"sum", "mean", "prod", "all", "any"};
+  return *s;
+}
+
+// The compute dtype of an elementwise call and its expression, or nullopt.
+struct ElementwisePlan {
+  gpu::ElementwiseExpr expr;
+  DType compute;
+};
+std::optional<ElementwisePlan> PlanElementwise(const std::string& op, const Attrs& attrs,
+                                               DType first_input, DType output) {
+  for (DType compute : {output, first_input}) {
+    std::optional<gpu::ElementwiseExpr> e = gpu::FindElementwise(op, attrs, compute);
+    if (!e) continue;
+    const DType want = e->compute == ComputeIn::kOutput ? output : first_input;
+    if (want != compute) continue;
+    return ElementwisePlan{*e, compute};
+  }
+  return std::nullopt;
+}
+
+// A buffer argument of a kernel: the tensor's block, or a device copy of a host number
+// operand (a 0-d tensor), released with the operand (OpenCL keeps it until the kernel ran).
+class Operand {
+ public:
+  static absl::StatusOr<Operand> Of(const Tensor& t, ClDevice& device) {
+    Operand o;
+    if (t.storage() != nullptr && !t.storage()->on_host()) {
+      o.mem_ = static_cast<cl_mem>(const_cast<void*>(t.raw()));
+      return o;
+    }
+    if (t.nbytes() == 0) return o;
+    ASSIGN_OR_RETURN(void* block, device.Allocate(t.nbytes()));
+    o.mem_ = static_cast<cl_mem>(block);
+    o.owned_ = true;
+    cl_int err = clEnqueueWriteBuffer(device.queue(), o.mem_, CL_TRUE, 0, t.nbytes(), t.raw(), 0,
+                                      nullptr, nullptr);
+    if (err != CL_SUCCESS) return ClError(err, "writing a number operand", device.name());
+    return o;
+  }
+  static Operand Owning(cl_mem mem) {
+    Operand o;
+    o.mem_ = mem;
+    o.owned_ = true;
+    return o;
+  }
+  Operand() = default;
+  Operand(Operand&& other) noexcept : mem_(other.mem_), owned_(other.owned_) {
+    other.owned_ = false;
+  }
+  Operand& operator=(Operand&&) = delete;
+  ~Operand() {
+    if (owned_) clReleaseMemObject(mem_);
+  }
+  const cl_mem* arg() const { return &mem_; }
+
+ private:
+  cl_mem mem_ = nullptr;
+  bool owned_ = false;
+};
+
+// Sets a kernel's arguments in order; the first failure is kept.
+class Args {
+ public:
+  explicit Args(cl_kernel k) : k_(k) {}
+  template <typename V>
+  Args& Add(const V& v) {
+    if (err_ == CL_SUCCESS) err_ = clSetKernelArg(k_, index_++, sizeof(V), &v);
+    return *this;
+  }
+  Args& AddMem(const Operand& o) {
+    if (err_ == CL_SUCCESS) err_ = clSetKernelArg(k_, index_++, sizeof(cl_mem), o.arg());
+    return *this;
+  }
+  // A scalar of the kernel's compute type T.
+  Args& AddScalar(DType compute, double v) {
+    switch (compute) {
+      case DType::kF64:
+        return Add(static_cast<cl_double>(v));
+      case DType::kI64:
+        return Add(static_cast<cl_long>(v));
+      case DType::kI32:
+      case DType::kBool:
+        return Add(static_cast<cl_int>(v));
+      default:
+        return Add(static_cast<cl_float>(v));
+    }
+  }
+  cl_int error() const { return err_; }
+
+ private:
+  cl_kernel k_;
+  cl_uint index_ = 0;
+  cl_int err_ = CL_SUCCESS;
+};
+
+std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) {
+  std::string name = absl::StrCat("td_", op);
+  for (DType d : dtypes) absl::StrAppend(&name, "_", gpu::KernelDTypeName(d));
+  return name;
+}
+
+// out[i] = expr over `inputs` walked by `geometry` (per input strides).
+absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::ElementwiseExpr& expr,
+                       DType compute, const std::vector<Tensor>& inputs,
+                       const gpu::Geometry& geometry, Tensor& out) {
+  if (out.numel() == 0) return absl::OkStatus();
+  gpu::ElementwiseKernel k;
+  k.expr = expr.expr;
+  k.output = out.dtype();
+  k.compute = compute;
+  k.num_scalars = static_cast<int>(expr.scalars.size());
+  for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
+  std::vector<DType> key = k.inputs;
+  key.push_back(k.output);
+  key.push_back(compute);
+  k.name = KernelName(op, key);
+  ASSIGN_OR_RETURN(BuiltKernel * built,
+                   device.Kernel(gpu::RenderElementwise(gpu::OpenClDialect(), k), k.name));
+  std::vector<Operand> operands;
+  operands.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+    operands.push_back(std::move(o));
+  }
+  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(geometry.Flat()));
+  Operand geometry_arg = Operand::Owning(geom);
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  absl::MutexLock lock(&built->mu);
+  Args args(built->kernel);
+  args.AddMem(out_arg);
+  for (const Operand& o : operands) args.AddMem(o);
+  args.AddMem(geometry_arg)
+      .Add(static_cast<cl_long>(out.numel()))
+      .Add(static_cast<cl_int>(geometry.shape.size()));
+  for (double v : expr.scalars) args.AddScalar(compute, v);
+  if (args.error() != CL_SUCCESS)
+    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
+  return device.Launch(built->kernel, out.numel());
+}
+
+absl::Status Copy(ClDevice& device, const std::string& op, const Tensor& in,
+                  std::vector<int64_t> strides, Tensor& out) {
+  gpu::ElementwiseExpr identity;
+  identity.expr = "a";
+  gpu::Geometry g = gpu::StridedGeometry(out.shape(), {std::move(strides)});
+  return LaunchMap(device, op, identity, in.dtype(), {in}, g, out);
+}
+
+std::vector<int64_t> PermutedStrides(const Tensor& x, const std::vector<int64_t>& perm) {
+  const std::vector<int64_t> in = ContiguousStrides(x.shape());
+  std::vector<int64_t> out(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) out[i] = in[perm[i]];
+  return out;
+}
+
+absl::StatusOr<std::vector<int64_t>> Permutation(const KernelCall& c) {
+  const Tensor& x = c.inputs[0];
+  if (c.op.name == "permute") {
+    return ops::NormalizePermutation("permute", c.attrs.GetInts("dims"), x.rank());
+  }
+  std::vector<int64_t> perm(x.rank());
+  for (int64_t d = 0; d < x.rank(); ++d) perm[d] = d;
+  if (x.rank() > 0) {
+    ASSIGN_OR_RETURN(int64_t d0,
+                     ops::WrapDim("transpose", "dim0", c.attrs.GetInt("dim0"), x.rank()));
+    ASSIGN_OR_RETURN(int64_t d1,
+                     ops::WrapDim("transpose", "dim1", c.attrs.GetInt("dim1"), x.rank()));
+    std::swap(perm[d0], perm[d1]);
+  }
+  return perm;
+}
+
+absl::Status RunCopy(KernelCall& c, ClDevice& device) {
+  const std::string& op = c.op.name;
+  if (op == "assign") {
+    Tensor target = c.inputs[0];
+    Tensor value = c.inputs[1];
+    if (value.storage() == target.storage() && value.shape() != target.shape()) {
+      // Broadcasting a tensor onto its own storage: read from a copy.
+      ASSIGN_OR_RETURN(Tensor copy, Tensor::EmptyOn(device.shared_from_this(), value.dtype(),
+                                                    value.shape(), value.device(), c.account));
+      RETURN_IF_ERROR(Copy(device, "clone", value, ContiguousStrides(value.shape()), copy));
+      value = copy;
+    }
+    if (value.storage() != target.storage()) {
+      RETURN_IF_ERROR(
+          Copy(device, "assign", value, BroadcastStrides(value.shape(), target.shape()), target));
+    }
+    target.storage()->BumpVersion();
+    c.outputs[0] = target;
+    return absl::OkStatus();
+  }
+  const Tensor& x = c.inputs[0];
+  Tensor& out = c.outputs[0];
+  if (op == "permute" || op == "transpose") {
+    ASSIGN_OR_RETURN(std::vector<int64_t> perm, Permutation(c));
+    return Copy(device, "permute", x, PermutedStrides(x, perm), out);
+  }
+  if (op == "expand") return Copy(device, op, x, BroadcastStrides(x.shape(), out.shape()), out);
+  return Copy(device, op == "to_dtype" ? "cast" : "copy", x, ContiguousStrides(x.shape()), out);
+}
+
+absl::Status RunFill(KernelCall& c, ClDevice& device) {
+  Tensor& out = c.outputs[0];
+  const std::string& op = c.op.name;
+  gpu::ElementwiseExpr fill;
+  fill.expr = "s0";
+  fill.scalars = {op.rfind("zeros", 0) == 0  ? 0.0
+                  : op.rfind("ones", 0) == 0 ? 1.0
+                                             : c.attrs.GetFloat("value")};
+  const DType compute = out.dtype();
+  return LaunchMap(device, "fill", fill, compute, {}, gpu::Geometry{}, out);
+}
+
+absl::StatusOr<std::vector<int64_t>> ReducedDims(const OpDef& op, const Attrs& attrs,
+                                                 int64_t rank) {
+  if (op.name == "prod") return SingleDimOrAll("prod", attrs, rank);
+  return ReductionDims(op.name, attrs, rank);
+}
+
+absl::Status RunReduction(KernelCall& c, ClDevice& device) {
+  const Tensor& x = c.inputs[0];
+  Tensor& out = c.outputs[0];
+  if (out.numel() == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReducedDims(c.op, c.attrs, x.rank()));
+  gpu::ReductionGeometry g = gpu::ReduceGeometry(x.shape(), dims);
+  const std::string& op = c.op.name;
+  gpu::ReductionKernel k;
+  k.combine = op == "sum"    ? gpu::Combine::kSum
+              : op == "mean" ? gpu::Combine::kMean
+              : op == "prod" ? gpu::Combine::kProd
+              : op == "all"  ? gpu::Combine::kAll
+                             : gpu::Combine::kAny;
+  k.input = x.dtype();
+  k.output = out.dtype();
+  k.name = KernelName(op, {k.input, k.output});
+  ASSIGN_OR_RETURN(BuiltKernel * built,
+                   device.Kernel(gpu::RenderReduction(gpu::OpenClDialect(), k), k.name));
+  std::vector<int64_t> flat = g.kept.Flat();
+  const std::vector<int64_t> reduced = g.reduced.Flat();
+  flat.insert(flat.end(), reduced.begin(), reduced.end());
+  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(flat));
+  Operand geometry_arg = Operand::Owning(geom);
+  ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(x, device));
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  const int64_t n_red = NumElements(g.reduced.shape);
+  absl::MutexLock lock(&built->mu);
+  Args args(built->kernel);
+  args.AddMem(out_arg)
+      .AddMem(in_arg)
+      .AddMem(geometry_arg)
+      .Add(static_cast<cl_long>(out.numel()))
+      .Add(static_cast<cl_int>(g.kept.shape.size()))
+      .Add(static_cast<cl_int>(g.reduced.shape.size()))
+      .Add(static_cast<cl_long>(x.numel() == 0 ? 0 : n_red));
+  if (args.error() != CL_SUCCESS)
+    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
+  return device.Launch(built->kernel, out.numel());
+}
+
+bool HasLowPrecision(absl::Span<const DType> dtypes) {
+  for (DType d : dtypes) {
+    if (IsLowPrecision(d)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool Implements(const OpDef& op) {
+  return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
+         CopyOps().count(op.name) || ReductionOps().count(op.name);
+}
+
+bool Supports(const KernelQuery& q, const ClDevice& device) {
+  const std::string& op = q.op.name;
+  if (!Implements(q.op)) return false;
+  for (DType d : q.dtypes) {
+    if (d == DType::kF64 && !device.has_fp64()) return false;
+  }
+  // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
+  const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op);
+  if (!storage_op && HasLowPrecision(q.dtypes)) return false;
+  if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
+  if (storage_op) return true;
+  absl::StatusOr<std::vector<TensorMeta>> outs = q.op.infer(q.inputs, *q.attrs);
+  if (!outs.ok() || outs->empty()) return false;
+  if (ReductionOps().count(op)) return true;
+  return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, (*outs)[0].dtype).has_value();
+}
+
+absl::Status Run(KernelCall& c, ClDevice& device) {
+  const std::string& op = c.op.name;
+  if (ViewOps().count(op)) {
+    c.outputs[0] = c.inputs[0].Reshaped(c.output_metas[0].shape);
+    return absl::OkStatus();
+  }
+  if (FillOps().count(op)) return RunFill(c, device);
+  if (CopyOps().count(op)) return RunCopy(c, device);
+  if (ReductionOps().count(op)) return RunReduction(c, device);
+  std::optional<ElementwisePlan> plan =
+      PlanElementwise(op, c.attrs, c.inputs[0].dtype(), c.outputs[0].dtype());
+  if (!plan) {
+    return Error(Reason::kUnsupportedOnBackend,
+                 absl::StrCat("opencl: no kernel for ", op, " on these dtypes"),
+                 {{"op", op}, {"backend", "opencl"}, {"device", device.name()}});
+  }
+  std::vector<Shape> shapes;
+  for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
+  gpu::Geometry g = gpu::BroadcastGeometry(c.outputs[0].shape(), shapes);
+  std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  return LaunchMap(device, op, plan->expr, plan->compute, inputs, g, c.outputs[0]);
+}
+
+}  // namespace tensord::opencl

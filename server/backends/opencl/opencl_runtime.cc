@@ -1,0 +1,167 @@
+#include "server/backends/opencl/opencl_runtime.h"
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+
+namespace tensord::opencl {
+namespace {
+
+std::string DeviceString(cl_device_id id, cl_device_info what) {
+  size_t size = 0;
+  if (clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  clGetDeviceInfo(id, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+std::string PlatformString(cl_platform_id id, cl_platform_info what) {
+  size_t size = 0;
+  if (clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  std::string s(size, '\0');
+  clGetPlatformInfo(id, what, size, s.data(), nullptr);
+  while (!s.empty() && s.back() == '\0') s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+absl::Status ClError(cl_int err, const std::string& what, const std::string& device) {
+  if (err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ||
+      err == CL_OUT_OF_HOST_MEMORY || err == CL_INVALID_BUFFER_SIZE) {
+    return Error(
+        Reason::kOutOfMemory,
+        absl::StrCat(device, ": out of device memory (", what, ", OpenCL error ", err, ")"),
+        {{"device", device}});
+  }
+  return Error(Reason::kInternal,
+               absl::StrCat(device, ": ", what, " failed (OpenCL error ", err, ")"),
+               {{"device", device}});
+}
+
+ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
+    : name_(std::move(name)), platform_(platform), id_(id) {
+  description_ = absl::StrCat(DeviceString(id, CL_DEVICE_NAME), ", ",
+                              PlatformString(platform, CL_PLATFORM_NAME), ", ",
+                              DeviceString(id, CL_DEVICE_VERSION));
+  vendor_ = DeviceString(id, CL_DEVICE_VENDOR);
+  cl_ulong memory = 0;
+  clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(memory), &memory, nullptr);
+  memory_bytes_ = static_cast<int64_t>(memory);
+  cl_device_fp_config fp64 = 0;
+  clGetDeviceInfo(id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr);
+  has_fp64_ = fp64 != 0;
+}
+
+ClDevice::~ClDevice() {
+  for (auto& [key, k] : kernels_) {
+    clReleaseKernel(k->kernel);
+    clReleaseProgram(k->program);
+  }
+  if (queue_) clReleaseCommandQueue(queue_);
+  if (context_) clReleaseContext(context_);
+}
+
+absl::Status ClDevice::Open() {
+  cl_int err = CL_SUCCESS;
+  context_ = clCreateContext(nullptr, 1, &id_, nullptr, nullptr, &err);
+  if (err != CL_SUCCESS) return ClError(err, "clCreateContext", name_);
+  queue_ = clCreateCommandQueue(context_, id_, 0, &err);
+  if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<void*> ClDevice::Allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  cl_int err = CL_SUCCESS;
+  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  if (err != CL_SUCCESS) {
+    return ClError(err, absl::StrCat("allocating ", bytes, " bytes"), name_);
+  }
+  return static_cast<void*>(mem);
+}
+
+void ClDevice::Free(void* block, size_t) {
+  if (block != nullptr) clReleaseMemObject(static_cast<cl_mem>(block));
+}
+
+absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& source, const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  auto it = kernels_.find(source);
+  if (it != kernels_.end()) return it->second.get();
+  auto built = std::make_unique<BuiltKernel>();
+  const char* text = source.c_str();
+  cl_int err = CL_SUCCESS;
+  built->program = clCreateProgramWithSource(context_, 1, &text, nullptr, &err);
+  if (err != CL_SUCCESS) return ClError(err, "clCreateProgramWithSource", name_);
+  err = clBuildProgram(built->program, 1, &id_, "-cl-std=CL1.2", nullptr, nullptr);
+  if (err != CL_SUCCESS) {
+    size_t size = 0;
+    clGetProgramBuildInfo(built->program, id_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
+    std::string log(size, '\0');
+    clGetProgramBuildInfo(built->program, id_, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+    clReleaseProgram(built->program);
+    return Error(Reason::kInternal,
+                 absl::StrCat(name_, ": building kernel ", name, " failed (OpenCL error ", err,
+                              "): ", log.substr(0, 2000)),
+                 {{"device", name_}});
+  }
+  built->kernel = clCreateKernel(built->program, name.c_str(), &err);
+  if (err != CL_SUCCESS) {
+    clReleaseProgram(built->program);
+    return ClError(err, absl::StrCat("clCreateKernel ", name), name_);
+  }
+  BuiltKernel* out = built.get();
+  kernels_.emplace(source, std::move(built));
+  return out;
+}
+
+int64_t ClDevice::kernels_built() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(kernels_.size());
+}
+
+absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
+  cl_int err = CL_SUCCESS;
+  // A geometry of rank 0 still needs a buffer to pass.
+  std::vector<int64_t> data = values.empty() ? std::vector<int64_t>{0} : values;
+  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                              data.size() * sizeof(int64_t), data.data(), &err);
+  if (err != CL_SUCCESS) return ClError(err, "geometry buffer", name_);
+  return mem;
+}
+
+absl::Status ClDevice::Launch(cl_kernel kernel, int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  const size_t global = static_cast<size_t>(n);
+  cl_int err =
+      clEnqueueNDRangeKernel(queue_, kernel, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return ClError(err, "clEnqueueNDRangeKernel", name_);
+  return absl::OkStatus();
+}
+
+const std::vector<std::shared_ptr<ClDevice>>& Devices() {
+  static const auto* devices = [] {
+    auto* out = new std::vector<std::shared_ptr<ClDevice>>();
+    cl_uint num_platforms = 0;
+    if (clGetPlatformIDs(0, nullptr, &num_platforms) != CL_SUCCESS || num_platforms == 0) {
+      return out;
+    }
+    std::vector<cl_platform_id> platforms(num_platforms);
+    clGetPlatformIDs(num_platforms, platforms.data(), nullptr);
+    for (cl_platform_id p : platforms) {
+      cl_uint n = 0;
+      if (clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, 0, nullptr, &n) != CL_SUCCESS || n == 0) continue;
+      std::vector<cl_device_id> ids(n);
+      clGetDeviceIDs(p, CL_DEVICE_TYPE_ALL, n, ids.data(), nullptr);
+      for (cl_device_id id : ids) {
+        auto device = std::make_shared<ClDevice>(absl::StrCat("opencl:", out->size()), p, id);
+        if (device->Open().ok()) out->push_back(std::move(device));
+      }
+    }
+    return out;
+  }();
+  return *devices;
+}
+
+}  // namespace tensord::opencl

@@ -1,0 +1,81 @@
+// The OpenCL platform as the backend uses it: the devices found (one context and one in-order
+// queue each, made once per process), their memory, and the kernels built from generated
+// source, cached per source text.
+#pragma once
+
+#include <CL/cl.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "server/core/tensor.h"
+
+namespace tensord::opencl {
+
+// An OpenCL error as a status: OUT_OF_MEMORY for allocation failures, INTERNAL otherwise,
+// naming what failed and the CL error.
+absl::Status ClError(cl_int err, const std::string& what, const std::string& device);
+
+// A kernel built once; its arguments are set and it is enqueued under `mu`, because an OpenCL
+// kernel object holds its arguments.
+struct BuiltKernel {
+  cl_program program = nullptr;
+  cl_kernel kernel = nullptr;
+  absl::Mutex mu;
+};
+
+class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevice> {
+ public:
+  ClDevice(std::string name, cl_platform_id platform, cl_device_id id);
+  ~ClDevice() override;
+  // Opens the context and queue; the device is unusable when this fails.
+  absl::Status Open();
+
+  const std::string& name() const { return name_; }
+  const std::string& description() const { return description_; }
+  const std::string& vendor() const { return vendor_; }
+  int64_t memory_bytes() const { return memory_bytes_; }
+  bool has_fp64() const { return has_fp64_; }
+  cl_command_queue queue() const { return queue_; }
+
+  // DeviceMemory: buffers of the device's context. A 0-byte block is no buffer at all.
+  absl::StatusOr<void*> Allocate(size_t bytes) override;
+  void Free(void* block, size_t bytes) override;
+
+  // The kernel `name` of `source`, built on first use. A build failure is INTERNAL with the
+  // compiler's log (a generator bug, never user input: sources come from the op table).
+  absl::StatusOr<BuiltKernel*> Kernel(const std::string& source, const std::string& name);
+  // A read-only buffer holding `values` (kernel geometry), released when the last kernel
+  // using it has run.
+  absl::StatusOr<cl_mem> Constants(const std::vector<int64_t>& values);
+  // Enqueues `kernel` over `n` work items (its arguments set by the caller under its mutex).
+  absl::Status Launch(cl_kernel kernel, int64_t n);
+
+  // Number of kernels built so far (the bench reports first-call and cached-call times).
+  int64_t kernels_built() const;
+
+ private:
+  const std::string name_;
+  cl_platform_id platform_;
+  cl_device_id id_;
+  std::string description_, vendor_;
+  int64_t memory_bytes_ = 0;
+  bool has_fp64_ = false;
+  cl_context context_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<BuiltKernel>> kernels_ ABSL_GUARDED_BY(mu_);
+};
+
+// Every OpenCL GPU/CPU/accelerator device of every platform, named opencl:0, opencl:1, ... in
+// platform order, opened once per process. Empty when there is no platform (no ICD) or none
+// opens.
+const std::vector<std::shared_ptr<ClDevice>>& Devices();
+
+}  // namespace tensord::opencl

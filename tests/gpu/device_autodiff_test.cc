@@ -1,0 +1,118 @@
+// Tensors on an accelerator device in the dispatcher: moves in both directions and their
+// gradients, mixing devices, the two autodiff failures with the device named, device memory
+// charged to the session's account, and refusals before anything is allocated.
+#include "server/core/status.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord::testing {
+namespace {
+
+const Dispatcher& D() { return DeviceDispatcher(); }
+
+TEST(DeviceAutodiff, MovesAreDifferentiableBothWays) {
+  TENSORD_REQUIRE_DEVICE(device);
+  AutodiffContext ctx(1, Checkpointing::kNone);
+  CallEnv env;
+  env.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+  Tensor x = Values(DType::kF64, {3}, {1, -2, 3});
+  x.set_autograd(MakeLeafMeta(1, 7));
+  auto on_device = D().Call("to_device", {x}, {{"device", device}}, env);
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  EXPECT_EQ((*on_device)[0].device(), device);
+  auto y = D().Call("mul", {(*on_device)[0], ScalarOperand(2.0)}, {}, env);
+  ASSERT_TRUE(y.ok()) << y.status();
+  auto back = D().Call("to_device", {(*y)[0]}, {{"device", std::string(kHostDevice)}}, env);
+  ASSERT_TRUE(back.ok()) << back.status();
+  auto loss = D().Call("sum", {(*back)[0]}, {}, env);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  EXPECT_TRUE(AllClose((*loss)[0], {4.0}));
+  auto grads = D().Backward(ctx, {(*loss)[0]}, {Tensor()}, false, env);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  ASSERT_EQ(grads->size(), 1u);
+  EXPECT_EQ((*grads)[0].grad.device(), kHostDevice);
+  EXPECT_TRUE(AllClose((*grads)[0].grad, {2.0, 2.0, 2.0}));
+}
+
+TEST(DeviceAutodiff, MixingDevicesIsDeviceMismatchNamingBoth) {
+  TENSORD_REQUIRE_DEVICE(device);
+  CallEnv env;
+  Tensor on_cpu = Values(DType::kF32, {3}, {1, 2, 3});
+  Tensor on_device = MoveTo(on_cpu, device);
+  auto r = D().Call("add", {on_cpu, on_device}, {}, env);
+  EXPECT_EQ(GetReason(r.status()), Reason::kDeviceMismatch) << r.status();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  Metadata md = GetMetadata(r.status());
+  EXPECT_EQ(md["device"], kHostDevice);
+  EXPECT_EQ(md["other_device"], device);
+  EXPECT_EQ(md["input_index"], "1");
+  // A number operand, and a 0-d tensor in host memory, join a call on any device.
+  auto with_number = D().Call("add", {on_device, ScalarOperand(1.0)}, {}, env);
+  ASSERT_TRUE(with_number.ok()) << with_number.status();
+  EXPECT_EQ((*with_number)[0].device(), device);
+  EXPECT_TRUE(AllClose(MoveTo((*with_number)[0], kHostDevice), {2, 3, 4}));
+  auto with_host_scalar = D().Call("mul", {Values(DType::kF32, {}, {3}), on_device}, {}, env);
+  ASSERT_TRUE(with_host_scalar.ok()) << with_host_scalar.status();
+  EXPECT_EQ((*with_host_scalar)[0].device(), device);
+  // A 0-d tensor on the device does not join a CPU call: its bytes are not in host memory.
+  Tensor device_scalar = MoveTo(Values(DType::kF32, {}, {3}), device);
+  EXPECT_EQ(GetReason(D().Call("mul", {on_cpu, device_scalar}, {}, env).status()),
+            Reason::kDeviceMismatch);
+}
+
+TEST(DeviceAutodiff, BothAutodiffFailuresNameTheDevice) {
+  TENSORD_REQUIRE_DEVICE(device);
+  AutodiffContext ctx(1, Checkpointing::kNone);
+  CallEnv env;
+  env.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+  Tensor x = MoveTo(Values(DType::kF32, {2}, {1, 2}), device);
+  x.set_autograd(MakeLeafMeta(1, 9));
+  // assign writes in place: not marked for autodiff while recording.
+  auto in_place = D().Call("assign", {x, ScalarOperand(0.0)}, {}, env);
+  EXPECT_EQ(GetReason(in_place.status()), Reason::kOperationNotMarkedForAutodiff);
+  EXPECT_EQ(GetMetadata(in_place.status())["device"], device);
+  ctx.Close();
+  auto closed = D().Call("exp", {x}, {}, env);
+  EXPECT_EQ(GetReason(closed.status()), Reason::kAutodiffContextNotEnabled);
+  EXPECT_EQ(GetMetadata(closed.status())["device"], device);
+  EXPECT_EQ(GetMetadata(closed.status())["context_state"], "closed");
+}
+
+TEST(DeviceAutodiff, DeviceMemoryIsChargedAndRefusalsAllocateNothing) {
+  TENSORD_REQUIRE_DEVICE(device);
+  auto account = std::make_shared<MemoryAccount>(1024);
+  CallEnv env;
+  env.account = account;
+  env.device = device;
+  {
+    auto z = D().Call("zeros", {},
+                      {{"shape", std::vector<int64_t>{16}}, {"dtype", std::string("f32")}}, env);
+    ASSERT_TRUE(z.ok()) << z.status();
+    EXPECT_EQ((*z)[0].device(), device);
+    EXPECT_EQ(account->used(), 64);
+    // Over the quota: QUOTA_EXCEEDED, nothing kept.
+    auto big = D().Call("ones", {}, {{"shape", std::vector<int64_t>{1024}}}, env);
+    EXPECT_EQ(GetReason(big.status()), Reason::kQuotaExceeded);
+    EXPECT_EQ(account->used(), 64);
+    // An op the backend lacks is refused before its output is allocated.
+    auto mm = D().Call("matmul", {(*z)[0].Reshaped({4, 4}), (*z)[0].Reshaped({4, 4})}, {}, env);
+    EXPECT_EQ(GetReason(mm.status()), Reason::kUnsupportedOnBackend);
+    EXPECT_EQ(GetMetadata(mm.status())["device"], device);
+    EXPECT_EQ(GetMetadata(mm.status())["op"], "matmul");
+    EXPECT_EQ(account->used(), 64);
+  }
+  EXPECT_EQ(account->used(), 0);
+  // A creation op's device attribute overrides the call's device.
+  env.device = kHostDevice;
+  auto there = D().Call(
+      "full", {}, {{"shape", std::vector<int64_t>{2}}, {"value", 5.0}, {"device", device}}, env);
+  ASSERT_TRUE(there.ok()) << there.status();
+  EXPECT_EQ((*there)[0].device(), device);
+  EXPECT_TRUE(AllClose(MoveTo((*there)[0], kHostDevice), {5, 5}));
+  auto nowhere = D().Call(
+      "zeros", {}, {{"shape", std::vector<int64_t>{2}}, {"device", std::string("opencl:99")}}, env);
+  EXPECT_EQ(GetReason(nowhere.status()), Reason::kDeviceNotFound);
+}
+
+}  // namespace
+}  // namespace tensord::testing

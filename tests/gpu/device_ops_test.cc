@@ -1,0 +1,241 @@
+// Every op the accelerator backend lists, forward and gradient, against the CPU backend (the
+// idea of ggml's test-backend-ops): random values, broadcasting, 0-d and empty tensors,
+// number operands, inputs made non-contiguous by a transpose first, every dtype the op takes.
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/backend.h"
+#include "server/core/status.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord::testing {
+namespace {
+
+constexpr DType kDTypes[] = {DType::kF32,  DType::kF64,  DType::kI32, DType::kI64,
+                             DType::kBool, DType::kBF16, DType::kF16};
+
+const OpDef& Def(const std::string& op) { return **OpRegistry::Builtin().Find(op); }
+
+// The ops the device's backend lists (ListOps' backends column).
+std::vector<std::string> ListedOps(const std::string& device) {
+  std::string kind;
+  for (const DeviceInfo& d : DeviceDispatcher().Devices()) {
+    if (d.name == device) kind = d.kind;
+  }
+  std::vector<std::string> out;
+  for (const OpDef* d : OpRegistry::Builtin().All()) {
+    const OpDef& def = *d;
+    const std::string& name = def.name;
+    if (def.composite || def.device_move) continue;
+    for (const std::string& k : DeviceDispatcher().BackendsFor(def)) {
+      if (k == kind) out.push_back(name);
+    }
+  }
+  return out;
+}
+
+// Values where every elementwise function is defined for most inputs; the rest give NaN or
+// inf on both devices alike.
+Tensor Input(DType dtype, Shape shape, uint32_t seed) {
+  // Random() fills the compute dtypes; 2-byte floats are rounded from f32 values.
+  if (IsLowPrecision(dtype)) {
+    return Run1("to_dtype", {Input(DType::kF32, std::move(shape), seed)},
+                {{"dtype", std::string(DTypeName(dtype))}});
+  }
+  return Random(dtype, std::move(shape), seed, IsFloat(dtype) ? -2.0 : -5.0,
+                IsFloat(dtype) ? 2.0 : 6.0);
+}
+
+// Transposed on the CPU first, so the device sees the values of a non-contiguous view.
+Tensor Transposed(DType dtype, uint32_t seed) {
+  return Run1("transpose", {Input(dtype, {4, 3}, seed)},
+              {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}});
+}
+
+// The elementwise test takes every listed op of these categories with 1 to 3 inputs.
+bool InElementwiseTest(const OpDef& def) {
+  return (def.category == "elementwise" || def.category == "activation") && def.min_inputs >= 1 &&
+         def.min_inputs <= 3;
+}
+
+// The one-input cases of the shape test, and its other ops (the coverage test reads both).
+const std::vector<std::pair<std::string, AttrMap>>& UnaryShapeCases() {
+  static const auto* cases = new std::vector<std::pair<std::string, AttrMap>>{
+      {"reshape", {{"shape", std::vector<int64_t>{4, 6}}}},
+      {"flatten", {}},
+      {"squeeze", {}},
+      {"unsqueeze", {{"dim", int64_t{1}}}},
+      {"detach", {}},
+      {"permute", {{"dims", std::vector<int64_t>{2, 0, 1}}}},
+      {"transpose", {{"dim0", int64_t{0}}, {"dim1", int64_t{2}}}},
+      {"contiguous", {}},
+      {"clone", {}},
+      {"zeros_like", {}},
+      {"ones_like", {}},
+      {"full_like", {{"value", 3.0}}},
+  };
+  return *cases;
+}
+const std::vector<std::string> kCreationOps = {"zeros", "ones", "full"};
+const std::vector<std::string> kReductionOps = {"sum", "mean", "prod", "all", "any"};
+const std::vector<std::string> kOtherShapeOps = {"expand", "to_dtype", "assign"};
+
+TEST(DeviceOps, ElementwiseMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  for (const std::string& op : ListedOps(device)) {
+    const OpDef& def = Def(op);
+    if (!InElementwiseTest(def)) continue;
+    const int n = def.min_inputs;
+    for (DType dtype : kDTypes) {
+      if (op == "where") {
+        Tensor cond = Input(DType::kBool, {3, 1, 4}, 7);
+        EXPECT_TRUE(SameOnDevice(device, op, {cond, Input(dtype, {2, 4}, 8), Input(dtype, {4}, 9)}))
+            << DTypeName(dtype);
+        continue;
+      }
+      std::vector<std::vector<Shape>> shape_sets = {std::vector<Shape>(n, Shape{3, 4}),
+                                                    std::vector<Shape>(n, Shape{}),
+                                                    std::vector<Shape>(n, Shape{0, 3})};
+      if (n == 2) {
+        shape_sets.push_back({{3, 1, 4}, {2, 4}});
+        shape_sets.push_back({{5}, {}});
+      }
+      for (const auto& shapes : shape_sets) {
+        std::vector<Tensor> in;
+        for (int i = 0; i < n; ++i) in.push_back(Input(dtype, shapes[i], 11 + i));
+        EXPECT_TRUE(SameOnDevice(device, op, in))
+            << DTypeName(dtype) << " " << ShapeToString(shapes[0]);
+      }
+      std::vector<Tensor> strided;
+      for (int i = 0; i < n; ++i) strided.push_back(Transposed(dtype, 21 + i));
+      EXPECT_TRUE(SameOnDevice(device, op, strided)) << DTypeName(dtype) << " transposed";
+      if (n == 2) {
+        EXPECT_TRUE(SameOnDevice(device, op, {Input(dtype, {2, 3}, 31), ScalarOperand(1.5)}))
+            << DTypeName(dtype) << " with a number";
+      }
+    }
+    // Gradients in f64 (the CPU's are checked numerically in tests/autodiff).
+    if (def.marking == Marking::kDifferentiable) {
+      std::vector<Tensor> in;
+      for (int i = 0; i < n; ++i) {
+        in.push_back(op == "where" && i == 0
+                         ? Input(DType::kBool, {2, 1}, 40)
+                         : Input(DType::kF64, i == 1 ? Shape{3} : Shape{2, 3}, 41 + i));
+      }
+      EXPECT_TRUE(SameGradientsOnDevice(device, op, in)) << op;
+    }
+  }
+  // What the backend refuses that the CPU runs (docs/devices.md): integer calls whose errors
+  // depend on the values (modulo by zero, negative integer powers), which a kernel cannot
+  // report yet.
+  const std::set<std::string> documented = {"fmod:i32", "fmod:i64",      "pow:i32",
+                                            "pow:i64",  "remainder:i32", "remainder:i64"};
+  EXPECT_EQ(UnsupportedCalls(), documented);
+}
+
+TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const std::vector<std::pair<std::string, AttrMap>> cases = {
+      {"add", {{"alpha", 2.5}}},
+      {"sub", {{"alpha", -0.5}}},
+      {"div", {{"rounding_mode", std::string("floor")}}},
+      {"div", {{"rounding_mode", std::string("trunc")}}},
+      {"gelu", {{"approximate", std::string("tanh")}}},
+      {"softplus", {{"beta", 2.0}, {"threshold", 1.0}}},
+      {"leaky_relu", {{"negative_slope", 0.2}}},
+      {"elu", {{"alpha", 0.7}}},
+  };
+  for (const auto& [op, attrs] : cases) {
+    const int n = Def(op).min_inputs;
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      std::vector<Tensor> in;
+      for (int i = 0; i < n; ++i) in.push_back(Input(dtype, {3, 4}, 50 + i));
+      EXPECT_TRUE(SameOnDevice(device, op, in, attrs)) << op;
+      if (dtype == DType::kF64) EXPECT_TRUE(SameGradientsOnDevice(device, op, in, attrs)) << op;
+    }
+  }
+  // Integer division with a rounding mode runs on the CPU only: its division by zero is an
+  // error there, which a kernel cannot report.
+  Tensor a = MoveTo(Input(DType::kI64, {3}, 60), device),
+         b = MoveTo(Input(DType::kI64, {3}, 61), device);
+  CallEnv env;
+  auto r = DeviceDispatcher().Call("div", {a, b}, {{"rounding_mode", std::string("floor")}}, env);
+  EXPECT_EQ(GetReason(r.status()), Reason::kUnsupportedOnBackend);
+  EXPECT_EQ(GetMetadata(r.status())["device"], device);
+  EXPECT_EQ(GetMetadata(r.status())["op"], "div");
+}
+
+TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const AttrMap none;
+  for (DType dtype : kDTypes) {
+    Tensor x = Input(dtype, {2, 3, 4}, 70);
+    for (const auto& [op, attrs] : UnaryShapeCases()) {
+      EXPECT_TRUE(SameOnDevice(device, op, {x}, attrs)) << op << " " << DTypeName(dtype);
+    }
+    EXPECT_TRUE(SameOnDevice(device, "expand", {Input(dtype, {3, 1}, 71)},
+                             {{"size", std::vector<int64_t>{2, 3, 5}}}));
+    for (DType to : kDTypes) {
+      EXPECT_TRUE(SameOnDevice(device, "to_dtype", {x}, {{"dtype", std::string(DTypeName(to))}}))
+          << DTypeName(dtype) << " -> " << DTypeName(to);
+    }
+    for (const std::string& op : kCreationOps) {
+      AttrMap attrs = {{"shape", std::vector<int64_t>{2, 3}},
+                       {"dtype", std::string(DTypeName(dtype))}};
+      if (op == "full") attrs["value"] = 1.0;
+      EXPECT_TRUE(SameOnDevice(device, op, {}, attrs)) << op;
+    }
+    for (const std::string& op : kReductionOps) {
+      const std::string& name = op;
+      std::vector<AttrMap> variants = {none, {{"keepdim", true}}};
+      if (name == "prod") {
+        variants.push_back({{"dim", int64_t{1}}});
+      } else {
+        variants.push_back({{"dim", std::vector<int64_t>{0, 2}}});
+        variants.push_back({{"dim", std::vector<int64_t>{-1}}, {"keepdim", true}});
+      }
+      for (const AttrMap& attrs : variants) {
+        EXPECT_TRUE(SameOnDevice(device, op, {x}, attrs, 4)) << op << " " << DTypeName(dtype);
+        EXPECT_TRUE(SameOnDevice(device, op, {Input(dtype, {0, 3}, 72)}, attrs)) << op << " empty";
+      }
+    }
+  }
+  Tensor target = MoveTo(Input(DType::kF32, {2, 3}, 80), device);
+  CallEnv env;
+  env.no_grad = true;
+  auto assigned = DeviceDispatcher().Call(
+      "assign", {target, MoveTo(Input(DType::kI64, {3}, 81), device)}, {}, env);
+  ASSERT_TRUE(assigned.ok()) << assigned.status();
+  EXPECT_EQ((*assigned)[0].storage(), target.storage());
+  EXPECT_EQ(target.storage()->version(), 1u);
+  Tensor expected = Run1(
+      "expand", {Run1("to_dtype", {Input(DType::kI64, {3}, 81)}, {{"dtype", std::string("f32")}})},
+      {{"size", std::vector<int64_t>{2, 3}}});
+  EXPECT_TRUE(AllClose(MoveTo(target, kHostDevice), expected));
+  // Gradients of reductions and views, f64.
+  for (const auto& [op, attrs] : std::vector<std::pair<std::string, AttrMap>>{
+           {"sum", {{"dim", std::vector<int64_t>{1}}}},
+           {"mean", none},
+           {"permute", {{"dims", std::vector<int64_t>{1, 0}}}},
+           {"expand", {{"size", std::vector<int64_t>{4, 2, 3}}}}}) {
+    EXPECT_TRUE(SameGradientsOnDevice(device, op, {Input(DType::kF64, {2, 3}, 90)}, attrs)) << op;
+  }
+}
+
+TEST(DeviceOps, EveryListedOpIsCovered) {
+  TENSORD_REQUIRE_DEVICE(device);
+  std::set<std::string> shape_test(kCreationOps.begin(), kCreationOps.end());
+  shape_test.insert(kReductionOps.begin(), kReductionOps.end());
+  shape_test.insert(kOtherShapeOps.begin(), kOtherShapeOps.end());
+  for (const auto& [op, attrs] : UnaryShapeCases()) shape_test.insert(op);
+  for (const std::string& op : ListedOps(device)) {
+    const OpDef& def = Def(op);
+    if (def.internal) continue;  // reached through the backward rules of the ops above
+    EXPECT_TRUE(InElementwiseTest(def) || shape_test.count(op))
+        << op << " is listed for " << device << " but not tested";
+  }
+}
+
+}  // namespace
+}  // namespace tensord::testing

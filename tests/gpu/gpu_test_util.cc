@@ -1,0 +1,187 @@
+#include "tests/gpu/gpu_test_util.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <map>
+
+#include "server/backends/registered_backends.h"
+#include "server/core/status.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord::testing {
+
+const Dispatcher& DeviceDispatcher() {
+  static const Dispatcher* d = new Dispatcher(OpRegistry::Builtin(), MakeBackends());
+  return *d;
+}
+
+std::string DeviceUnderTest() {
+  if (const char* env = std::getenv("TENSORD_TEST_GPU_DEVICE")) return env;
+  for (const DeviceInfo& d : DeviceDispatcher().Devices()) {
+    if (d.name != kHostDevice) return d.name;
+  }
+  return "";
+}
+
+Tensor MoveTo(const Tensor& t, const std::string& device) {
+  CallEnv env;
+  env.no_grad = true;
+  auto out = DeviceDispatcher().Call("to_device", {t}, {{"device", device}}, env);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Tensor();
+}
+
+Tolerance ToleranceFor(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return {2e-5, 1e-5};
+    case DType::kF64:
+      return {1e-12, 1e-12};
+    case DType::kBF16:
+      return {1.6e-2, 1e-2};
+    case DType::kF16:
+      return {2e-3, 1e-3};
+    default:
+      return {0, 0};
+  }
+}
+
+namespace {
+
+// Number operands (0-d host tensors) join a device call as they are; tensors are moved.
+std::vector<Tensor> Moved(const std::vector<Tensor>& inputs, const std::string& device) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : inputs) out.push_back(t.wrapped_number() ? t : MoveTo(t, device));
+  return out;
+}
+
+::testing::AssertionResult Compare(const std::string& what, const Tensor& on_device,
+                                   const Tensor& on_cpu, double loose) {
+  if (on_device.dtype() != on_cpu.dtype() || on_device.shape() != on_cpu.shape()) {
+    return ::testing::AssertionFailure()
+           << what << ": device gives " << DTypeName(on_device.dtype()) << " "
+           << ShapeToString(on_device.shape()) << ", cpu " << DTypeName(on_cpu.dtype()) << " "
+           << ShapeToString(on_cpu.shape());
+  }
+  Tensor back = MoveTo(on_device, kHostDevice);
+  const Tolerance tol = ToleranceFor(on_cpu.dtype());
+  ::testing::AssertionResult r = AllClose(back, on_cpu, tol.rtol * loose, tol.atol * loose);
+  if (!r) return ::testing::AssertionFailure() << what << ": " << r.message();
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+std::set<std::string>& UnsupportedCalls() {
+  static auto* s = new std::set<std::string>();
+  return *s;
+}
+
+::testing::AssertionResult SameOnDevice(const std::string& device, const std::string& op,
+                                        const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                                        double loose) {
+  CallEnv cpu_env, device_env;
+  cpu_env.no_grad = device_env.no_grad = true;
+  device_env.device = device;
+  auto on_cpu = DeviceDispatcher().Call(op, inputs, attrs, cpu_env);
+  auto on_device = DeviceDispatcher().Call(op, Moved(inputs, device), attrs, device_env);
+  if (!on_device.ok() && GetReason(on_device.status()) == Reason::kUnsupportedOnBackend) {
+    UnsupportedCalls().insert(
+        absl::StrCat(op, ":", inputs.empty() ? "-" : DTypeName(inputs[0].dtype())));
+    return ::testing::AssertionSuccess();
+  }
+  if (!on_cpu.ok() || !on_device.ok()) {
+    if (!on_cpu.ok() && !on_device.ok() &&
+        GetReason(on_cpu.status()) == GetReason(on_device.status())) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << op << ": cpu " << on_cpu.status() << " / " << device << " " << on_device.status();
+  }
+  if (on_cpu->size() != on_device->size()) {
+    return ::testing::AssertionFailure() << op << ": output counts differ";
+  }
+  for (size_t k = 0; k < on_cpu->size(); ++k) {
+    if ((*on_device)[k].device() != device) {
+      return ::testing::AssertionFailure() << op << ": output " << k << " is on "
+                                           << (*on_device)[k].device() << ", not " << device;
+    }
+    auto r = Compare(absl::StrCat(op, " output ", k), (*on_device)[k], (*on_cpu)[k], loose);
+    if (!r) return r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+namespace {
+
+struct Gradients {
+  absl::Status status;
+  std::map<uint64_t, Tensor> by_leaf;
+};
+
+Gradients Backward(const std::string& op, const std::vector<Tensor>& inputs, const AttrMap& attrs,
+                   const std::string& device) {
+  AutodiffContext ctx(1, Checkpointing::kNone);
+  CallEnv env;
+  env.device = device;
+  env.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+  std::vector<Tensor> args = device == kHostDevice ? inputs : Moved(inputs, device);
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (IsFloat(args[i].dtype()) && !args[i].wrapped_number()) {
+      args[i].set_autograd(MakeLeafMeta(1, 100 + i));
+    }
+  }
+  Gradients g;
+  auto outs = DeviceDispatcher().Call(op, args, attrs, env);
+  if (!outs.ok()) {
+    g.status = outs.status();
+    return g;
+  }
+  std::vector<Tensor> roots, seeds;
+  for (size_t k = 0; k < outs->size(); ++k) {
+    const Tensor& y = (*outs)[k];
+    if (!y.autograd()) continue;
+    Tensor w = Random(y.dtype(), y.shape(), 1234 + k, -1, 1);
+    roots.push_back(y);
+    seeds.push_back(device == kHostDevice ? w : MoveTo(w, device));
+  }
+  auto grads = DeviceDispatcher().Backward(ctx, roots, seeds, false, env);
+  if (!grads.ok()) {
+    g.status = grads.status();
+    return g;
+  }
+  for (const LeafGradient& lg : *grads) g.by_leaf[lg.leaf->tensor_id] = lg.grad;
+  return g;
+}
+
+}  // namespace
+
+::testing::AssertionResult SameGradientsOnDevice(const std::string& device, const std::string& op,
+                                                 const std::vector<Tensor>& inputs,
+                                                 const AttrMap& attrs, double loose) {
+  Gradients cpu = Backward(op, inputs, attrs, kHostDevice);
+  Gradients dev = Backward(op, inputs, attrs, device);
+  if (!cpu.status.ok() || !dev.status.ok()) {
+    if (GetReason(cpu.status) == GetReason(dev.status) && !cpu.status.ok()) {
+      return ::testing::AssertionSuccess();
+    }
+    return ::testing::AssertionFailure()
+           << op << " backward: cpu " << cpu.status << " / " << device << " " << dev.status;
+  }
+  for (const auto& [leaf, grad] : cpu.by_leaf) {
+    auto it = dev.by_leaf.find(leaf);
+    if (it == dev.by_leaf.end()) {
+      return ::testing::AssertionFailure()
+             << op << ": no gradient on " << device << " for input " << leaf - 100;
+    }
+    if (it->second.device() != device) {
+      return ::testing::AssertionFailure()
+             << op << ": gradient of input " << leaf - 100 << " is on " << it->second.device();
+    }
+    auto r = Compare(absl::StrCat(op, " gradient of input ", leaf - 100), it->second, grad, loose);
+    if (!r) return r;
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace tensord::testing

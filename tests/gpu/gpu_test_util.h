@@ -1,0 +1,55 @@
+// Helpers of the GPU backend tests: a dispatcher over every backend of the build, the device
+// under test, moves, and comparisons of a call on the device with the same call on the CPU.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/dispatch/dispatcher.h"
+
+namespace tensord::testing {
+
+// Every backend this build has, over the built-in op table.
+const Dispatcher& DeviceDispatcher();
+// The accelerator device the tests run on: $TENSORD_TEST_GPU_DEVICE, else the first
+// non-CPU device; "" when there is none.
+std::string DeviceUnderTest();
+// Skips the test on a machine without an accelerator, unless $TENSORD_REQUIRE_GPU is set
+// (CI sets it: there the device must exist, and its absence fails).
+#define TENSORD_REQUIRE_DEVICE(device)                                                    \
+  const std::string device = ::tensord::testing::DeviceUnderTest();                       \
+  if (device.empty()) {                                                                   \
+    if (std::getenv("TENSORD_REQUIRE_GPU") != nullptr) FAIL() << "no accelerator device"; \
+    GTEST_SKIP() << "no accelerator device on this machine";                              \
+  }
+
+Tensor MoveTo(const Tensor& t, const std::string& device);
+
+// Tolerances by dtype: exact for integers and bool, a few ulps of the dtype for floats.
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+Tolerance ToleranceFor(DType dtype);
+
+// Calls the device's backend refused with UNSUPPORTED_ON_BACKEND that the CPU runs, as
+// "op:dtype" of the first input: the tests compare them with the documented gaps.
+std::set<std::string>& UnsupportedCalls();
+
+// Runs `op` on the CPU and on `device` (inputs moved there) and compares: the same error
+// reason, or outputs of the same dtype and shape with values within tolerance. A refusal by
+// the device (UNSUPPORTED_ON_BACKEND) is recorded in UnsupportedCalls() instead. `loose` widens
+// float tolerances (functions whose device library differs by more than a few ulps).
+::testing::AssertionResult SameOnDevice(const std::string& device, const std::string& op,
+                                        const std::vector<Tensor>& inputs,
+                                        const AttrMap& attrs = {}, double loose = 1);
+
+// Forward under autodiff and backward (seeded with the same random weights) on the CPU and on
+// `device`; the gradients of every float input must agree within tolerance.
+::testing::AssertionResult SameGradientsOnDevice(const std::string& device, const std::string& op,
+                                                 const std::vector<Tensor>& inputs,
+                                                 const AttrMap& attrs = {}, double loose = 1);
+
+}  // namespace tensord::testing
