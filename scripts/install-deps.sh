@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
-  libdnnl-dev ocl-icd-opencl-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+  libdnnl-dev ocl-icd-opencl-dev libclblast-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
 )
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch

@@ -80,6 +80,7 @@ const std::vector<std::pair<std::string, AttrMap>>& UnaryShapeCases() {
 const std::vector<std::string> kCreationOps = {"zeros", "ones", "full"};
 const std::vector<std::string> kReductionOps = {"sum", "mean", "prod", "all", "any"};
 const std::vector<std::string> kOtherShapeOps = {"expand", "to_dtype", "assign"};
+const std::vector<std::string> kProductOps = {"mm", "bmm", "matmul", "linear"};
 
 TEST(DeviceOps, ElementwiseMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
@@ -223,11 +224,46 @@ TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {
   }
 }
 
+TEST(DeviceOps, MatrixProductsMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const std::vector<std::pair<std::string, std::vector<Shape>>> cases = {
+      {"mm", {{3, 4}, {4, 5}}},
+      {"mm", {{3, 0}, {0, 5}}},
+      {"bmm", {{2, 3, 4}, {2, 4, 5}}},
+      {"matmul", {{4}, {4}}},
+      {"matmul", {{3, 4}, {4}}},
+      {"matmul", {{4}, {4, 5}}},
+      {"matmul", {{2, 3, 4}, {4, 5}}},
+      {"matmul", {{3, 4}, {2, 4, 5}}},
+      {"matmul", {{2, 2, 3, 4}, {2, 2, 4, 5}}},
+      {"matmul", {{2, 1, 3, 4}, {3, 4, 5}}},
+      {"linear", {{2, 3}, {5, 3}, {5}}},
+      {"linear", {{4, 2, 3}, {5, 3}}},
+  };
+  UnsupportedCalls().clear();
+  for (const auto& [op, shapes] : cases) {
+    for (DType dtype : kDTypes) {
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < shapes.size(); ++i) in.push_back(Input(dtype, shapes[i], 100 + i));
+      // Sums of products: a few ulps per term.
+      EXPECT_TRUE(SameOnDevice(device, op, in, {}, 8))
+          << op << " " << DTypeName(dtype) << " " << ShapeToString(shapes[0]);
+      if (dtype == DType::kF64) EXPECT_TRUE(SameGradientsOnDevice(device, op, in, {}, 8)) << op;
+    }
+  }
+  // Batch dimensions broadcast only in part ([2, 1] against [3]) run on the CPU only
+  // (docs/devices.md).
+  const std::set<std::string> documented = {"matmul:bf16", "matmul:f16", "matmul:f32",
+                                            "matmul:f64"};
+  EXPECT_EQ(UnsupportedCalls(), documented);
+}
+
 TEST(DeviceOps, EveryListedOpIsCovered) {
   TENSORD_REQUIRE_DEVICE(device);
   std::set<std::string> shape_test(kCreationOps.begin(), kCreationOps.end());
   shape_test.insert(kReductionOps.begin(), kReductionOps.end());
   shape_test.insert(kOtherShapeOps.begin(), kOtherShapeOps.end());
+  shape_test.insert(kProductOps.begin(), kProductOps.end());
   for (const auto& [op, attrs] : UnaryShapeCases()) shape_test.insert(op);
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);

@@ -47,7 +47,8 @@ std::set<std::string>& UnsupportedCalls();
                                         const AttrMap& attrs = {}, double loose = 1);
 
 // Forward under autodiff and backward (seeded with the same random weights) on the CPU and on
-// `device`; the gradients of every float input must agree within tolerance.
+// `device`; the gradients of every float input must agree within tolerance (a refusal by the
+// device is recorded as in SameOnDevice).
 ::testing::AssertionResult SameGradientsOnDevice(const std::string& device, const std::string& op,
                                                  const std::vector<Tensor>& inputs,
                                                  const AttrMap& attrs = {}, double loose = 1);

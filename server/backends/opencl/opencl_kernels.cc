@@ -8,6 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/kernel_source.h"
+#include "server/backends/opencl/opencl_elementwise.h"
+#include "server/backends/opencl/opencl_linalg.h"
 #include "server/core/status.h"
 #include "server/ops/reduction.h"
 #include "server/ops/shape_ops.h"
@@ -52,134 +54,6 @@ std::optional<ElementwisePlan> PlanElementwise(const std::string& op, const Attr
     return ElementwisePlan{*e, compute};
   }
   return std::nullopt;
-}
-
-// A buffer argument of a kernel: the tensor's block, or a device copy of a host number
-// operand (a 0-d tensor), released with the operand (OpenCL keeps it until the kernel ran).
-class Operand {
- public:
-  static absl::StatusOr<Operand> Of(const Tensor& t, ClDevice& device) {
-    Operand o;
-    if (t.storage() != nullptr && !t.storage()->on_host()) {
-      o.mem_ = static_cast<cl_mem>(const_cast<void*>(t.raw()));
-      return o;
-    }
-    if (t.nbytes() == 0) return o;
-    ASSIGN_OR_RETURN(void* block, device.Allocate(t.nbytes()));
-    o.mem_ = static_cast<cl_mem>(block);
-    o.owned_ = true;
-    cl_int err = clEnqueueWriteBuffer(device.queue(), o.mem_, CL_TRUE, 0, t.nbytes(), t.raw(), 0,
-                                      nullptr, nullptr);
-    if (err != CL_SUCCESS) return ClError(err, "writing a number operand", device.name());
-    return o;
-  }
-  static Operand Owning(cl_mem mem) {
-    Operand o;
-    o.mem_ = mem;
-    o.owned_ = true;
-    return o;
-  }
-  Operand() = default;
-  Operand(Operand&& other) noexcept : mem_(other.mem_), owned_(other.owned_) {
-    other.owned_ = false;
-  }
-  Operand& operator=(Operand&&) = delete;
-  ~Operand() {
-    if (owned_) clReleaseMemObject(mem_);
-  }
-  const cl_mem* arg() const { return &mem_; }
-
- private:
-  cl_mem mem_ = nullptr;
-  bool owned_ = false;
-};
-
-// Sets a kernel's arguments in order; the first failure is kept.
-class Args {
- public:
-  explicit Args(cl_kernel k) : k_(k) {}
-  template <typename V>
-  Args& Add(const V& v) {
-    if (err_ == CL_SUCCESS) err_ = clSetKernelArg(k_, index_++, sizeof(V), &v);
-    return *this;
-  }
-  Args& AddMem(const Operand& o) {
-    if (err_ == CL_SUCCESS) err_ = clSetKernelArg(k_, index_++, sizeof(cl_mem), o.arg());
-    return *this;
-  }
-  // A scalar of the kernel's compute type T.
-  Args& AddScalar(DType compute, double v) {
-    switch (compute) {
-      case DType::kF64:
-        return Add(static_cast<cl_double>(v));
-      case DType::kI64:
-        return Add(static_cast<cl_long>(v));
-      case DType::kI32:
-      case DType::kBool:
-        return Add(static_cast<cl_int>(v));
-      default:
-        return Add(static_cast<cl_float>(v));
-    }
-  }
-  cl_int error() const { return err_; }
-
- private:
-  cl_kernel k_;
-  cl_uint index_ = 0;
-  cl_int err_ = CL_SUCCESS;
-};
-
-std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) {
-  std::string name = absl::StrCat("td_", op);
-  for (DType d : dtypes) absl::StrAppend(&name, "_", gpu::KernelDTypeName(d));
-  return name;
-}
-
-// out[i] = expr over `inputs` walked by `geometry` (per input strides).
-absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::ElementwiseExpr& expr,
-                       DType compute, const std::vector<Tensor>& inputs,
-                       const gpu::Geometry& geometry, Tensor& out) {
-  if (out.numel() == 0) return absl::OkStatus();
-  gpu::ElementwiseKernel k;
-  k.expr = expr.expr;
-  k.output = out.dtype();
-  k.compute = compute;
-  k.num_scalars = static_cast<int>(expr.scalars.size());
-  for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
-  std::vector<DType> key = k.inputs;
-  key.push_back(k.output);
-  key.push_back(compute);
-  k.name = KernelName(op, key);
-  ASSIGN_OR_RETURN(BuiltKernel * built,
-                   device.Kernel(gpu::RenderElementwise(gpu::OpenClDialect(), k), k.name));
-  std::vector<Operand> operands;
-  operands.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
-    operands.push_back(std::move(o));
-  }
-  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(geometry.Flat()));
-  Operand geometry_arg = Operand::Owning(geom);
-  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg);
-  for (const Operand& o : operands) args.AddMem(o);
-  args.AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(out.numel()))
-      .Add(static_cast<cl_int>(geometry.shape.size()));
-  for (double v : expr.scalars) args.AddScalar(compute, v);
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
-  return device.Launch(built->kernel, out.numel());
-}
-
-absl::Status Copy(ClDevice& device, const std::string& op, const Tensor& in,
-                  std::vector<int64_t> strides, Tensor& out) {
-  gpu::ElementwiseExpr identity;
-  identity.expr = "a";
-  gpu::Geometry g = gpu::StridedGeometry(out.shape(), {std::move(strides)});
-  return LaunchMap(device, op, identity, in.dtype(), {in}, g, out);
 }
 
 std::vector<int64_t> PermutedStrides(const Tensor& x, const std::vector<int64_t>& perm) {
@@ -237,15 +111,11 @@ absl::Status RunCopy(KernelCall& c, ClDevice& device) {
 }
 
 absl::Status RunFill(KernelCall& c, ClDevice& device) {
-  Tensor& out = c.outputs[0];
   const std::string& op = c.op.name;
-  gpu::ElementwiseExpr fill;
-  fill.expr = "s0";
-  fill.scalars = {op.rfind("zeros", 0) == 0  ? 0.0
-                  : op.rfind("ones", 0) == 0 ? 1.0
-                                             : c.attrs.GetFloat("value")};
-  const DType compute = out.dtype();
-  return LaunchMap(device, "fill", fill, compute, {}, gpu::Geometry{}, out);
+  const double value = op.rfind("zeros", 0) == 0  ? 0.0
+                       : op.rfind("ones", 0) == 0 ? 1.0
+                                                  : c.attrs.GetFloat("value");
+  return Fill(device, value, c.outputs[0]);
 }
 
 absl::StatusOr<std::vector<int64_t>> ReducedDims(const OpDef& op, const Attrs& attrs,
@@ -305,7 +175,7 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
-         CopyOps().count(op.name) || ReductionOps().count(op.name);
+         CopyOps().count(op.name) || ReductionOps().count(op.name) || IsProduct(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -322,6 +192,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   absl::StatusOr<std::vector<TensorMeta>> outs = q.op.infer(q.inputs, *q.attrs);
   if (!outs.ok() || outs->empty()) return false;
   if (ReductionOps().count(op)) return true;
+  if (IsProduct(op)) return SupportsProduct(q);
   return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, (*outs)[0].dtype).has_value();
 }
 
@@ -334,6 +205,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (FillOps().count(op)) return RunFill(c, device);
   if (CopyOps().count(op)) return RunCopy(c, device);
   if (ReductionOps().count(op)) return RunReduction(c, device);
+  if (IsProduct(op)) return RunProduct(c, device);
   std::optional<ElementwisePlan> plan =
       PlanElementwise(op, c.attrs, c.inputs[0].dtype(), c.outputs[0].dtype());
   if (!plan) {

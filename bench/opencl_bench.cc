@@ -1,0 +1,135 @@
+// OpenCL backend benchmark, all in one process. Prints:
+//   1. GEMM n x n (f32) through the dispatcher on opencl:0 vs CLBlast called directly on the
+//      same device and queue (target ratio >= 0.9);
+//   2. an MLP training step (linear-relu-linear, MSE, backward) on opencl:0 and on the CPU;
+//   3. the kernel cache: the first call of an op in the process (kernel compiled, or loaded
+//      from the driver's disk cache) vs later calls (in memory).
+// On PoCL (OpenCL on the CPU) the figures say what tensord adds to the device's own work, not
+// how fast a GPU is. Usage: opencl_bench [--quick]
+#include <clblast.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "server/backends/opencl/opencl_runtime.h"
+#include "server/backends/registered_backends.h"
+#include "server/core/status.h"
+#include "server/dispatch/dispatcher.h"
+
+namespace tensord {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double MedianSeconds(int warmup, int reps, const std::function<void()>& fn) {
+  for (int i = 0; i < warmup; ++i) fn();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    auto a = Clock::now();
+    fn();
+    t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+Tensor Filled(const Dispatcher& d, const std::string& device, Shape shape, double v) {
+  CallEnv env;
+  env.device = device;
+  env.no_grad = true;
+  return d.Call("full", {}, {{"shape", shape}, {"value", v}}, env).value()[0];
+}
+
+void Sync(const Dispatcher& d, const std::string& device) {
+  d.BackendFor(device).value()->Synchronize(device).IgnoreError();
+}
+
+int Main(bool quick) {
+  Dispatcher d(OpRegistry::Builtin(), MakeBackends());
+  const std::string dev = "opencl:0";
+  if (!d.BackendFor(dev).ok()) {
+    std::printf("opencl_bench: no %s on this machine\n", dev.c_str());
+    return 1;
+  }
+  std::shared_ptr<opencl::ClDevice> cl = opencl::Devices()[0];
+  CallEnv env;
+  env.device = dev;
+  env.no_grad = true;
+
+  // 3 first: the first mm of the process compiles (or loads) CLBlast's kernels.
+  const int64_t small = 64;
+  Tensor sa = Filled(d, dev, {small, small}, 1), sb = Filled(d, dev, {small, small}, 2);
+  auto t0 = Clock::now();
+  d.Call("atan2", {sa, sb}, {}, env).value();
+  Sync(d, dev);
+  const double first = std::chrono::duration<double>(Clock::now() - t0).count();
+  const double cached = MedianSeconds(2, 20, [&] {
+    d.Call("atan2", {sa, sb}, {}, env).value();
+    Sync(d, dev);
+  });
+  std::printf("kernel cache: first call %.1f ms, cached call %.3f ms (%.0fx)\n", first * 1e3,
+              cached * 1e3, first / cached);
+
+  for (int64_t n : quick ? std::vector<int64_t>{128} : std::vector<int64_t>{256, 512}) {
+    Tensor a = Filled(d, dev, {n, n}, 0.5), b = Filled(d, dev, {n, n}, 0.25);
+    Tensor c = Filled(d, dev, {n, n}, 0);
+    const int reps = quick ? 3 : 9;
+    const double ours = MedianSeconds(1, reps, [&] {
+      d.Call("mm", {a, b}, {}, env).value();
+      Sync(d, dev);
+    });
+    cl_command_queue q = cl->queue();
+    const double direct = MedianSeconds(1, reps, [&] {
+      clblast::Gemm<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo,
+                           clblast::Transpose::kNo, n, n, n, 1.0f,
+                           static_cast<cl_mem>(const_cast<void*>(a.raw())), 0, n,
+                           static_cast<cl_mem>(const_cast<void*>(b.raw())), 0, n, 0.0f,
+                           static_cast<cl_mem>(c.raw()), 0, n, &q);
+      clFinish(q);
+    });
+    const double gflops = 2.0 * n * n * n / ours / 1e9;
+    std::printf(
+        "gemm %lldx%lld f32: tensord %.2f ms (%.1f GFLOP/s), CLBlast direct %.2f ms, "
+        "ratio %.2f (target >= 0.9)\n",
+        static_cast<long long>(n), static_cast<long long>(n), ours * 1e3, gflops, direct * 1e3,
+        direct / ours);
+  }
+
+  // 2. MLP step: x[b, 64] -> 128 -> 1.
+  const int64_t batch = quick ? 32 : 256;
+  for (const std::string device : {dev, std::string(kHostDevice)}) {
+    Tensor x = Filled(d, device, {batch, 64}, 0.1), y = Filled(d, device, {batch, 1}, 0.5);
+    Tensor w1 = Filled(d, device, {128, 64}, 0.01), b1 = Filled(d, device, {128}, 0);
+    Tensor w2 = Filled(d, device, {1, 128}, 0.01), b2 = Filled(d, device, {1}, 0);
+    const double step = MedianSeconds(1, quick ? 3 : 9, [&] {
+      AutodiffContext ctx(1, Checkpointing::kNone);
+      CallEnv train;
+      train.device = device;
+      train.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+      std::vector<Tensor> p = {w1, b1, w2, b2};
+      for (size_t i = 0; i < p.size(); ++i) p[i].set_autograd(MakeLeafMeta(1, 10 + i));
+      Tensor h =
+          d.Call("relu", {d.Call("linear", {x, p[0], p[1]}, {}, train).value()[0]}, {}, train)
+              .value()[0];
+      Tensor out = d.Call("linear", {h, p[2], p[3]}, {}, train).value()[0];
+      Tensor loss = d.Call("mse_loss", {out, y}, {}, train).value()[0];
+      d.Backward(ctx, {loss}, {Tensor()}, false, train).value();
+      Sync(d, device);
+    });
+    std::printf("mlp step (batch %lld, 64-128-1, forward + backward) on %s: %.2f ms\n",
+                static_cast<long long>(batch), device.c_str(), step * 1e3);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tensord
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  return tensord::Main(quick);
+}

@@ -1,0 +1,74 @@
+#include "server/backends/opencl/opencl_elementwise.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::opencl {
+
+std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) {
+  std::string name = absl::StrCat("td_", op);
+  for (DType d : dtypes) absl::StrAppend(&name, "_", gpu::KernelDTypeName(d));
+  return name;
+}
+
+// out[i] = expr over `inputs` walked by `geometry` (per input strides).
+absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::ElementwiseExpr& expr,
+                       DType compute, const std::vector<Tensor>& inputs,
+                       const gpu::Geometry& geometry, Tensor& out) {
+  if (out.numel() == 0) return absl::OkStatus();
+  gpu::ElementwiseKernel k;
+  k.expr = expr.expr;
+  k.output = out.dtype();
+  k.compute = compute;
+  k.num_scalars = static_cast<int>(expr.scalars.size());
+  for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
+  std::vector<DType> key = k.inputs;
+  key.push_back(k.output);
+  key.push_back(compute);
+  k.name = KernelName(op, key);
+  ASSIGN_OR_RETURN(BuiltKernel * built,
+                   device.Kernel(gpu::RenderElementwise(gpu::OpenClDialect(), k), k.name));
+  std::vector<Operand> operands;
+  operands.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+    operands.push_back(std::move(o));
+  }
+  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(geometry.Flat()));
+  Operand geometry_arg = Operand::Owning(geom);
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  absl::MutexLock lock(&built->mu);
+  Args args(built->kernel);
+  args.AddMem(out_arg);
+  for (const Operand& o : operands) args.AddMem(o);
+  args.AddMem(geometry_arg)
+      .Add(static_cast<cl_long>(out.numel()))
+      .Add(static_cast<cl_int>(geometry.shape.size()));
+  for (double v : expr.scalars) args.AddScalar(compute, v);
+  if (args.error() != CL_SUCCESS)
+    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
+  return device.Launch(built->kernel, out.numel());
+}
+
+absl::Status Copy(ClDevice& device, const std::string& op, const Tensor& in,
+                  std::vector<int64_t> strides, Tensor& out) {
+  gpu::ElementwiseExpr identity;
+  identity.expr = "a";
+  gpu::Geometry g = gpu::StridedGeometry(out.shape(), {std::move(strides)});
+  return LaunchMap(device, op, identity, in.dtype(), {in}, g, out);
+}
+
+absl::Status Fill(ClDevice& device, double value, Tensor& out) {
+  gpu::ElementwiseExpr fill;
+  fill.expr = "s0";
+  fill.scalars = {value};
+  return LaunchMap(device, "fill", fill, out.dtype(), {}, gpu::Geometry{}, out);
+}
+
+absl::Status AddInPlace(ClDevice& device, const Tensor& addend, Tensor& out) {
+  gpu::ElementwiseExpr add;
+  add.expr = "a + b";
+  gpu::Geometry g = gpu::BroadcastGeometry(out.shape(), {out.shape(), addend.shape()});
+  return LaunchMap(device, "add_in_place", add, out.dtype(), {out, addend}, g, out);
+}
+
+}  // namespace tensord::opencl

@@ -1,0 +1,107 @@
+// Launching the generated kernels on an OpenCL device: buffer arguments (device blocks, or
+// host number operands copied over), argument setting, and the elementwise map every
+// elementwise op, cast, fill and strided copy runs through.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/backends/gpu/elementwise_exprs.h"
+#include "server/backends/gpu/kernel_source.h"
+#include "server/backends/opencl/opencl_runtime.h"
+#include "server/core/status.h"
+
+namespace tensord::opencl {
+
+// A buffer argument of a kernel: the tensor's block, or a device copy of a host number
+// operand (a 0-d tensor), released with the operand (OpenCL keeps it until the kernel ran).
+class Operand {
+ public:
+  static absl::StatusOr<Operand> Of(const Tensor& t, ClDevice& device) {
+    Operand o;
+    if (t.storage() != nullptr && !t.storage()->on_host()) {
+      o.mem_ = static_cast<cl_mem>(const_cast<void*>(t.raw()));
+      return o;
+    }
+    if (t.nbytes() == 0) return o;
+    ASSIGN_OR_RETURN(void* block, device.Allocate(t.nbytes()));
+    o.mem_ = static_cast<cl_mem>(block);
+    o.owned_ = true;
+    cl_int err = clEnqueueWriteBuffer(device.queue(), o.mem_, CL_TRUE, 0, t.nbytes(), t.raw(), 0,
+                                      nullptr, nullptr);
+    if (err != CL_SUCCESS) return ClError(err, "writing a number operand", device.name());
+    return o;
+  }
+  static Operand Owning(cl_mem mem) {
+    Operand o;
+    o.mem_ = mem;
+    o.owned_ = true;
+    return o;
+  }
+  Operand() = default;
+  Operand(Operand&& other) noexcept : mem_(other.mem_), owned_(other.owned_) {
+    other.owned_ = false;
+  }
+  Operand& operator=(Operand&&) = delete;
+  ~Operand() {
+    if (owned_) clReleaseMemObject(mem_);
+  }
+  const cl_mem* arg() const { return &mem_; }
+
+ private:
+  cl_mem mem_ = nullptr;
+  bool owned_ = false;
+};
+
+// Sets a kernel's arguments in order; the first failure is kept.
+class Args {
+ public:
+  explicit Args(cl_kernel k) : k_(k) {}
+  template <typename V>
+  Args& Add(const V& v) {
+    if (err_ == CL_SUCCESS) err_ = clSetKernelArg(k_, index_++, sizeof(V), &v);
+    return *this;
+  }
+  Args& AddMem(const Operand& o) {
+    if (err_ == CL_SUCCESS) err_ = clSetKernelArg(k_, index_++, sizeof(cl_mem), o.arg());
+    return *this;
+  }
+  // A scalar of the kernel's compute type T.
+  Args& AddScalar(DType compute, double v) {
+    switch (compute) {
+      case DType::kF64:
+        return Add(static_cast<cl_double>(v));
+      case DType::kI64:
+        return Add(static_cast<cl_long>(v));
+      case DType::kI32:
+      case DType::kBool:
+        return Add(static_cast<cl_int>(v));
+      default:
+        return Add(static_cast<cl_float>(v));
+    }
+  }
+  cl_int error() const { return err_; }
+
+ private:
+  cl_kernel k_;
+  cl_uint index_ = 0;
+  cl_int err_ = CL_SUCCESS;
+};
+
+// A kernel name unique to an op and the dtypes its source was rendered for.
+std::string KernelName(const std::string& op, const std::vector<DType>& dtypes);
+
+// out[i] = expr over `inputs` walked by `geometry` (their strides), computed as `compute`.
+absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::ElementwiseExpr& expr,
+                       DType compute, const std::vector<Tensor>& inputs,
+                       const gpu::Geometry& geometry, Tensor& out);
+// out = in read with `strides` over out's shape (permute, expand, copies), cast to out's dtype.
+absl::Status Copy(ClDevice& device, const std::string& op, const Tensor& in,
+                  std::vector<int64_t> strides, Tensor& out);
+// Every element of out = value.
+absl::Status Fill(ClDevice& device, double value, Tensor& out);
+// out += addend (broadcast to out's shape), in place.
+absl::Status AddInPlace(ClDevice& device, const Tensor& addend, Tensor& out);
+
+}  // namespace tensord::opencl

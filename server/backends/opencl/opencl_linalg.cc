@@ -1,0 +1,123 @@
+// Matrix products on OpenCL through CLBlast's GEMM: mm, bmm, matmul (batch dimensions equal
+// or broadcast from a single matrix), linear, and the batch_matmul of their backward rules.
+// Integer products and partially broadcast batches run on the CPU only.
+#include "server/backends/opencl/opencl_linalg.h"
+
+#include <clblast.h>
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/opencl/opencl_elementwise.h"
+#include "server/core/status.h"
+#include "server/ops/nn_geometry.h"
+
+namespace tensord::opencl {
+namespace {
+
+const std::set<std::string>& ProductOps() {
+  static const auto* s = new std::set<std::string>{"mm", "bmm", "matmul", "batch_matmul", "linear"};
+  return *s;
+}
+
+// One GEMM per batch entry, as CLBlast's strided batch: C[b] = op(A[b]) op(B[b]).
+struct GemmPlan {
+  size_t rows = 0, cols = 0, inner = 0, batch = 1;
+  bool transpose_a = false, transpose_b = false;
+  size_t a_stride = 0, b_stride = 0;  // 0: one matrix for every batch entry
+};
+
+absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& a, const Shape& b) {
+  GemmPlan g;
+  nn::MatmulPlan p;
+  if (op.name == "linear") {
+    // input [..., in] · weight[out, in]^T: one matrix of every leading row.
+    if (a.empty() || b.size() != 2) {
+      return Error(Reason::kUnsupportedOnBackend, "opencl: linear of these ranks");
+    }
+    g.inner = static_cast<size_t>(a.back());
+    g.cols = static_cast<size_t>(b[0]);
+    g.rows = static_cast<size_t>(NumElements(Shape(a.begin(), a.end() - 1)));
+    g.transpose_b = true;
+    return g;
+  }
+  if (op.name == "batch_matmul") {
+    g.transpose_a = attrs.GetBool("transpose_a");
+    g.transpose_b = attrs.GetBool("transpose_b");
+    ASSIGN_OR_RETURN(p, nn::PlanBatchMatmul(op.name, a, b, g.transpose_a, g.transpose_b));
+  } else {
+    ASSIGN_OR_RETURN(p, nn::PlanMatmul(op.name, a, b));
+  }
+  g.rows = static_cast<size_t>(p.n);
+  g.inner = static_cast<size_t>(p.k);
+  g.cols = static_cast<size_t>(p.m);
+  const int64_t batch = NumElements(p.batch);
+  g.batch = static_cast<size_t>(batch);
+  auto stride = [&](const Shape& operand_batch, size_t matrix) -> absl::StatusOr<size_t> {
+    if (NumElements(operand_batch) == 1) return 0;
+    // Equal batch dims after left-padding with ones: walked contiguously.
+    Shape padded(p.batch.size() - operand_batch.size(), 1);
+    padded.insert(padded.end(), operand_batch.begin(), operand_batch.end());
+    if (padded != p.batch) {
+      return Error(Reason::kUnsupportedOnBackend, "opencl: partially broadcast batch dimensions");
+    }
+    return matrix;
+  };
+  ASSIGN_OR_RETURN(g.a_stride, stride(p.a_batch, g.rows * g.inner));
+  ASSIGN_OR_RETURN(g.b_stride, stride(p.b_batch, g.inner * g.cols));
+  return g;
+}
+
+template <typename T>
+clblast::StatusCode Gemm(const GemmPlan& g, cl_mem a, cl_mem b, cl_mem c, cl_command_queue queue) {
+  using clblast::Layout;
+  using clblast::Transpose;
+  const size_t lda = g.transpose_a ? g.rows : g.inner;
+  const size_t ldb = g.transpose_b ? g.inner : g.cols;
+  return clblast::GemmStridedBatched<T>(
+      Layout::kRowMajor, g.transpose_a ? Transpose::kYes : Transpose::kNo,
+      g.transpose_b ? Transpose::kYes : Transpose::kNo, g.rows, g.cols, g.inner, T(1), a, 0, lda,
+      g.a_stride, b, 0, ldb, g.b_stride, T(0), c, 0, g.cols, g.rows * g.cols, g.batch, &queue);
+}
+
+}  // namespace
+
+bool IsProduct(const std::string& op) { return ProductOps().count(op) > 0; }
+
+bool SupportsProduct(const KernelQuery& q) {
+  if (q.inputs.size() < 2) return true;  // a listing
+  const DType d = q.inputs[0].dtype;
+  if (d != DType::kF32 && d != DType::kF64) return false;
+  return Plan(q.op, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
+}
+
+absl::Status RunProduct(KernelCall& c, ClDevice& device) {
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  Tensor& out = c.outputs[0];
+  ASSIGN_OR_RETURN(GemmPlan g, Plan(c.op, c.attrs, a.shape(), b.shape()));
+  if (out.numel() == 0) return absl::OkStatus();
+  if (g.inner == 0) {
+    RETURN_IF_ERROR(Fill(device, 0.0, out));
+  } else {
+    cl_mem am = static_cast<cl_mem>(const_cast<void*>(a.raw()));
+    cl_mem bm = static_cast<cl_mem>(const_cast<void*>(b.raw()));
+    cl_mem cm = static_cast<cl_mem>(out.raw());
+    const clblast::StatusCode status = a.dtype() == DType::kF64
+                                           ? Gemm<double>(g, am, bm, cm, device.queue())
+                                           : Gemm<float>(g, am, bm, cm, device.queue());
+    if (status != clblast::StatusCode::kSuccess) {
+      return Error(Reason::kInternal,
+                   absl::StrCat(device.name(), ": CLBlast GEMM failed (status ",
+                                static_cast<int>(status), ") in ", c.op.name),
+                   {{"op", c.op.name}, {"device", device.name()}});
+    }
+  }
+  if (c.op.name == "linear" && c.inputs.size() == 3) {
+    // The bias, added in place: each element reads and writes only its own place.
+    RETURN_IF_ERROR(AddInPlace(device, c.inputs[2], out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::opencl
