@@ -121,6 +121,8 @@ def run_low_case(sess, name: str, spec: Spec, case: Case, dt: str, rng) -> None:
         try:
             grads = ctx.backward([o for o, _, _ in roots], seed=server_seeds)
         except tensord.TensordError as exc:
+            if exc.reason == "UNSUPPORTED_ON_BACKEND":
+                raise  # a device without a kernel a backward rule needs
             raise AssertionError(f"{what}: backward failed: {exc}") from None
         t_grads = exact_grads([x for _, _, x in roots], [x_in[i] for i in leaves], seeds)
         grad_tol = widest(GRAD_TOL[dt], case.tol or spec.tol32)
