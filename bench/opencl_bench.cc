@@ -15,6 +15,7 @@
 #include <functional>
 #include <vector>
 
+#include "bench_timing.h"
 #include "server/backends/opencl/opencl_runtime.h"
 #include "server/backends/registered_backends.h"
 #include "server/core/status.h"
@@ -23,19 +24,8 @@
 namespace tensord {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double MedianSeconds(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto a = Clock::now();
-    fn();
-    t.push_back(std::chrono::duration<double>(Clock::now() - a).count());
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using bench::Clock;
+using bench::MedianSeconds;
 
 Tensor Filled(const Dispatcher& d, const std::string& device, Shape shape, double v) {
   CallEnv env;

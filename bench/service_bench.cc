@@ -14,6 +14,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_timing.h"
 #include "client/cpp/tensord.h"
 #include "dnnl.hpp"
 #include "echo_service.h"
@@ -23,25 +24,11 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = tensord::bench::Clock;
 namespace tc = tensord::client;
 
-double Seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-// Median wall time of `reps` runs of `fn` after `warmup` untimed runs.
-double MedianSeconds(int warmup, int reps, const std::function<void()>& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
-    auto a = Clock::now();
-    fn();
-    t.push_back(Seconds(a, Clock::now()));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+using tensord::bench::MedianSeconds;
+using tensord::bench::Seconds;
 
 void Check(const absl::Status& s, const char* what) {
   if (!s.ok()) {

@@ -48,6 +48,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes,
 
 absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocateOn(
     std::shared_ptr<DeviceMemory> memory, size_t bytes, std::shared_ptr<MemoryAccount> account) {
+  if (memory == nullptr) return Allocate(bytes, std::move(account));
   if (account) RETURN_IF_ERROR(account->Charge(static_cast<int64_t>(bytes)));
   absl::StatusOr<void*> block = memory->Allocate(bytes);
   if (!block.ok()) {
@@ -86,13 +87,7 @@ absl::StatusOr<size_t> CheckedByteCount(DType dtype, const Shape& shape) {
 
 absl::StatusOr<Tensor> Tensor::Empty(DType dtype, Shape shape, std::string device,
                                      std::shared_ptr<MemoryAccount> account) {
-  ASSIGN_OR_RETURN(size_t bytes, CheckedByteCount(dtype, shape));
-  Tensor t;
-  t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.device_ = std::move(device);
-  ASSIGN_OR_RETURN(t.storage_, Storage::Allocate(bytes, std::move(account)));
-  return t;
+  return EmptyOn(nullptr, dtype, std::move(shape), std::move(device), std::move(account));
 }
 
 absl::StatusOr<Tensor> Tensor::EmptyOn(std::shared_ptr<DeviceMemory> memory, DType dtype,

@@ -59,8 +59,8 @@ class Storage {
  public:
   static absl::StatusOr<std::shared_ptr<Storage>> Allocate(
       size_t bytes, std::shared_ptr<MemoryAccount> account = nullptr);
-  // A block of `memory`, charged to `account` before the device is asked, so a quota refuses
-  // device memory exactly as it refuses host memory.
+  // A block of `memory` (host memory when null), charged to `account` before the device is
+  // asked, so a quota refuses device memory exactly as it refuses host memory.
   static absl::StatusOr<std::shared_ptr<Storage>> AllocateOn(
       std::shared_ptr<DeviceMemory> memory, size_t bytes,
       std::shared_ptr<MemoryAccount> account = nullptr);
@@ -110,7 +110,8 @@ class Tensor {
                                       std::shared_ptr<MemoryAccount> account = nullptr);
   static absl::StatusOr<Tensor> Zeros(DType dtype, Shape shape, std::string device = kHostDevice,
                                       std::shared_ptr<MemoryAccount> account = nullptr);
-  // An uninitialised tensor in a block of `memory`, the storage of device `device`.
+  // An uninitialised tensor in a block of `memory` (host memory when null), the storage of
+  // device `device`.
   static absl::StatusOr<Tensor> EmptyOn(std::shared_ptr<DeviceMemory> memory, DType dtype,
                                         Shape shape, std::string device,
                                         std::shared_ptr<MemoryAccount> account = nullptr);

@@ -120,6 +120,16 @@ absl::Status RequireDims(const std::string& op, const Shape& shape) {
                {{"op", op}, {"shape", "[]"}});
 }
 
+absl::StatusOr<std::vector<int64_t>> TransposePermutation(const Attrs& attrs, int64_t rank) {
+  std::vector<int64_t> perm(rank);
+  for (int64_t d = 0; d < rank; ++d) perm[d] = d;
+  if (rank == 0) return perm;
+  ASSIGN_OR_RETURN(int64_t d0, WrapDim("transpose", "dim0", attrs.GetInt("dim0"), rank));
+  ASSIGN_OR_RETURN(int64_t d1, WrapDim("transpose", "dim1", attrs.GetInt("dim1"), rank));
+  std::swap(perm[d0], perm[d1]);
+  return perm;
+}
+
 absl::StatusOr<std::vector<int64_t>> NormalizePermutation(const std::string& op,
                                                           const std::vector<int64_t>& dims,
                                                           int64_t rank) {

@@ -44,6 +44,9 @@ absl::StatusOr<std::vector<int64_t>> NormalizePermutation(const std::string& op,
                                                           const std::vector<int64_t>& dims,
                                                           int64_t rank);
 
+// The permutation transpose's dim0/dim1 make of [0, rank) (the identity for a 0-d tensor).
+absl::StatusOr<std::vector<int64_t>> TransposePermutation(const Attrs& attrs, int64_t rank);
+
 // Length of each piece of split/chunk along a dim of `size` elements.
 absl::StatusOr<std::vector<int64_t>> SplitSizes(const std::string& op, const Attrs& attrs,
                                                 int64_t size);

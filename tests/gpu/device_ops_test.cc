@@ -38,11 +38,6 @@ std::vector<std::string> ListedOps(const std::string& device) {
 // Values where every elementwise function is defined for most inputs; the rest give NaN or
 // inf on both devices alike.
 Tensor Input(DType dtype, Shape shape, uint32_t seed) {
-  // Random() fills the compute dtypes; 2-byte floats are rounded from f32 values.
-  if (IsLowPrecision(dtype)) {
-    return Run1("to_dtype", {Input(DType::kF32, std::move(shape), seed)},
-                {{"dtype", std::string(DTypeName(dtype))}});
-  }
   return Random(dtype, std::move(shape), seed, IsFloat(dtype) ? -2.0 : -5.0,
                 IsFloat(dtype) ? 2.0 : 6.0);
 }

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "common/half.h"
 #include "server/backends/cpu/cpu_backend.h"
 #include "server/core/status.h"
 
@@ -35,6 +36,15 @@ Tensor Run1(const std::string& op, std::vector<Tensor> inputs, const AttrMap& at
 
 Tensor Values(DType dtype, Shape shape, const std::vector<double>& values) {
   Tensor t = Tensor::Empty(dtype, std::move(shape)).value();
+  if (IsLowPrecision(dtype)) {
+    // Rounded from f32, as to_dtype from f32 rounds.
+    uint16_t* bits = static_cast<uint16_t*>(t.raw());
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const float f = static_cast<float>(values[i]);
+      bits[i] = dtype == DType::kBF16 ? FloatToBF16(f) : FloatToHalf(f);
+    }
+    return t;
+  }
   TENSORD_DISPATCH_ALL(dtype, [&] {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(values[i]);
   });

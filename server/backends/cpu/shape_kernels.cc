@@ -144,15 +144,7 @@ absl::Status PermuteKernel(KernelCall& c) {
 
 absl::Status TransposeKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
-  std::vector<int64_t> perm(x.rank());
-  for (int64_t d = 0; d < x.rank(); ++d) perm[d] = d;
-  if (x.rank() > 0) {
-    ASSIGN_OR_RETURN(int64_t d0,
-                     ops::WrapDim("transpose", "dim0", c.attrs.GetInt("dim0"), x.rank()));
-    ASSIGN_OR_RETURN(int64_t d1,
-                     ops::WrapDim("transpose", "dim1", c.attrs.GetInt("dim1"), x.rank()));
-    std::swap(perm[d0], perm[d1]);
-  }
+  ASSIGN_OR_RETURN(std::vector<int64_t> perm, ops::TransposePermutation(c.attrs, x.rank()));
   PermuteInto(x, perm, c.outputs[0]);
   return absl::OkStatus();
 }

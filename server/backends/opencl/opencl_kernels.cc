@@ -68,16 +68,7 @@ absl::StatusOr<std::vector<int64_t>> Permutation(const KernelCall& c) {
   if (c.op.name == "permute") {
     return ops::NormalizePermutation("permute", c.attrs.GetInts("dims"), x.rank());
   }
-  std::vector<int64_t> perm(x.rank());
-  for (int64_t d = 0; d < x.rank(); ++d) perm[d] = d;
-  if (x.rank() > 0) {
-    ASSIGN_OR_RETURN(int64_t d0,
-                     ops::WrapDim("transpose", "dim0", c.attrs.GetInt("dim0"), x.rank()));
-    ASSIGN_OR_RETURN(int64_t d1,
-                     ops::WrapDim("transpose", "dim1", c.attrs.GetInt("dim1"), x.rank()));
-    std::swap(perm[d0], perm[d1]);
-  }
-  return perm;
+  return ops::TransposePermutation(c.attrs, x.rank());
 }
 
 absl::Status RunCopy(KernelCall& c, ClDevice& device) {

@@ -6,22 +6,25 @@
 namespace tensord::opencl {
 namespace {
 
-std::string DeviceString(cl_device_id id, cl_device_info what) {
+// An OpenCL info string: `query(size, buffer, &size_ret)` asked for its size, then its bytes.
+template <typename Query>
+std::string InfoString(Query query) {
   size_t size = 0;
-  if (clGetDeviceInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
+  if (query(0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
   std::string s(size, '\0');
-  clGetDeviceInfo(id, what, size, s.data(), nullptr);
+  query(size, s.data(), nullptr);
   while (!s.empty() && s.back() == '\0') s.pop_back();
   return s;
 }
 
+std::string DeviceString(cl_device_id id, cl_device_info what) {
+  return InfoString(
+      [&](size_t n, void* p, size_t* ret) { return clGetDeviceInfo(id, what, n, p, ret); });
+}
+
 std::string PlatformString(cl_platform_id id, cl_platform_info what) {
-  size_t size = 0;
-  if (clGetPlatformInfo(id, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return "";
-  std::string s(size, '\0');
-  clGetPlatformInfo(id, what, size, s.data(), nullptr);
-  while (!s.empty() && s.back() == '\0') s.pop_back();
-  return s;
+  return InfoString(
+      [&](size_t n, void* p, size_t* ret) { return clGetPlatformInfo(id, what, n, p, ret); });
 }
 
 }  // namespace
