@@ -141,6 +141,11 @@ TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
       {"softplus", {{"beta", 2.0}, {"threshold", 1.0}}},
       {"leaky_relu", {{"negative_slope", 0.2}}},
       {"elu", {{"alpha", 0.7}}},
+      {"clamp", {{"min", -0.5}}},
+      {"clamp", {{"max", 0.25}}},
+      {"clamp", {{"min", 0.5}, {"max", -0.5}}},
+      {"round", {{"decimals", int64_t{1}}}},
+      {"round", {{"decimals", int64_t{-1}}}},
   };
   for (const auto& [op, attrs] : cases) {
     const int n = Def(op).min_inputs;
@@ -160,6 +165,11 @@ TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
   EXPECT_EQ(GetReason(r.status()), Reason::kUnsupportedOnBackend);
   EXPECT_EQ(GetMetadata(r.status())["device"], device);
   EXPECT_EQ(GetMetadata(r.status())["op"], "div");
+  // Integer clamps too: the CPU saturates their bounds to the dtype.
+  auto clamped = DeviceDispatcher().Call("clamp", {a}, {{"min", 1.0}}, env);
+  EXPECT_EQ(GetReason(clamped.status()), Reason::kUnsupportedOnBackend);
+  // A fractional bound gives an f32 output, which runs.
+  EXPECT_TRUE(SameOnDevice(device, "clamp", {Input(DType::kI64, {3}, 60)}, {{"min", 0.5}}));
 }
 
 TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {

@@ -1,5 +1,8 @@
 #include "server/backends/gpu/elementwise_exprs.h"
 
+#include <cmath>
+#include <cstdlib>
+#include <limits>
 #include <map>
 
 namespace tensord::gpu {
@@ -142,6 +145,33 @@ constexpr char kGeluTanhBackward[] =
     "tanh((T)0.79788456080286535588 * (b + (T)0.044715 * b * b * b))) * "
     "(T)0.79788456080286535588 * ((T)1 + (T)0.134145 * b * b))";
 
+// clamp and round read attributes that change the expression, not only its scalars.
+std::optional<ElementwiseExpr> WithAttributeForms(const std::string& op, const Attrs& attrs,
+                                                  bool is_float) {
+  ElementwiseExpr e;
+  if (op == "clamp") {
+    // min(max(x, lo), hi) as std::min/std::max evaluate it, so NaN stays NaN; an absent bound
+    // does not clamp. Integer clamps saturate their bounds on the CPU: not generated.
+    if (!is_float) return std::nullopt;
+    const double inf = std::numeric_limits<double>::infinity();
+    e.scalars = {attrs.Has("min") ? attrs.GetFloat("min") : -inf,
+                 attrs.Has("max") ? attrs.GetFloat("max") : inf};
+    e.expr = "s1 < (a < s0 ? s0 : a) ? s1 : (a < s0 ? s0 : a)";
+    return e;
+  }
+  // round(x, decimals): half to even at 10^-decimals.
+  const int64_t decimals = attrs.GetInt("decimals");
+  if (!is_float) {
+    e.expr = "a";
+  } else if (decimals == 0) {
+    e.expr = "rint(a)";
+  } else {
+    e.scalars = {std::pow(10.0, static_cast<double>(std::abs(decimals)))};
+    e.expr = decimals > 0 ? "rint(a * s0) / s0" : "rint(a / s0) * s0";
+  }
+  return e;
+}
+
 }  // namespace
 
 std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attrs& attrs,
@@ -157,6 +187,7 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
         backward ? (tanh ? kGeluTanhBackward : kGeluErfBackward) : (tanh ? kGeluTanh : kGeluErf);
     return e;
   }
+  if (op == "clamp" || op == "round") return WithAttributeForms(op, attrs, is_float);
   auto it = Table().find(op);
   if (it == Table().end()) return std::nullopt;
   const Entry& entry = it->second;
@@ -177,7 +208,8 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
 }
 
 bool HasElementwise(const std::string& op) {
-  return op == "gelu" || op == "gelu_backward" || Table().count(op) > 0;
+  return op == "gelu" || op == "gelu_backward" || op == "clamp" || op == "round" ||
+         Table().count(op) > 0;
 }
 
 }  // namespace tensord::gpu
