@@ -1,0 +1,122 @@
+"""Sessions on an accelerator device through the Python client (TENSORD_TEST_GPU_DEVICE,
+default opencl:0): transfers of every dtype, training with gradients, moves, mixed devices,
+quota and atomic rollback on the device, the two autodiff failures naming the device. Skips
+on a server without the device, unless TENSORD_REQUIRE_GPU is set (CI), where it fails."""
+import os
+
+import numpy as np
+import pytest
+import tensord
+
+DEVICE = os.environ.get("TENSORD_TEST_GPU_DEVICE", "opencl:0")
+
+
+@pytest.fixture
+def dsess(client):
+    names = [d["name"] for d in client.devices()]
+    if DEVICE not in names:
+        if os.environ.get("TENSORD_REQUIRE_GPU"):
+            pytest.fail(f"the server has no device {DEVICE} (devices: {names})")
+        pytest.skip(f"the server has no device {DEVICE}")
+    s = client.session(device=DEVICE)
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_])
+def test_put_and_get_round_trip_on_the_device(dsess, dtype):
+    rng = np.random.default_rng(1)
+    # 1 MiB and more streams in several chunks.
+    value = (rng.standard_normal((512, 600)) * 10).astype(dtype)
+    t = dsess.tensor(value)
+    assert t.device == DEVICE
+    np.testing.assert_array_equal(t.numpy(), value)
+    np.testing.assert_array_equal(dsess.tensor(np.zeros((0, 3), dtype)).numpy(), np.zeros((0, 3), dtype))
+
+
+def test_training_steps_match_the_cpu(client, dsess):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((32, 8))
+    y = rng.standard_normal((32, 1))
+    w0 = rng.standard_normal((1, 8)) * 0.3
+    losses = {}
+    with client.session(device="cpu") as csess:
+        for s in (csess, dsess):
+            w = s.tensor(w0)
+            xs, ys = s.tensor(x), s.tensor(y)
+            history = []
+            for _ in range(5):
+                with s.autodiff() as ctx:
+                    leaf = s.tensor(w, requires_grad=True, ctx=ctx)
+                    loss = s.op("mse_loss", s.op("linear", xs, leaf), ys)
+                    grads = ctx.backward(loss)
+                    assert grads[leaf].device == s.device
+                    w = s.op("sub", leaf.detach(), grads[leaf], alpha=0.1)
+                history.append(float(loss.numpy()))
+            losses[s.device] = history
+    np.testing.assert_allclose(losses[DEVICE], losses["cpu"], rtol=1e-12)
+    assert losses["cpu"][-1] < losses["cpu"][0]
+
+
+def test_moves_are_differentiable_and_mixing_devices_is_refused(dsess):
+    with dsess.autodiff() as ctx:
+        x = dsess.tensor(np.array([1.0, -2.0, 3.0]), requires_grad=True, ctx=ctx, device="cpu")
+        assert x.device == "cpu"
+        on_device = dsess.op("to_device", x, device=DEVICE)
+        assert on_device.device == DEVICE
+        loss = dsess.op("sum", dsess.op("mul", on_device, on_device))
+        grads = ctx.backward(loss)
+        assert grads[x].device == "cpu"
+        np.testing.assert_allclose(grads[x].numpy(), [2.0, -4.0, 6.0])
+    on_cpu = dsess.tensor(np.ones(3), device="cpu")
+    on_dev = dsess.tensor(np.ones(3))
+    with pytest.raises(tensord.TensordError) as err:
+        dsess.op("add", on_cpu, on_dev)
+    assert err.value.reason == "DEVICE_MISMATCH"
+    assert err.value.metadata["device"] == "cpu"
+    assert err.value.metadata["other_device"] == DEVICE
+    # A Python number joins an op on any device.
+    np.testing.assert_array_equal((on_dev + 1.5).numpy(), np.full(3, 2.5))
+
+
+def test_autodiff_failures_name_the_device(dsess):
+    ctx = dsess.autodiff()
+    w = dsess.tensor(np.ones(3, np.float32), requires_grad=True, ctx=ctx)
+    with pytest.raises(tensord.OperationNotMarkedForAutodiff) as err:
+        dsess.op("assign", w, 0.0)
+    assert err.value.metadata["device"] == DEVICE
+    ctx.close()
+    with pytest.raises(tensord.AutodiffContextNotEnabled) as err:
+        w * 2.0
+    assert err.value.metadata["device"] == DEVICE
+    assert err.value.metadata["context_state"] == "closed"
+
+
+def test_a_failing_batch_on_the_device_changes_nothing(dsess):
+    target = dsess.tensor(np.arange(4, dtype=np.float32))
+    other = dsess.tensor(np.ones(3, np.float32))
+    used = dsess.info().memory_used_bytes
+    with pytest.raises(tensord.TensordError) as err:
+        with dsess.batch():
+            dsess.op("assign", target, 7.0)
+            dsess.op("add", target, other)  # [4] + [3]
+    assert err.value.reason == "SHAPE_MISMATCH"
+    np.testing.assert_array_equal(target.numpy(), np.arange(4, dtype=np.float32))
+    assert dsess.info().memory_used_bytes == used
+
+
+def test_device_memory_counts_against_the_quota(client):
+    names = [d["name"] for d in client.devices()]
+    if DEVICE not in names:
+        if os.environ.get("TENSORD_REQUIRE_GPU"):
+            pytest.fail(f"the server has no device {DEVICE}")
+        pytest.skip(f"the server has no device {DEVICE}")
+    with client.session(device=DEVICE, memory_quota_bytes=4096) as s:
+        s.tensor(np.zeros(512, np.float32))  # 2 KiB
+        with pytest.raises(tensord.TensordError) as err:
+            s.op("zeros", shape=[1024])  # 4 KiB more
+        assert err.value.reason == "QUOTA_EXCEEDED"
+        with pytest.raises(tensord.TensordError) as err:
+            s.op("cumsum", s.tensor(np.ones(3, np.float32)), dim=0)
+        assert err.value.reason == "UNSUPPORTED_ON_BACKEND"
+        assert err.value.metadata["device"] == DEVICE
