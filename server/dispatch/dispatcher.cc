@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
-#include "server/dispatch/device_move.h"
+#include "server/dispatch/device_placement.h"
 #include "server/dispatch/low_precision.h"
 #include "server/ops/op_names.h"
 
@@ -22,41 +22,6 @@ std::optional<DType> Combine(std::optional<DType> higher, std::optional<DType> l
 }
 
 std::string Id(uint64_t v) { return absl::StrCat(v); }
-
-// A number operand (a 0-d tensor in host memory) may join a call on any device: device kernels
-// read it as a value, as PyTorch lets a CPU scalar tensor join a CUDA op.
-bool IsHostScalar(const Tensor& t) {
-  return t.rank() == 0 && (t.storage() == nullptr || t.storage()->on_host());
-}
-
-// The device a call runs on: its first operand's that is not a number operand; the session's
-// for a creation op (or the one its `device` attribute names).
-absl::StatusOr<std::string> CallDevice(const OpDef& def, const std::vector<Tensor>& inputs,
-                                       const Attrs& attrs, const CallEnv& env) {
-  if (inputs.empty()) {
-    return def.creation && attrs.Has("device") ? attrs.GetString("device") : env.device;
-  }
-  const Tensor* primary = &inputs[0];
-  for (const Tensor& t : inputs) {
-    if (!IsHostScalar(t)) {
-      primary = &t;
-      break;
-    }
-  }
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& t = inputs[i];
-    if (t.device() == primary->device() || IsHostScalar(t)) continue;
-    const size_t p = static_cast<size_t>(primary - inputs.data());
-    return Error(Reason::kDeviceMismatch,
-                 absl::StrCat(def.name, ": input ", p, " is on ", primary->device(), " but input ",
-                              i, " is on ", t.device(), "; move one with to_device"),
-                 {{"op", def.name},
-                  {"input_index", absl::StrCat(i)},
-                  {"device", primary->device()},
-                  {"other_device", t.device()}});
-  }
-  return primary->device();
-}
 
 }  // namespace
 
