@@ -40,10 +40,11 @@ struct KernelCall {
 // charged; listings ask with the op alone.
 struct KernelQuery {
   const OpDef& op;
-  absl::Span<const DType> dtypes;            // the inputs' (plus low-precision outputs')
-  const Attrs* attrs = nullptr;              // null: any attributes
-  absl::Span<const TensorMeta> inputs = {};  // empty: any shapes
-  std::string device = {};                   // empty: any device of the backend
+  absl::Span<const DType> dtypes;             // the inputs' (plus low-precision outputs')
+  const Attrs* attrs = nullptr;               // null: any attributes
+  absl::Span<const TensorMeta> inputs = {};   // empty: any shapes
+  absl::Span<const TensorMeta> outputs = {};  // as the op's rule inferred them, with inputs
+  std::string device = {};                    // empty: any device of the backend
 };
 
 class Backend {

@@ -249,7 +249,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
     }
     ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
     ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
-    if (!backend->Supports({*def, dtypes, &attrs, metas, device})) {
+    if (!backend->Supports({*def, dtypes, &attrs, metas, out_metas, device})) {
       return Error(Reason::kUnsupportedOnBackend,
                    absl::StrCat(op, ": the ", backend->kind(), " backend (device ", device,
                                 ") has no kernel for this call (dtype ",

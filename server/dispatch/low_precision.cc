@@ -63,7 +63,7 @@ absl::StatusOr<std::optional<std::vector<Tensor>>> RunLowPrecisionInF32(
       if (IsLowPrecision(m.dtype)) query.push_back(m.dtype);
     }
     ASSIGN_OR_RETURN(Backend * backend, dispatcher.BackendFor(device));
-    if (backend->Supports({def, query, &attrs, metas, device})) return std::nullopt;
+    if (backend->Supports({def, query, &attrs, metas, *inferred, device})) return std::nullopt;
   } else if (!low_attr) {
     return inferred.status();
   }

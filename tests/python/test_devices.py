@@ -11,13 +11,17 @@ import tensord
 DEVICE = os.environ.get("TENSORD_TEST_GPU_DEVICE", "opencl:0")
 
 
-@pytest.fixture
-def dsess(client):
+def require_device(client):
     names = [d["name"] for d in client.devices()]
     if DEVICE not in names:
         if os.environ.get("TENSORD_REQUIRE_GPU"):
             pytest.fail(f"the server has no device {DEVICE} (devices: {names})")
         pytest.skip(f"the server has no device {DEVICE}")
+
+
+@pytest.fixture
+def dsess(client):
+    require_device(client)
     s = client.session(device=DEVICE)
     yield s
     s.close()
@@ -106,11 +110,7 @@ def test_a_failing_batch_on_the_device_changes_nothing(dsess):
 
 
 def test_device_memory_counts_against_the_quota(client):
-    names = [d["name"] for d in client.devices()]
-    if DEVICE not in names:
-        if os.environ.get("TENSORD_REQUIRE_GPU"):
-            pytest.fail(f"the server has no device {DEVICE}")
-        pytest.skip(f"the server has no device {DEVICE}")
+    require_device(client)
     with client.session(device=DEVICE, memory_quota_bytes=4096) as s:
         s.tensor(np.zeros(512, np.float32))  # 2 KiB
         with pytest.raises(tensord.TensordError) as err:

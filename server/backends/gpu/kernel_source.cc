@@ -129,8 +129,6 @@ const Dialect& OpenClDialect() {
   return *d;
 }
 
-std::string KernelDTypeName(DType d) { return std::string(DTypeName(d)); }
-
 std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   std::vector<DType> all = k.inputs;
   all.push_back(k.output);

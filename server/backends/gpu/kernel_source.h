@@ -51,9 +51,6 @@ struct ReductionKernel {
 };
 std::string RenderReduction(const Dialect& dialect, const ReductionKernel& k);
 
-// A kernel-safe identifier part for a dtype ("f32", "bf16").
-std::string KernelDTypeName(DType d);
-
 // Operand geometry: one iteration shape and, per operand, the element strides that walk it.
 // Adjacent dimensions every operand walks contiguously are merged, so same-shape operands
 // become one flat loop whatever the rank.

@@ -6,7 +6,7 @@ namespace tensord::opencl {
 
 std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) {
   std::string name = absl::StrCat("td_", op);
-  for (DType d : dtypes) absl::StrAppend(&name, "_", gpu::KernelDTypeName(d));
+  for (DType d : dtypes) absl::StrAppend(&name, "_", DTypeName(d));
   return name;
 }
 
@@ -25,8 +25,10 @@ absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::Eleme
   key.push_back(k.output);
   key.push_back(compute);
   k.name = KernelName(op, key);
+  // The name holds op and dtypes; the expression tells apart an op's attribute forms.
   ASSIGN_OR_RETURN(BuiltKernel * built,
-                   device.Kernel(gpu::RenderElementwise(gpu::OpenClDialect(), k), k.name));
+                   device.Kernel(absl::StrCat(k.name, "|", k.expr), k.name,
+                                 [&k] { return gpu::RenderElementwise(gpu::OpenClDialect(), k); }));
   std::vector<Operand> operands;
   operands.reserve(inputs.size());
   for (const Tensor& t : inputs) {

@@ -131,8 +131,9 @@ absl::Status RunReduction(KernelCall& c, ClDevice& device) {
   k.input = x.dtype();
   k.output = out.dtype();
   k.name = KernelName(op, {k.input, k.output});
-  ASSIGN_OR_RETURN(BuiltKernel * built,
-                   device.Kernel(gpu::RenderReduction(gpu::OpenClDialect(), k), k.name));
+  ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(k.name, k.name, [&k] {
+    return gpu::RenderReduction(gpu::OpenClDialect(), k);
+  }));
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
   flat.insert(flat.end(), reduced.begin(), reduced.end());
@@ -180,11 +181,10 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  absl::StatusOr<std::vector<TensorMeta>> outs = q.op.infer(q.inputs, *q.attrs);
-  if (!outs.ok() || outs->empty()) return false;
   if (ReductionOps().count(op)) return true;
   if (IsProduct(op)) return SupportsProduct(q);
-  return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, (*outs)[0].dtype).has_value();
+  if (q.outputs.empty()) return false;
+  return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
 }
 
 absl::Status Run(KernelCall& c, ClDevice& device) {

@@ -88,10 +88,12 @@ void ClDevice::Free(void* block, size_t) {
   if (block != nullptr) clReleaseMemObject(static_cast<cl_mem>(block));
 }
 
-absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& source, const std::string& name) {
+absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& key, const std::string& name,
+                                              const std::function<std::string()>& render) {
   absl::MutexLock lock(&mu_);
-  auto it = kernels_.find(source);
+  auto it = kernels_.find(key);
   if (it != kernels_.end()) return it->second.get();
+  const std::string source = render();
   auto built = std::make_unique<BuiltKernel>();
   const char* text = source.c_str();
   cl_int err = CL_SUCCESS;
@@ -115,7 +117,7 @@ absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& source, const s
     return ClError(err, absl::StrCat("clCreateKernel ", name), name_);
   }
   BuiltKernel* out = built.get();
-  kernels_.emplace(source, std::move(built));
+  kernels_.emplace(key, std::move(built));
   return out;
 }
 

@@ -6,6 +6,7 @@
 #include <CL/cl.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,9 +49,11 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* block, size_t bytes) override;
 
-  // The kernel `name` of `source`, built on first use. A build failure is INTERNAL with the
-  // compiler's log (a generator bug, never user input: sources come from the op table).
-  absl::StatusOr<BuiltKernel*> Kernel(const std::string& source, const std::string& name);
+  // The kernel `name` cached under `key` (what determines its source), built from `render()`
+  // on first use only, so a cached call renders no source. A build failure is INTERNAL with
+  // the compiler's log (a generator bug, never user input: sources come from the op table).
+  absl::StatusOr<BuiltKernel*> Kernel(const std::string& key, const std::string& name,
+                                      const std::function<std::string()>& render);
   // A read-only buffer holding `values` (kernel geometry), released when the last kernel
   // using it has run.
   absl::StatusOr<cl_mem> Constants(const std::vector<int64_t>& values);
