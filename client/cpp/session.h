@@ -136,6 +136,7 @@ class Batch {
 
  private:
   friend class Session;
+  friend class Optimizer;  // an optimizer step is a batch of the parameters' session
   Batch(std::shared_ptr<internal::SessionState> state, BatchOptions options);
   std::shared_ptr<internal::SessionState> state_;
   BatchOptions options_;

@@ -10,6 +10,7 @@
 #include "client/cpp/client.h"
 #include "client/cpp/host_tensor.h"
 #include "client/cpp/ops.h"
+#include "client/cpp/optim.h"
 #include "client/cpp/session.h"
 #include "client/cpp/status.h"
 #include "client/cpp/tensor.h"

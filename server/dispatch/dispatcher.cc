@@ -197,7 +197,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
   for (Tensor& t : promoted) t.set_autograd(nullptr);
 
   // The dtype the table names is checked on the primary operand (bf16/f16 wherever f32 is).
-  const DTypeSet accepted = WithLowPrecision(def->dtypes);
+  const DTypeSet accepted = def->low_precision_in_f32 ? WithLowPrecision(def->dtypes) : def->dtypes;
   if (!def->creation && n > 0 && !accepted.Contains(promoted[0].dtype()) &&
       def->dtypes.bits() != 0) {
     return Error(Reason::kDtypeMismatch,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/ops/op_names.h"
@@ -68,6 +69,17 @@ absl::StatusOr<std::optional<std::vector<Tensor>>> RunLowPrecisionInF32(
     return inferred.status();
   }
 
+  if (def.in_place || !def.mutates_inputs.empty()) {
+    // Computing in f32 copies would write the copies and leave the caller's tensors as they
+    // were: refused rather than silently doing nothing.
+    const Tensor& low = *std::find_if(inputs.begin(), inputs.end(),
+                                      [](const Tensor& t) { return IsLowPrecision(t.dtype()); });
+    return Error(Reason::kDtypeMismatch,
+                 absl::StrCat(def.name, ": writes its inputs in place, and no kernel of ", device,
+                              " writes ", DTypeName(low.dtype()),
+                              " tensors in place; keep these tensors in f32 (master weights)"),
+                 {{"op", def.name}, {"dtype", std::string(DTypeName(low.dtype()))}});
+  }
   CallEnv plain = env;
   plain.no_grad = true;
   std::vector<Tensor> f32_inputs = inputs;

@@ -86,6 +86,10 @@ struct OpDef {
   // through `assign`). Unlike in_place, autodiff inputs are allowed; the service saves these
   // targets so that a failing batch restores them.
   std::vector<int> mutates_inputs;
+  // bf16/f16 operands are accepted wherever the op takes f32 and computed in f32 copies. Ops
+  // that write their inputs in place without a kernel of their own for those dtypes set
+  // false (an f32 copy would take the writes): ListOps then lists no bf16/f16 for them.
+  bool low_precision_in_f32 = true;
   // The kernel returns a view of its input (shared storage): no output is pre-allocated.
   bool view = false;
   // Copies its input to the device its `device` attribute names (to_device). The dispatcher

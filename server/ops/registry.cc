@@ -41,6 +41,7 @@ const OpRegistry& OpRegistry::Builtin() {
     RegisterLinalgOps(*r);
     RegisterNnOps(*r);
     RegisterLossOps(*r);
+    RegisterOptimizerOps(*r);
     // Rules run these by name: a listed name that is no op stops the server here, at start-up.
     std::vector<std::string> unknown = r->UnknownOpsRunByName();
     if (!unknown.empty()) {

@@ -40,6 +40,7 @@ void RegisterShapeOps(OpRegistry& r);
 void RegisterLinalgOps(OpRegistry& r);
 void RegisterNnOps(OpRegistry& r);
 void RegisterLossOps(OpRegistry& r);
+void RegisterOptimizerOps(OpRegistry& r);
 
 }  // namespace tensord
 

@@ -167,7 +167,8 @@ void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::
     for (const std::string& alias : spec.aliases) a->add_aliases(alias);
   }
   // bf16/f16 wherever f32 is: the dispatcher accepts them there (computed in f32).
-  for (DType d : WithLowPrecision(def.dtypes).ToVector()) info->add_dtypes(DTypeToProto(d));
+  const DTypeSet dtypes = def.low_precision_in_f32 ? WithLowPrecision(def.dtypes) : def.dtypes;
+  for (DType d : dtypes.ToVector()) info->add_dtypes(DTypeToProto(d));
   for (const std::string& b : backends) info->add_backends(b);
   info->set_marking(MarkingToProto(def.marking));
   info->set_origin(def.origin);

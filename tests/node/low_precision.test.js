@@ -62,7 +62,13 @@ describe('bf16 and f16', () => {
     const ops = await client.ops();
     const matmul = ops.find((o) => o.name === 'matmul');
     assert.ok(matmul.dtypes.includes('bf16') && matmul.dtypes.includes('f16'));
+    // The optimizer steps write their inputs in place, which a 2-byte call's f32 copies cannot.
+    const f32Only = new Set(['sgd', 'adam', 'adamw']);
     for (const op of ops) {
+      if (f32Only.has(op.name)) {
+        assert.ok(op.dtypes.includes('f32') && !op.dtypes.includes('bf16'), op.name);
+        continue;
+      }
       assert.equal(op.dtypes.includes('bf16'), op.dtypes.includes('f32'), op.name);
     }
   });

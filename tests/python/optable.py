@@ -11,6 +11,7 @@ import optable_indexing_sorting
 import optable_linalg
 import optable_loss
 import optable_norm_resample_attention
+import optable_optim
 import optable_reduction
 import optable_shape
 
@@ -18,7 +19,7 @@ TABLE = {}
 for _part in (optable_creation.TABLE, optable_elementwise.TABLE, optable_activation.TABLE,
               optable_reduction.TABLE, optable_shape.TABLE, optable_indexing_sorting.TABLE,
               optable_linalg.TABLE, optable_conv_pool.TABLE, optable_norm_resample_attention.TABLE,
-              optable_embedding_dropout.TABLE, optable_loss.TABLE):
+              optable_embedding_dropout.TABLE, optable_loss.TABLE, optable_optim.TABLE):
     _dup = set(TABLE) & set(_part)
     assert not _dup, f"ops in two table parts: {_dup}"
     TABLE.update(_part)

@@ -68,8 +68,16 @@ def test_upload_download_and_casts(sess):
     assert s.dtype == np.float16
 
 
+# Optimizer steps write their inputs in place, which the f32 copies of a 2-byte call cannot.
+F32_ONLY_IN_PLACE = {"sgd", "adam", "adamw"}
+
+
 def test_list_ops_names_both_wherever_f32_is(catalog):
+    for name in F32_ONLY_IN_PLACE:
+        assert "f32" in catalog[name]["dtypes"] and "bf16" not in catalog[name]["dtypes"], name
     for name, op in catalog.items():
+        if name in F32_ONLY_IN_PLACE:
+            continue
         assert ("bf16" in op["dtypes"]) == ("f32" in op["dtypes"]), name
         assert ("f16" in op["dtypes"]) == ("f32" in op["dtypes"]), name
     assert "bf16" not in catalog["bitwise_and"]["dtypes"]

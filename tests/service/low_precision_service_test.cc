@@ -105,7 +105,10 @@ TEST_F(LowPrecisionServiceTest, ListOpsNamesTheTwoByteDtypesWhereF32Is) {
     const auto& d = op.dtypes();
     const bool f32 = std::find(d.begin(), d.end(), v1::DTYPE_F32) != d.end();
     SCOPED_TRACE(op.name());
-    if (f32) {
+    // The optimizer steps write their inputs in place, which an f32 copy cannot do.
+    const bool in_place_f32_only =
+        op.name() == "sgd" || op.name() == "adam" || op.name() == "adamw";
+    if (f32 && !in_place_f32_only) {
       EXPECT_THAT(d, Contains(v1::DTYPE_BF16));
       EXPECT_THAT(d, Contains(v1::DTYPE_F16));
       ++checked;

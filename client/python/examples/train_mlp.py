@@ -3,7 +3,8 @@
 
 The data is made with numpy; weights live on the server as requires-grad leaves of one
 autodiff context. Each step is three round trips: the forward pass as one batch, Backward, and
-an Adam update as one no_grad batch of assign calls. Only the loss is fetched.
+an Adam update (tensord.optim.Adam: one fused adam op per weight, in one no_grad batch, with
+the moment estimates kept on the server). Only the loss is fetched.
 
     python3 client/python/examples/train_mlp.py --address 127.0.0.1:50051
 """
@@ -52,28 +53,6 @@ def forward(sess, x, params):
     return h
 
 
-class Adam:
-    """Adam with its moment estimates stored on the server and updated in one batch."""
-
-    def __init__(self, sess, params, lr=0.03, betas=(0.9, 0.999), eps=1e-8):
-        self.sess, self.params, self.lr, self.betas, self.eps = sess, params, lr, betas, eps
-        self.m = [sess.op("zeros_like", p.detach()) for p in params]
-        self.v = [sess.op("zeros_like", p.detach()) for p in params]
-        self.t = 0
-
-    def step(self, grads):
-        self.t += 1
-        b1, b2 = self.betas
-        lr_t = self.lr * np.sqrt(1 - b2 ** self.t) / (1 - b1 ** self.t)
-        sess = self.sess
-        with sess.no_grad(), sess.batch():
-            for p, m, v in zip(self.params, self.m, self.v):
-                g = grads[p]
-                sess.op("assign", m, m * b1 + g * (1 - b1))
-                sess.op("assign", v, v * b2 + g * g * (1 - b2))
-                sess.op("assign", p, p - lr_t * m / (sess.op("sqrt", v) + self.eps))
-
-
 def train(address: str, steps: int = 300, hidden: int = 32, samples: int = 512,
           lr: float = 0.03, seed: int = 0, log_every: int = 25, checkpointing: str = "none"):
     rng = np.random.default_rng(seed)
@@ -82,7 +61,7 @@ def train(address: str, steps: int = 300, hidden: int = 32, samples: int = 512,
         x, y = sess.tensor(x_np), sess.tensor(y_np)
         with sess.autodiff(checkpointing=checkpointing) as ctx:
             params = init_params(sess, rng, [2, hidden, hidden, 2])
-            opt = Adam(sess, params, lr=lr)
+            opt = tensord.optim.Adam(params, lr=lr)
             start = time.perf_counter()
             for step in range(1, steps + 1):
                 with sess.batch():

@@ -7,7 +7,7 @@
 
 Errors raise TensordError subclasses named after tensord.v1.ErrorReason (see errors.py).
 """
-from . import dtypes
+from . import dtypes, optim
 from .client import Client, connect
 from .dtypes import bfloat16, bool_, float16, float32, float64, int32, int64
 from .errors import *  # noqa: F401,F403  (TensordError and one subclass per ErrorReason)
@@ -18,6 +18,6 @@ from .tensor import Tensor
 __version__ = "0.1.0"
 
 __all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "TensordError",
-           "TensordClientError", "BatchPendingError", "REASON_CLASSES", "dtypes", "float32",
-           "float64", "int32", "int64", "bool_", "bfloat16", "float16",
+           "TensordClientError", "BatchPendingError", "REASON_CLASSES", "dtypes", "optim",
+           "float32", "float64", "int32", "int64", "bool_", "bfloat16", "float16",
            *(cls.__name__ for cls in REASON_CLASSES.values())]

@@ -19,6 +19,7 @@ KernelTable& KernelTable::Instance() {
     RegisterShapeKernels(*t);
     RegisterLinalgKernels(*t);
     RegisterNnKernels(*t);
+    RegisterOptimizerKernels(*t);
     return t;
   }();
   return *table;

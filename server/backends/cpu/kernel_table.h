@@ -78,6 +78,7 @@ void RegisterActivationKernels(KernelTable& t);
 void RegisterReductionKernels(KernelTable& t);
 void RegisterShapeKernels(KernelTable& t);
 void RegisterLinalgKernels(KernelTable& t);
+void RegisterOptimizerKernels(KernelTable& t);
 void RegisterNnKernels(KernelTable& t);
 
 }  // namespace tensord::cpu

@@ -1,0 +1,247 @@
+#!/usr/bin/python3
+"""tensord beside its baselines, measured in one run; prints each figure, its baseline and the
+ratio (never asserted: docs/performance.md records the figures and how they were taken).
+
+    bench/compare.py                       # starts build/tensord (or $TENSORD_BIN) itself
+    bench/compare.py --address HOST:PORT   # a running server
+    bench/compare.py --quick               # fewer repetitions (a smoke run)
+
+Lines (tensord | baseline):
+  small op        Execute of add([4], [4]) f32 from Python | a gRPC health check on the same
+                  channel (the cheapest unary call of the same server)
+  batch of N      N chained adds of [4] f32 in one Execute: per-op cost | PyTorch eager, same add
+  MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
+                  | local PyTorch, same thread count
+  MLP update      the SGD update alone: fused sgd ops | the same update written as 12 assign /
+                  arithmetic calls (what a client had to send before the optimizer ops)
+  CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
+  put/get         256 MiB f32 through the chunked streams (MiB/s)
+Each timing is the best of several interleaved rounds (tensord and baseline alternate), so a
+noisy machine slows both sides alike.
+"""
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "client" / "python"))
+import tensord  # noqa: E402
+
+
+def best_of(fn, rounds: int, inner: int) -> float:
+    """Seconds per call of fn: the best mean over `rounds` runs of `inner` calls."""
+    best = float("inf")
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / inner)
+    return best
+
+
+def interleaved(a, b, rounds: int, inner: int):
+    """best_of for a and b, alternating rounds."""
+    ta = tb = float("inf")
+    for _ in range(rounds):
+        ta = min(ta, best_of(a, 1, inner))
+        tb = min(tb, best_of(b, 1, inner))
+    return ta, tb
+
+
+def line(what: str, ours: str, base: str, ratio: float, note: str = ""):
+    print(f"{what:<34} {ours:>22}   {base:>26}   ratio {ratio:6.2f}  {note}", flush=True)
+
+
+def us(s: float) -> str:
+    return f"{s * 1e6:.1f} µs"
+
+
+def ms(s: float) -> str:
+    return f"{s * 1e3:.2f} ms"
+
+
+def small_op(client, sess, rounds, inner):
+    a = sess.tensor(np.ones(4, np.float32))
+    b = sess.tensor(np.ones(4, np.float32))
+    t_op, t_health = interleaved(lambda: sess.op("add", a, b), lambda: client.health(),
+                                 rounds, inner)
+    line("small op (Python)", us(t_op), us(t_health) + " health", t_op / t_health,
+         "goal <= 1.15")
+
+
+def batches(sess, rounds):
+    x = torch.ones(4)
+    for n in (10, 100, 1000, 10000):
+        start = sess.tensor(np.ones(4, np.float32))
+
+        def run():
+            with sess.batch():
+                h = start
+                for _ in range(n):
+                    h = h + 1.0
+        t = best_of(run, rounds, 1)
+
+        def eager():
+            h = x
+            for _ in range(n):
+                h = h + 1.0
+        t_torch = best_of(eager, rounds, 1)
+        line(f"batch of {n} adds, per op", us(t / n), us(t_torch / n) + " torch eager",
+             (t_torch / n) / (t / n), "goal per op <= 3 µs")
+
+
+def mlp(sess, rounds, inner, threads):
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((256, 784)).astype(np.float32)
+    yn = rng.integers(0, 10, 256)
+    shapes = [(784, 256), (256,), (256, 10), (10,)]
+    init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+    torch.set_num_threads(threads)
+    tparams = [torch.tensor(v, requires_grad=True) for v in init]
+    topt = torch.optim.SGD(tparams, lr=0.01, momentum=0.9)
+    tx, ty = torch.tensor(xn), torch.tensor(yn)
+
+    def torch_step():
+        w1, b1, w2, b2 = tparams
+        loss = torch.nn.functional.cross_entropy(torch.relu(tx @ w1 + b1) @ w2 + b2, ty)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+
+    with sess.autodiff() as ctx:
+        params = [sess.tensor(v, requires_grad=True) for v in init]
+        opt = tensord.optim.SGD(params, lr=0.01, momentum=0.9)
+        x, y = sess.tensor(xn), sess.tensor(yn)
+        bufs = [sess.op("zeros_like", p.detach()) for p in params]
+        last = {}
+
+        def forward_backward():
+            w1, b1, w2, b2 = params
+            with sess.batch():
+                loss = sess.op("cross_entropy", sess.op("relu", x @ w1 + b1) @ w2 + b2, y)
+            last["grads"] = ctx.backward(loss)
+
+        def step():
+            forward_backward()
+            opt.step(last["grads"])
+
+        def fused_update():
+            opt.step(last["grads"])
+
+        def unfused_update():
+            # momentum SGD as a client had to write it: buf = 0.9 buf + g; p = p - lr buf.
+            g = last["grads"]
+            with sess.no_grad(), sess.batch():
+                for p, buf in zip(params, bufs):
+                    sess.op("assign", buf, buf * 0.9 + g[p])
+                    sess.op("assign", p, p - 0.01 * buf)
+
+        t_step, t_torch = interleaved(step, torch_step, rounds, inner)
+        line("MLP step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
+             t_torch / t_step, "goal >= 0.8")
+        forward_backward()
+        t_fused, t_unfused = interleaved(fused_update, unfused_update, rounds, inner)
+        line("MLP update", ms(t_fused) + " fused sgd", ms(t_unfused) + " assign calls",
+             t_unfused / t_fused, "(speed-up)")
+
+
+def cnn(sess, rounds, inner, threads):
+    rng = np.random.default_rng(1)
+    xn = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
+    yn = rng.integers(0, 10, 64)
+    shapes = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32 * 8 * 8), (10,)]
+    init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+    torch.set_num_threads(threads)
+    tparams = [torch.tensor(v, requires_grad=True) for v in init]
+    topt = torch.optim.SGD(tparams, lr=0.01)
+    tx, ty = torch.tensor(xn), torch.tensor(yn)
+    F = torch.nn.functional
+
+    def torch_step():
+        c1, b1, c2, b2, w, b = tparams
+        h = F.max_pool2d(F.relu(F.conv2d(tx, c1, b1, padding=1)), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, c2, b2, padding=1)), 2)
+        loss = F.cross_entropy(F.linear(h.flatten(1), w, b), ty)
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+
+    with sess.autodiff() as ctx:
+        params = [sess.tensor(v, requires_grad=True) for v in init]
+        opt = tensord.optim.SGD(params, lr=0.01)
+        x, y = sess.tensor(xn), sess.tensor(yn)
+
+        def step():
+            c1, b1, c2, b2, w, b = params
+            with sess.batch():
+                h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", x, c1, b1, padding=1)),
+                            kernel_size=2)
+                h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
+                            kernel_size=2)
+                loss = sess.op("cross_entropy",
+                               sess.op("linear", sess.op("flatten", h, start_dim=1), w, b), y)
+            opt.step(ctx.backward(loss))
+
+        t_step, t_torch = interleaved(step, torch_step, rounds, inner)
+        line("CNN step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
+             t_torch / t_step, "goal >= 0.8")
+
+
+def transfers(sess, rounds, mib):
+    data = np.ones((mib << 20) // 4, np.float32)
+    t_put = best_of(lambda: sess.tensor(data).release(), rounds, 1)
+    t = sess.tensor(data)
+    t_get = best_of(lambda: t.numpy(), rounds, 1)
+    print(f"{'put / get ' + str(mib) + ' MiB':<34} {mib / t_put:>10.0f} / {mib / t_get:.0f} MiB/s",
+          flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--address")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                        help="PyTorch's intra-op threads (the server uses every core)")
+    args = parser.parse_args()
+    rounds, inner = (2, 3) if args.quick else (5, 20)
+    proc = None
+    address = args.address
+    if address is None:
+        binary = os.environ.get("TENSORD_BIN", str(ROOT / "build" / "tensord"))
+        address = f"127.0.0.1:{free_port()}"
+        # Warnings only: the per-call info log line is not what is being measured.
+        proc = subprocess.Popen([binary, f"--address={address}", "--log_level=warning"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        with tensord.connect(address) as client:
+            client.wait_ready()
+            print(f"tensord {address}, torch {torch.__version__}, {args.threads} threads",
+                  flush=True)
+            with client.session() as sess:
+                small_op(client, sess, rounds, inner * 10)
+                batches(sess, rounds)
+                mlp(sess, rounds, inner, args.threads)
+                cnn(sess, rounds, max(2, inner // 4), args.threads)
+                transfers(sess, 2 if args.quick else 3, 64 if args.quick else 256)
+    finally:
+        if proc is not None:
+            proc.terminate()
+            proc.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
