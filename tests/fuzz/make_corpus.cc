@@ -50,6 +50,7 @@ void F32(OpCall* c, std::vector<int64_t> shape, std::vector<float> v) {
 }
 void Ints(OpCall* c, const std::string& name, std::vector<int64_t> v) {
   auto& a = (*c->mutable_attrs())[name];
+  a.mutable_ints();  // set even when empty: a 0-d shape
   for (int64_t x : v) a.mutable_ints()->add_values(x);
 }
 void Int(OpCall* c, const std::string& name, int64_t v) { (*c->mutable_attrs())[name].set_i(v); }
@@ -210,6 +211,47 @@ int main(int argc, char** argv) {
     Handle(a, 3);
     F32(a, {2, 3}, {0, 0, 0, 1, 1, 1});
     ok &= Seed().Step(kExecute, r).Write(dir, "execute_assign_no_grad");
+  }
+  {  // fused optimizer steps on the autodiff leaf, state made in the same no_grad batch
+    ExecuteRequest r;
+    r.set_no_grad(true);
+    for (int k = 0; k < 3; ++k) Handle(Call(r, "zeros_like"), 3);  // calls 0-2
+    OpCall* step = Call(r, "zeros");                               // call 3
+    Ints(step, "shape", {});
+    OpCall* adam = Call(r, "adam");
+    Handle(adam, 3);
+    Handle(adam, 1);
+    Prev(adam, 0);
+    Prev(adam, 1);
+    Prev(adam, 3);
+    Prev(adam, 2);
+    (*adam->mutable_attrs())["lr"].set_f(0.1);
+    (*adam->mutable_attrs())["amsgrad"].set_b(true);
+    OpCall* sgd = Call(r, "sgd");
+    Handle(sgd, 3);
+    Handle(sgd, 1);
+    Prev(sgd, 0);
+    Prev(sgd, 3);
+    (*sgd->mutable_attrs())["lr"].set_f(0.5);
+    (*sgd->mutable_attrs())["momentum"].set_f(0.9);
+    sgd->set_fetch(true);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_optimizer_steps");
+  }
+  {  // an adamw step, then a failing call: the parameter and its state are put back
+    ExecuteRequest r;
+    r.set_no_grad(true);
+    for (int k = 0; k < 2; ++k) Handle(Call(r, "zeros_like"), 1);
+    Ints(Call(r, "zeros"), "shape", {});
+    OpCall* adamw = Call(r, "adamw");
+    Handle(adamw, 1);
+    Handle(adamw, 3);
+    Prev(adamw, 0);
+    Prev(adamw, 1);
+    Prev(adamw, 2);
+    OpCall* bad = Call(r, "matmul");
+    Handle(bad, 1);
+    Handle(bad, 1);
+    ok &= Seed().Step(kExecute, r).Write(dir, "execute_optimizer_rollback");
   }
   {  // a batch whose second call fails: the rollback path
     ExecuteRequest r;

@@ -150,6 +150,36 @@ describe('autodiff', () => {
     await ctx.close();
   }));
 
+  test('optimizer steps keep their state on the server', () => withSession({}, async (sess) => {
+    const ctx = await sess.autodiff();
+    const w0 = [0.5, -1.5, 2];
+    const w = await sess.tensor(new Float64Array(w0), [3], {requiresGrad: true});
+    const c = [3, -0.25, 1e-3];
+    const scaled = await sess.op('mul', [w, {data: new Float64Array(c), shape: [3]}]);
+    const loss = await sess.op('sum', [scaled]);
+    const grads = await ctx.backward(loss);
+    const expAvg = await sess.op('zeros_like', [w], {}, {noGrad: true});
+    const expAvgSq = await sess.op('zeros_like', [w], {}, {noGrad: true});
+    const step = await sess.op('zeros', [], {shape: [], dtype: 'f32'});
+    await sess.op('adam', [w, grads.get(w), expAvg, expAvgSq, step], {lr: 0.1}, {noGrad: true});
+    // First Adam step from zero moments: w -= lr * g / (|g| + eps).
+    near((await w.get()).data, w0.map((v, i) => v - 0.1 * c[i] / (Math.abs(c[i]) + 1e-8)), 1e-12);
+    near((await step.get()).data, [1]);
+    // A gradient of the wrong shape is a typed error, and nothing changes.
+    const before = (await w.get()).data;
+    await assert.rejects(
+        sess.op('adam', [w, {data: new Float64Array(2), shape: [2]}, expAvg, expAvgSq, step],
+            {lr: 0.1}, {noGrad: true}),
+        (err) => {
+          assert.equal(err.reason, 'SHAPE_MISMATCH');
+          assert.equal(err.metadata.op, 'adam');
+          return true;
+        });
+    near((await w.get()).data, Array.from(before), 0);
+    near((await step.get()).data, [1]);
+    await ctx.close();
+  }));
+
   test('seed failure: OPERATION_NOT_MARKED_FOR_AUTODIFF', () => withSession({}, async (sess) => {
     const ctx = await sess.autodiff();
     const w = await sess.tensor(new Float32Array([1, 2]), [2], {requiresGrad: true, ctx});
