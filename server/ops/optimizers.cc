@@ -7,6 +7,8 @@
 // Like assign they write into their inputs, so they are refused on autodiff tensors while
 // recording and run in a no_grad batch (as torch.optim steps under torch.no_grad()); a failing
 // batch restores the parameter and every state tensor (OpDef::in_place, mutates_inputs).
+#include "server/ops/optimizers.h"
+
 #include <cmath>
 
 #include "server/ops/op_helpers.h"
@@ -154,6 +156,34 @@ OpDef AdamOp(const std::string& name, double weight_decay, const std::string& do
 }
 
 }  // namespace
+
+namespace ops {
+
+absl::Status CheckOptimizerAliasing(const OpDef& op, absl::Span<const Tensor> inputs) {
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (inputs[i].storage() == nullptr || inputs[i].storage() != inputs[j].storage()) continue;
+      return Error(
+          Reason::kBadOperand,
+          absl::StrCat(op.name, ": ", op.input_names[i], " (input ", i, ") shares storage with ",
+                       op.input_names[j], " (input ", j,
+                       "); each state tensor must be a tensor of its own"),
+          {{"op", op.name}, {"input_index", absl::StrCat(i)}, {"other_index", absl::StrCat(j)}});
+    }
+  }
+  return absl::OkStatus();
+}
+
+AdamScalars AdamStepScalars(const Attrs& a, double step) {
+  const std::vector<double> betas = a.GetFloats("betas");
+  AdamScalars s{betas[0], betas[1], a.GetFloat("lr"), a.GetFloat("eps"), a.GetFloat("weight_decay"),
+                0,        0};
+  s.step_size = s.lr / (1 - std::pow(s.beta1, step));
+  s.bias_correction2_sqrt = std::sqrt(1 - std::pow(s.beta2, step));
+  return s;
+}
+
+}  // namespace ops
 
 void RegisterOptimizerOps(OpRegistry& r) {
   OpDef sgd = ops::NewOp("sgd", "optimizer", {"param", "grad", "momentum_buffer", "step"}, kFloat,

@@ -263,6 +263,56 @@ TEST(DeviceOps, MatrixProductsMatchTheCpu) {
   EXPECT_EQ(UnsupportedCalls(), documented);
 }
 
+// The optimizer steps write param and state in place: each step runs on CPU copies and on
+// device copies of the same tensors, and everything written is compared after every step.
+const std::vector<std::pair<std::string, AttrMap>> kOptimizerCases = {
+    {"sgd", {{"lr", 0.1}}},
+    {"sgd", {{"lr", 0.1}, {"momentum", 0.9}, {"dampening", 0.1}, {"weight_decay", 0.01}}},
+    {"sgd", {{"lr", 0.1}, {"momentum", 0.8}, {"nesterov", true}, {"maximize", true}}},
+    {"adam", {{"lr", 0.01}, {"weight_decay", 0.1}}},
+    {"adam", {{"lr", 0.01}, {"amsgrad", true}, {"maximize", true}}},
+    {"adamw", {{"lr", 0.02}, {"betas", std::vector<double>{0.8, 0.99}}, {"amsgrad", true}}},
+};
+
+TEST(DeviceOps, OptimizerStepsMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  for (const auto& [op, attrs] : kOptimizerCases) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      // param, then its state in the op's input order (after grad).
+      std::vector<Tensor> cpu = {Input(dtype, {5, 3}, 140)};
+      auto zeros = [&] { return Run1("zeros_like", {cpu[0]}); };
+      const Tensor step = Values(DType::kI64, {}, {0});
+      if (op == "sgd" && attrs.count("momentum")) {
+        cpu.insert(cpu.end(), {zeros(), step});
+      } else if (op != "sgd") {
+        cpu.insert(cpu.end(), {zeros(), zeros(), step});
+        if (attrs.count("amsgrad")) cpu.push_back(zeros());
+      }
+      std::vector<Tensor> dev;
+      for (const Tensor& t : cpu) dev.push_back(MoveTo(t, device));
+      CallEnv env;
+      env.no_grad = true;
+      for (int k = 0; k < 3; ++k) {
+        const Tensor grad = Input(dtype, {5, 3}, 150 + k);
+        auto args = [&](const std::vector<Tensor>& s, const Tensor& g) {
+          std::vector<Tensor> a = {s[0], g};
+          a.insert(a.end(), s.begin() + 1, s.end());
+          return a;
+        };
+        auto on_cpu = DeviceDispatcher().Call(op, args(cpu, grad), attrs, env);
+        auto on_dev = DeviceDispatcher().Call(op, args(dev, MoveTo(grad, device)), attrs, env);
+        ASSERT_TRUE(on_cpu.ok() && on_dev.ok())
+            << op << ": " << on_cpu.status() << " / " << on_dev.status();
+        for (size_t i = 0; i < cpu.size(); ++i) {
+          const Tolerance tol = ToleranceFor(cpu[i].dtype());
+          EXPECT_TRUE(AllClose(MoveTo(dev[i], kHostDevice), cpu[i], tol.rtol, tol.atol))
+              << op << " " << DTypeName(dtype) << " tensor " << i << " after step " << k + 1;
+        }
+      }
+    }
+  }
+}
+
 TEST(DeviceOps, EveryListedOpIsCovered) {
   TENSORD_REQUIRE_DEVICE(device);
   std::set<std::string> shape_test(kCreationOps.begin(), kCreationOps.end());
@@ -270,6 +320,7 @@ TEST(DeviceOps, EveryListedOpIsCovered) {
   shape_test.insert(kOtherShapeOps.begin(), kOtherShapeOps.end());
   shape_test.insert(kProductOps.begin(), kProductOps.end());
   for (const auto& [op, attrs] : UnaryShapeCases()) shape_test.insert(op);
+  for (const auto& [op, attrs] : kOptimizerCases) shape_test.insert(op);
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);
     if (def.internal) continue;  // reached through the backward rules of the ops above

@@ -120,3 +120,36 @@ def test_device_memory_counts_against_the_quota(client):
             s.op("cumsum", s.tensor(np.ones(3, np.float32)), dim=0)
         assert err.value.reason == "UNSUPPORTED_ON_BACKEND"
         assert err.value.metadata["device"] == DEVICE
+
+
+@pytest.mark.parametrize("kind,config", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),
+                                         ("AdamW", dict(lr=0.05, amsgrad=True))])
+def test_tensord_optim_on_the_device_matches_the_cpu(client, dsess, kind, config):
+    rng = np.random.default_rng(7)
+    x, y = rng.standard_normal((16, 4)), rng.standard_normal((16, 1))
+    w0 = rng.standard_normal((4, 1))
+    result = {}
+    with client.session(device="cpu") as csess:
+        for s in (csess, dsess):
+            with s.autodiff() as ctx:
+                w = s.tensor(w0, requires_grad=True)
+                assert w.device == s.device
+                opt = getattr(tensord.optim, kind)([w], **config)
+                xs, ys = s.tensor(x), s.tensor(y)
+                for _ in range(5):
+                    opt.step(ctx.backward(s.op("mse_loss", xs @ w, ys)))
+                assert all(t.device == s.device for t in opt.state[w].values())
+                result[s.device] = w.numpy()
+    np.testing.assert_allclose(result[DEVICE], result["cpu"], rtol=1e-10)
+
+
+def test_optimizer_state_in_host_memory_is_refused_on_the_device(dsess):
+    # A 0-d host tensor would join the device call as a copy, which the step would write.
+    p = dsess.tensor(np.array(1.0))
+    state = [dsess.tensor(np.array(0.0)) for _ in range(2)]
+    with pytest.raises(tensord.TensordError) as e:
+        with dsess.no_grad():
+            dsess.op("adam", p, np.array(1.0), *state, dsess.tensor(np.array(0.0), device="cpu"))
+    assert e.value.reason == "DEVICE_MISMATCH", str(e.value)
+    assert e.value.metadata["op"] == "adam" and e.value.metadata["input_index"] == "4"
+    np.testing.assert_array_equal(p.numpy(), np.array(1.0))

@@ -8,29 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
+#include "server/ops/optimizers.h"
 
 namespace tensord::cpu {
 namespace {
-
-// Written in place in one pass, so no two inputs may share storage (an exp_avg passed as
-// exp_avg_sq would read values the same pass already wrote, where PyTorch's sequence of
-// separate ops would not).
-absl::Status CheckNoAliasing(const KernelCall& c) {
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
-      if (c.inputs[i].storage() != nullptr && c.inputs[i].storage() == c.inputs[j].storage()) {
-        return Error(Reason::kBadOperand,
-                     absl::StrCat(c.op.name, ": ", c.op.input_names[i], " (input ", i,
-                                  ") shares storage with ", c.op.input_names[j], " (input ", j,
-                                  "); each state tensor must be a tensor of its own"),
-                     {{"op", c.op.name},
-                      {"input_index", absl::StrCat(i)},
-                      {"other_index", absl::StrCat(j)}});
-      }
-    }
-  }
-  return absl::OkStatus();
-}
 
 // The step counter: read, then incremented in its own dtype (torch's `step_t += 1`).
 double ReadStep(const Tensor& step) {
@@ -75,7 +56,7 @@ void SgdLoop(int64_t n, T* p, const T* g, T* buf, bool first_step, const Attrs& 
 }
 
 absl::Status SgdKernel(KernelCall& c) {
-  RETURN_IF_ERROR(CheckNoAliasing(c));
+  RETURN_IF_ERROR(ops::CheckOptimizerAliasing(c.op, c.inputs));
   Tensor param = c.inputs[0];
   const Tensor& grad = c.inputs[1];
   const bool has_state = c.inputs.size() == 4;
@@ -94,24 +75,8 @@ absl::Status SgdKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
-// Scalars of one Adam step, computed in double as torch.optim computes them in Python.
-struct AdamScalars {
-  double beta1, beta2, lr, eps, weight_decay, step_size, bias_correction2_sqrt;
-};
-
-AdamScalars AdamStepScalars(const Attrs& a, double step) {
-  const std::vector<double> betas = a.GetFloats("betas");
-  AdamScalars s{betas[0], betas[1], a.GetFloat("lr"), a.GetFloat("eps"), a.GetFloat("weight_decay"),
-                0,        0};
-  const double bias_correction1 = 1 - std::pow(s.beta1, step);
-  const double bias_correction2 = 1 - std::pow(s.beta2, step);
-  s.step_size = s.lr / bias_correction1;
-  s.bias_correction2_sqrt = std::sqrt(bias_correction2);
-  return s;
-}
-
 template <typename T>
-void AdamLoop(int64_t n, T* p, const T* g, T* m, T* v, T* vmax, const AdamScalars& s,
+void AdamLoop(int64_t n, T* p, const T* g, T* m, T* v, T* vmax, const ops::AdamScalars& s,
               bool decoupled, bool maximize) {
   const T beta1 = static_cast<T>(s.beta1), one_minus_beta1 = static_cast<T>(1 - s.beta1);
   const T beta2 = static_cast<T>(s.beta2), one_minus_beta2 = static_cast<T>(1 - s.beta2);
@@ -145,12 +110,12 @@ void AdamLoop(int64_t n, T* p, const T* g, T* m, T* v, T* vmax, const AdamScalar
 
 KernelFn AdamKernel(bool decoupled) {
   return [decoupled](KernelCall& c) -> absl::Status {
-    RETURN_IF_ERROR(CheckNoAliasing(c));
+    RETURN_IF_ERROR(ops::CheckOptimizerAliasing(c.op, c.inputs));
     auto in = [&](int i) -> Tensor& { return const_cast<Tensor&>(c.inputs[i]); };
     Tensor param = in(0);
     const bool amsgrad = c.inputs.size() == 6;
     IncrementStep(in(4));
-    const AdamScalars s = AdamStepScalars(c.attrs, ReadStep(in(4)));
+    const ops::AdamScalars s = ops::AdamStepScalars(c.attrs, ReadStep(in(4)));
     TENSORD_DISPATCH_FLOAT(param.dtype(), [&] {
       AdamLoop<T>(param.numel(), param.data<T>(), in(1).data<T>(), in(2).data<T>(), in(3).data<T>(),
                   amsgrad ? in(5).data<T>() : nullptr, s, decoupled, c.attrs.GetBool("maximize"));

@@ -89,21 +89,6 @@ std::string Store(const Dialect& d, DType t, const std::string& value) {
   return absl::StrCat("(", StorageType(d, t), ")(", value, ")");
 }
 
-std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
-  bool f64 = false, half = false;
-  for (DType t : dtypes) {
-    f64 |= t == DType::kF64;
-    half |= IsLowPrecision(t);
-  }
-  std::string out = d.preamble;
-  if (f64) absl::StrAppend(&out, d.fp64_enable);
-  if (half) {
-    absl::StrAppend(&out, absl::StrReplaceAll(kHalfHelpers,
-                                              {{"AS_FLOAT", d.as_float}, {"AS_UINT", d.as_uint}}));
-  }
-  return out;
-}
-
 // Walks the linear index `index` over `shape_at` dims and adds each operand's offset.
 std::string OffsetLoop(const std::string& index, const std::string& rank,
                        const std::string& shape_at, const std::vector<std::string>& offsets,
@@ -120,6 +105,21 @@ std::string OffsetLoop(const std::string& index, const std::string& rank,
 }
 
 }  // namespace
+
+std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
+  bool f64 = false, half = false;
+  for (DType t : dtypes) {
+    f64 |= t == DType::kF64;
+    half |= IsLowPrecision(t);
+  }
+  std::string out = d.preamble;
+  if (f64) absl::StrAppend(&out, d.fp64_enable);
+  if (half) {
+    absl::StrAppend(&out, absl::StrReplaceAll(kHalfHelpers,
+                                              {{"AS_FLOAT", d.as_float}, {"AS_UINT", d.as_uint}}));
+  }
+  return out;
+}
 
 const Dialect& OpenClDialect() {
   static const Dialect* d =

@@ -25,6 +25,9 @@ struct Dialect {
   std::string as_float, as_uint;  // bit casts between float and uint32
 };
 const Dialect& OpenClDialect();
+// What a source whose kernels touch `dtypes` starts with: the dialect's preamble, the f64
+// extension, the bf16/f16 conversion helpers.
+std::string Preamble(const Dialect& dialect, const std::vector<DType>& dtypes);
 
 // A map out[i] = expr(a, b, c) over operands loaded as `compute` (`T` in the expression).
 // Kernel arguments: out, the inputs, the geometry (int64: the coalesced output shape, then

@@ -10,6 +10,7 @@
 #include "server/backends/gpu/kernel_source.h"
 #include "server/backends/opencl/opencl_elementwise.h"
 #include "server/backends/opencl/opencl_linalg.h"
+#include "server/backends/opencl/opencl_optimizers.h"
 #include "server/core/status.h"
 #include "server/ops/reduction.h"
 #include "server/ops/shape_ops.h"
@@ -167,7 +168,8 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
-         CopyOps().count(op.name) || ReductionOps().count(op.name) || IsProduct(op.name);
+         CopyOps().count(op.name) || ReductionOps().count(op.name) || IsProduct(op.name) ||
+         IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -181,7 +183,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  if (ReductionOps().count(op)) return true;
+  if (ReductionOps().count(op) || IsOptimizer(op)) return true;
   if (IsProduct(op)) return SupportsProduct(q);
   if (q.outputs.empty()) return false;
   return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
@@ -197,6 +199,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (CopyOps().count(op)) return RunCopy(c, device);
   if (ReductionOps().count(op)) return RunReduction(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
+  if (IsOptimizer(op)) return RunOptimizer(c, device);
   std::optional<ElementwisePlan> plan =
       PlanElementwise(op, c.attrs, c.inputs[0].dtype(), c.outputs[0].dtype());
   if (!plan) {

@@ -2,7 +2,7 @@
 // first use. Families: elementwise maps over broadcast operands (arithmetic, comparisons,
 // float functions, activations and their backward ops, where), fills, casts, views, strided
 // copies (permute, transpose, expand, contiguous, clone), assign, and reductions (sum, mean,
-// prod, all, any).
+// prod, all, any), and the optimizer steps (sgd, adam, adamw; opencl_optimizers.h).
 #pragma once
 
 #include "absl/status/status.h"
