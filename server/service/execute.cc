@@ -27,9 +27,12 @@ class Transaction {
   // Called before an in-place op runs on `target`.
   absl::Status SaveInPlaceTarget(const Tensor& target) {
     if (!target.defined() || target.storage() == nullptr) return absl::OkStatus();
-    Undo undo{target, std::string(target.nbytes(), '\0'), target.storage()->version()};
-    RETURN_IF_ERROR(dispatcher_.ToHost(target, undo.bytes.data()));
-    undo_.push_back(std::move(undo));
+    // A host tensor, so the copy comes from the pooled host memory: an optimizer step saves
+    // every parameter and state tensor it writes, and fresh pages for those copies cost more
+    // than the step itself (a page fault each).
+    ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(target.dtype(), target.shape()));
+    if (target.nbytes() > 0) RETURN_IF_ERROR(dispatcher_.ToHost(target, copy.raw()));
+    undo_.push_back(Undo{target, std::move(copy), target.storage()->version()});
     return absl::OkStatus();
   }
 
@@ -41,7 +44,7 @@ class Transaction {
       // fail on any backend we have; should it, the version stays bumped, so backward
       // refuses the changed values instead of silently using them.
       if (!backend.ok() ||
-          !(*backend)->CopyFromHost(it->bytes.data(), it->bytes.size(), it->target).ok()) {
+          !(*backend)->CopyFromHost(it->bytes.raw(), it->bytes.nbytes(), it->target).ok()) {
         it->target.storage()->BumpVersion();
         continue;
       }
@@ -54,7 +57,7 @@ class Transaction {
  private:
   struct Undo {
     Tensor target;
-    std::string bytes;
+    Tensor bytes;  // the prior value, in host memory
     uint64_t version;
   };
   const Dispatcher& dispatcher_;
