@@ -3,6 +3,7 @@
 //   session.h      Session (put/get, eager ops, batches, autodiff contexts), Batch, Gradients
 //   tensor.h       Tensor (RAII handle), Operand, Attrs
 //   ops.h          named eager ops and operators on StatusOr<Tensor>
+//   optim.h        Sgd, Adam, AdamW: optimizer steps run on the server
 //   host_tensor.h  HostTensor (client-side values, .npy)
 //   status.h       ReasonOf / ReasonNameOf / MetadataOf on failed statuses
 #pragma once
