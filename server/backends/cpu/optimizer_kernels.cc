@@ -3,10 +3,8 @@
 // through the same sequence of roundings as torch.optim's single-tensor step (every scalar is
 // cast to the param's dtype, every intermediate is rounded to it), so f64 results agree with
 // PyTorch to the last bits and f32 ones to a few ulp.
-#include <algorithm>
 #include <cmath>
 
-#include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/ops/optimizers.h"
 
