@@ -46,6 +46,10 @@ ABSL_FLAG(int64_t, max_calls_per_batch, 10000,
 ABSL_FLAG(int64_t, max_contexts_per_session, 256,
           "most autodiff contexts open at once in one session "
           "(env TENSORD_MAX_CONTEXTS_PER_SESSION)");
+ABSL_FLAG(int64_t, max_calls_per_program, 10000,
+          "most op calls (forward and updates) in one program (env TENSORD_MAX_CALLS_PER_PROGRAM)");
+ABSL_FLAG(int64_t, max_programs_per_session, 256,
+          "most programs one session holds at once (env TENSORD_MAX_PROGRAMS_PER_SESSION)");
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
@@ -106,6 +110,8 @@ bool ApplyEnvironment() {
       {"max_dim", "TENSORD_MAX_DIM"},
       {"max_calls_per_batch", "TENSORD_MAX_CALLS_PER_BATCH"},
       {"max_contexts_per_session", "TENSORD_MAX_CONTEXTS_PER_SESSION"},
+      {"max_calls_per_program", "TENSORD_MAX_CALLS_PER_PROGRAM"},
+      {"max_programs_per_session", "TENSORD_MAX_PROGRAMS_PER_SESSION"},
       {"plugin", "TENSORD_PLUGINS"},
       {"tls_cert", "TENSORD_TLS_CERT"},
       {"tls_key", "TENSORD_TLS_KEY"},
@@ -217,6 +223,8 @@ int main(int argc, char** argv) {
   options.max_dim = absl::GetFlag(FLAGS_max_dim);
   options.max_calls_per_batch = absl::GetFlag(FLAGS_max_calls_per_batch);
   options.max_contexts_per_session = absl::GetFlag(FLAGS_max_contexts_per_session);
+  options.max_calls_per_program = absl::GetFlag(FLAGS_max_calls_per_program);
+  options.max_programs_per_session = absl::GetFlag(FLAGS_max_programs_per_session);
   for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
     if (!plugin.empty()) options.plugins.push_back(plugin);
   }

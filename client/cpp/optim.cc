@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/internal.h"
+#include "client/cpp/program.h"
 
 namespace tensord::client {
 namespace {
@@ -79,6 +80,37 @@ absl::Status Optimizer::Step(const Gradients& grads) {
     batch.Add(op_, std::move(inputs), attrs);
   }
   return batch.Run().status();
+}
+
+absl::Status Optimizer::AddStepTo(ProgramBuilder& program) {
+  if (absl::Status st = CheckOptions(); !st.ok()) return st;
+  std::vector<Tensor> todo, fresh;
+  for (const Tensor& p : params_) {
+    bool leaf = false;
+    for (const Tensor& l : program.leaves_) leaf |= l.handle() == p.handle();
+    if (!leaf) continue;
+    todo.push_back(p);
+    if (!state_.count(p.handle())) fresh.push_back(p);
+  }
+  if (todo.empty()) {
+    return internal::ServerAnswer(::tensord::v1::INVALID_REQUEST,
+                                  "client: none of the optimizer's parameters is a leaf of the "
+                                  "program's backward (call Backward first)",
+                                  {{"field", "backward.leaves"}});
+  }
+  const std::vector<std::string> names = StateNames();
+  if (!names.empty() && !fresh.empty()) {
+    if (absl::Status st = InitState(fresh); !st.ok()) return st;
+  }
+  const Attrs attrs = OpAttrs();
+  for (const Tensor& p : todo) {
+    std::vector<Operand> inputs = {p, Operand::GradientOf(p.handle())};
+    if (!names.empty()) {
+      for (const Tensor& s : state_.at(p.handle())) inputs.push_back(s);
+    }
+    program.Update(op_, std::move(inputs), attrs);
+  }
+  return absl::OkStatus();
 }
 
 Attrs Sgd::OpAttrs() const {

@@ -46,6 +46,9 @@ class Optimizer {
   virtual ~Optimizer() = default;
   // Updates every parameter that has a gradient in `grads`; the others are left alone.
   absl::Status Step(const Gradients& grads);
+  // The same step as updates of a program, one per parameter among the leaves of its
+  // backward (state is created now for parameters that have none).
+  absl::Status AddStepTo(ProgramBuilder& program);
   const std::vector<Tensor>& params() const { return params_; }
   // The state tensors of `param` in the op's input order (empty before its first step).
   std::vector<Tensor> state(const Tensor& param) const;

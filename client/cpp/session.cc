@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "client/cpp/internal.h"
+#include "client/cpp/program.h"
 #include "client/cpp/status.h"
 
 namespace tensord::client {
@@ -183,6 +184,10 @@ absl::StatusOr<Tensor> Session::Op1(const std::string& op, std::vector<Operand> 
 }
 
 Batch Session::NewBatch(const BatchOptions& options) { return Batch(state_, options); }
+
+ProgramBuilder Session::NewProgram(uint64_t context, bool no_grad) {
+  return ProgramBuilder(state_, context, no_grad);
+}
 
 NoGradGuard Session::NoGrad() { return NoGradGuard(state_); }
 

@@ -66,6 +66,12 @@ struct CallOptions {
   bool fetch = false;  // return the outputs' values inline (BatchResult::values)
 };
 
+struct ProgramCallOptions {
+  bool fetch = false;  // return the outputs' values with every run
+  bool keep = false;   // store the outputs as tensors of the session at every run
+  bool requires_grad = false;
+};
+
 struct ContextInfo {
   uint64_t context_id = 0;
   std::string checkpointing;  // "none", "balanced"
@@ -95,6 +101,8 @@ std::ostream& operator<<(std::ostream& os, const ContextInfo& info);
 std::ostream& operator<<(std::ostream& os, const SessionInfo& info);
 
 // A call of a Batch; converts to its first output, out(k) names output k.
+class ProgramBuilder;
+
 class CallRef {
  public:
   explicit CallRef(uint32_t call) : call_(call) {}
@@ -236,6 +244,8 @@ class Session {
   absl::StatusOr<Tensor> Op1(const std::string& op, std::vector<Operand> inputs,
                              const Attrs& attrs = {}, const OpOptions& options = {});
   Batch NewBatch(const BatchOptions& options = {});
+  // A program whose forward records on `context` (0: none, no backward) unless `no_grad`.
+  ProgramBuilder NewProgram(uint64_t context = 0, bool no_grad = false);
   // A guard under which eager ops and batches of this session do not record.
   NoGradGuard NoGrad();
 

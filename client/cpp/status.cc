@@ -61,6 +61,7 @@ absl::StatusCode CodeOf(ErrorReason reason) {
     case v1::SESSION_NOT_FOUND:
     case v1::CONTEXT_NOT_FOUND:
     case v1::DEVICE_NOT_FOUND:
+    case v1::PROGRAM_NOT_FOUND:
       return StatusCode::kNotFound;
     case v1::QUOTA_EXCEEDED:
     case v1::OUT_OF_MEMORY:
@@ -164,6 +165,7 @@ absl::Status internal::ClientErrorIn(const std::string& domain, ErrorReason reas
           {::tensord::v1::SESSION_NOT_FOUND, {"session", "session_id"}},
           {::tensord::v1::TENSOR_NOT_FOUND, {"tensor", "tensor_id"}},
           {::tensord::v1::CONTEXT_NOT_FOUND, {"context", "context_id"}},
+          {::tensord::v1::PROGRAM_NOT_FOUND, {"program", "program_id"}},
           {::tensord::v1::DEVICE_NOT_FOUND, {"device", "device"}}};
   if (auto r = kResources->find(reason); r != kResources->end()) {
     google::rpc::ResourceInfo resource;

@@ -104,6 +104,18 @@ Operand Operand::Handle(uint64_t handle) {
   return out;
 }
 
+Operand Operand::Parameter(uint32_t index) {
+  Operand out;
+  out.value_ = ParameterRef{index};
+  return out;
+}
+
+Operand Operand::GradientOf(uint64_t leaf) {
+  Operand out;
+  out.value_ = GradientRef{leaf};
+  return out;
+}
+
 absl::Status Operand::status() const {
   if (const absl::Status* s = std::get_if<absl::Status>(&value_)) return *s;
   if (const Tensor* t = std::get_if<Tensor>(&value_); t != nullptr && !t->defined()) {
@@ -131,6 +143,10 @@ absl::Status Operand::ToProto(::tensord::v1::Operand* out) const {
     if (const bool* b = std::get_if<bool>(&n->v)) s->set_b(*b);
   } else if (const RawHandle* r = std::get_if<RawHandle>(&value_)) {
     out->set_handle(r->handle);
+  } else if (const ParameterRef* p = std::get_if<ParameterRef>(&value_)) {
+    out->set_parameter(p->index);
+  } else if (const GradientRef* g = std::get_if<GradientRef>(&value_)) {
+    out->set_gradient(g->leaf);
   }
   return absl::OkStatus();
 }

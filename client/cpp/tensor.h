@@ -150,6 +150,10 @@ class Operand {
 
   // A raw handle of the session the op runs in (no ownership taken).
   static Operand Handle(uint64_t handle);
+  // Programs only (ProgramBuilder): the value bound to parameter `index` at each run, and
+  // in a program's updates the gradient its backward computed for leaf handle `leaf`.
+  static Operand Parameter(uint32_t index);
+  static Operand GradientOf(uint64_t leaf);
 
   // The tensor of a tensor operand, or null.
   const Tensor* tensor() const { return std::get_if<Tensor>(&value_); }
@@ -165,8 +169,16 @@ class Operand {
   struct RawHandle {
     uint64_t handle;
   };
+  struct ParameterRef {
+    uint32_t index;
+  };
+  struct GradientRef {
+    uint64_t leaf;
+  };
   Operand() = default;
-  std::variant<Tensor, CallOutput, HostTensor, Number, RawHandle, absl::Status> value_;
+  std::variant<Tensor, CallOutput, HostTensor, Number, RawHandle, absl::Status, ParameterRef,
+               GradientRef>
+      value_;
 };
 
 // An op attribute (tensord.v1.AttrValue). Lists of ints may be written as braced lists:

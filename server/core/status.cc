@@ -57,6 +57,7 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kUnauthenticated, "UNAUTHENTICATED", absl::StatusCode::kUnauthenticated},
     {Reason::kPermissionDenied, "PERMISSION_DENIED", absl::StatusCode::kPermissionDenied},
     {Reason::kDeviceMismatch, "DEVICE_MISMATCH", absl::StatusCode::kInvalidArgument},
+    {Reason::kProgramNotFound, "PROGRAM_NOT_FOUND", absl::StatusCode::kNotFound},
 };
 
 // Shortens the long values of `metadata` in place; the message quoting them gets the same short

@@ -44,6 +44,7 @@ enum class Reason : int {
   kUnauthenticated = 28,
   kPermissionDenied = 29,
   kDeviceMismatch = 30,
+  kProgramNotFound = 31,
 };
 
 // Name as in the proto enum, e.g. "OPERATION_NOT_MARKED_FOR_AUTODIFF".

@@ -107,7 +107,8 @@ v1::Marking MarkingToProto(Marking m) {
   return v1::MARKING_UNSPECIFIED;
 }
 
-absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, int k, int i) {
+// `field` names the operand in errors, e.g. "calls[2].inputs[0]".
+absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, const std::string& field) {
   OperandSpec out;
   switch (in.source_case()) {
     case v1::Operand::kHandle:
@@ -118,9 +119,8 @@ absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, int k, int i
       break;
     case v1::Operand::kLiteral: {
       OperandSpec::Literal lit;
-      ASSIGN_OR_RETURN(
-          lit.dtype, DTypeFromProto(in.literal().dtype(),
-                                    absl::StrCat("calls[", k, "].inputs[", i, "].literal.dtype")));
+      ASSIGN_OR_RETURN(lit.dtype,
+                       DTypeFromProto(in.literal().dtype(), absl::StrCat(field, ".literal.dtype")));
       lit.shape.assign(in.literal().shape().begin(), in.literal().shape().end());
       lit.data = in.literal().data();
       out.source = std::move(lit);
@@ -141,10 +141,42 @@ absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, int k, int i
           break;  // stays monostate: BAD_OPERAND when the call runs
       }
       break;
+    case v1::Operand::kParameter:
+      out.source = OperandSpec::Parameter{in.parameter()};
+      break;
+    case v1::Operand::kGradient:
+      out.source = OperandSpec::Gradient{in.gradient()};
+      break;
     case v1::Operand::SOURCE_NOT_SET:
       break;
   }
   return out;
+}
+
+// `field` is the repeated field holding the call ("calls", "updates"); `k` its index there
+// and `index` its number in the batch or program (the errors' call_index).
+absl::StatusOr<CallSpec> CallFromProto(const v1::OpCall& in, const char* field, int k,
+                                       size_t index) {
+  CallSpec call;
+  call.op = in.op();
+  call.requires_grad = in.requires_grad();
+  call.fetch = in.fetch();
+  call.keep = in.keep();
+  call.inputs.reserve(in.inputs_size());
+  for (int i = 0; i < in.inputs_size(); ++i) {
+    auto operand = OperandFromProto(in.inputs(i), absl::StrCat(field, "[", k, "].inputs[", i, "]"));
+    if (!operand.ok()) {
+      return WithMetadata(operand.status(),
+                          {{"call_index", absl::StrCat(index)}, {"input_index", absl::StrCat(i)}});
+    }
+    call.inputs.push_back(*std::move(operand));
+  }
+  for (const auto& [name, value] : in.attrs()) {
+    auto attr = AttrFromProto(in.op(), name, value);
+    if (!attr.ok()) return WithMetadata(attr.status(), {{"call_index", absl::StrCat(index)}});
+    call.attrs.emplace(name, *std::move(attr));
+  }
+  return call;
 }
 
 }  // namespace
@@ -181,27 +213,58 @@ absl::StatusOr<BatchSpec> BatchFromProto(const v1::ExecuteRequest& request) {
   batch.context_id = request.context_id();
   batch.calls.reserve(request.calls_size());
   for (int k = 0; k < request.calls_size(); ++k) {
-    const v1::OpCall& in = request.calls(k);
-    CallSpec call;
-    call.op = in.op();
-    call.requires_grad = in.requires_grad();
-    call.fetch = in.fetch();
-    for (int i = 0; i < in.inputs_size(); ++i) {
-      auto operand = OperandFromProto(in.inputs(i), k, i);
-      if (!operand.ok()) {
-        return WithMetadata(operand.status(),
-                            {{"call_index", absl::StrCat(k)}, {"input_index", absl::StrCat(i)}});
-      }
-      call.inputs.push_back(*std::move(operand));
-    }
-    for (const auto& [name, value] : in.attrs()) {
-      auto attr = AttrFromProto(in.op(), name, value);
-      if (!attr.ok()) return WithMetadata(attr.status(), {{"call_index", absl::StrCat(k)}});
-      call.attrs.emplace(name, *std::move(attr));
-    }
+    ASSIGN_OR_RETURN(CallSpec call, CallFromProto(request.calls(k), "calls", k, k));
     batch.calls.push_back(std::move(call));
   }
   return batch;
+}
+
+absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
+    std::shared_ptr<const v1::CompileProgramRequest> request) {
+  ProgramSpec spec;
+  const v1::CompileProgramRequest& req = *request;
+  for (int p = 0; p < req.parameters_size(); ++p) {
+    ParameterSpec param;
+    param.name = req.parameters(p).name();
+    auto example =
+        OperandFromProto(req.parameters(p).example(), absl::StrCat("parameters[", p, "].example"));
+    if (!example.ok()) {
+      return WithMetadata(example.status(), {{"parameter_index", absl::StrCat(p)}});
+    }
+    param.example = *std::move(example);
+    spec.parameters.push_back(std::move(param));
+  }
+  for (int k = 0; k < req.calls_size(); ++k) {
+    ASSIGN_OR_RETURN(CallSpec call, CallFromProto(req.calls(k), "calls", k, k));
+    spec.calls.push_back(std::move(call));
+  }
+  for (int j = 0; j < req.updates_size(); ++j) {
+    ASSIGN_OR_RETURN(CallSpec call,
+                     CallFromProto(req.updates(j), "updates", j, req.calls_size() + j));
+    spec.updates.push_back(std::move(call));
+  }
+  spec.context_id = req.context_id();
+  spec.no_grad = req.no_grad();
+  spec.backward = req.has_backward();
+  for (const v1::CallOutput& root : req.backward().roots()) {
+    spec.roots.push_back({root.call(), root.output()});
+  }
+  spec.leaves.assign(req.backward().leaves().begin(), req.backward().leaves().end());
+  spec.fetch_gradients = req.backward().fetch_gradients();
+  spec.owner = std::move(request);
+  return spec;
+}
+
+absl::StatusOr<std::vector<OperandSpec>> ProgramInputsFromProto(const v1::RunProgramRequest& req) {
+  std::vector<OperandSpec> inputs;
+  for (int p = 0; p < req.inputs_size(); ++p) {
+    auto operand = OperandFromProto(req.inputs(p), absl::StrCat("inputs[", p, "]"));
+    if (!operand.ok()) {
+      return WithMetadata(operand.status(), {{"parameter_index", absl::StrCat(p)}});
+    }
+    inputs.push_back(*std::move(operand));
+  }
+  return inputs;
 }
 
 absl::StatusOr<PutSpec> PutSpecFromProto(const v1::PutHeader& header) {

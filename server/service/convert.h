@@ -3,12 +3,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "server/ops/op_def.h"
 #include "server/service/execute.h"
+#include "server/service/program.h"
 #include "server/service/transfer.h"
 #include "tensord/v1/service.pb.h"
 
@@ -32,6 +34,12 @@ void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::
 // The request as plain structs; literal bytes point into `request`, which must outlive it.
 absl::StatusOr<BatchSpec> BatchFromProto(const v1::ExecuteRequest& request);
 absl::StatusOr<PutSpec> PutSpecFromProto(const v1::PutHeader& header);
+// The program keeps `request` alive: its literals point into it.
+absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
+    std::shared_ptr<const v1::CompileProgramRequest> request);
+// Literal bytes point into `request`, which must outlive the run.
+absl::StatusOr<std::vector<OperandSpec>> ProgramInputsFromProto(
+    const v1::RunProgramRequest& request);
 
 absl::StatusOr<Checkpointing> CheckpointingFromProto(int value);
 const char* CheckpointingName(Checkpointing c);  // "none", "balanced"

@@ -7,83 +7,50 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/core/status.h"
+#include "server/service/transaction.h"
 
 namespace tensord {
 namespace {
 
 std::string Str(uint64_t v) { return absl::StrCat(v); }
 
-// Everything a batch changes before it commits, so a failure can put it back: the tape length
-// of every context, and the prior bytes of every tensor an in-place op writes into.
-class Transaction {
- public:
-  Transaction(Session& session, const Dispatcher& dispatcher) : dispatcher_(dispatcher) {
-    for (const AutodiffContext* c : session.contexts()) {
-      AutodiffContext* ctx = session.LookupContext(c->id());
-      tapes_.emplace_back(ctx, ctx->tape_size());
-    }
-  }
-
-  // Called before an in-place op runs on `target`.
-  absl::Status SaveInPlaceTarget(const Tensor& target) {
-    if (!target.defined() || target.storage() == nullptr) return absl::OkStatus();
-    // A host tensor, so the copy comes from the pooled host memory: an optimizer step saves
-    // every parameter and state tensor it writes, and fresh pages for those copies cost more
-    // than the step itself (a page fault each).
-    ASSIGN_OR_RETURN(Tensor copy, Tensor::Empty(target.dtype(), target.shape()));
-    if (target.nbytes() > 0) RETURN_IF_ERROR(dispatcher_.ToHost(target, copy.raw()));
-    undo_.push_back(Undo{target, std::move(copy), target.storage()->version()});
-    return absl::OkStatus();
-  }
-
-  void Rollback() {
-    // Newest first, so a tensor assigned twice ends with its pre-batch bytes and version.
-    for (auto it = undo_.rbegin(); it != undo_.rend(); ++it) {
-      auto backend = dispatcher_.BackendFor(it->target.device());
-      // The device existed a moment ago and copying back into an allocated buffer cannot
-      // fail on any backend we have; should it, the version stays bumped, so backward
-      // refuses the changed values instead of silently using them.
-      if (!backend.ok() ||
-          !(*backend)->CopyFromHost(it->bytes.raw(), it->bytes.nbytes(), it->target).ok()) {
-        it->target.storage()->BumpVersion();
-        continue;
-      }
-      it->target.storage()->RestoreVersion(it->version);
-    }
-    undo_.clear();
-    for (auto& [ctx, size] : tapes_) ctx->TruncateTape(size);
-  }
-
- private:
-  struct Undo {
-    Tensor target;
-    Tensor bytes;  // the prior value, in host memory
-    uint64_t version;
-  };
-  const Dispatcher& dispatcher_;
-  std::vector<std::pair<AutodiffContext*, size_t>> tapes_;
-  std::vector<Undo> undo_;
-};
-
-Tensor ScalarTensor(const OperandSpec::Scalar& s) {
-  Tensor t;
-  if (std::holds_alternative<double>(s)) {
-    t = Tensor::Scalar<double>(std::get<double>(s));
-  } else if (std::holds_alternative<int64_t>(s)) {
-    t = Tensor::Scalar<int64_t>(std::get<int64_t>(s));
-  } else {
-    t = Tensor::Scalar<bool>(std::get<bool>(s));
-  }
-  t.set_wrapped_number(true);
-  return t;
-}
-
 absl::StatusOr<Tensor> ResolveOperand(const OperandSpec& operand, size_t k, size_t i,
                                       const std::vector<std::vector<Tensor>>& done,
                                       Session& session, const Dispatcher& dispatcher,
-                                      const ServiceLimits& limits) {
+                                      const ServiceLimits& limits, const ProgramValues* bound) {
   const auto& src = operand.source;
   if (const auto* h = std::get_if<OperandSpec::Handle>(&src)) return session.Get(h->handle);
+  if (const auto* p = std::get_if<OperandSpec::Parameter>(&src)) {
+    if (bound == nullptr) {
+      return Error(Reason::kBadOperand,
+                   absl::StrCat("execute: input ", i, " of call ", k,
+                                " is a program parameter, which only CompileProgram takes"));
+    }
+    if (p->index >= bound->parameters.size()) {
+      return Error(
+          Reason::kBadOperand,
+          absl::StrCat("program: input ", i, " of call ", k, " refers to parameter ", p->index,
+                       " of a program with ", bound->parameters.size(), " parameters"),
+          {{"parameter_index", Str(p->index)}});
+    }
+    return bound->parameters[p->index];
+  }
+  if (const auto* g = std::get_if<OperandSpec::Gradient>(&src)) {
+    if (bound == nullptr || !bound->gradients_ready) {
+      return Error(Reason::kBadOperand,
+                   absl::StrCat(bound == nullptr ? "execute" : "program", ": input ", i,
+                                " of call ", k, " is the gradient of tensor ", g->leaf,
+                                ", which only the updates of a program with a backward take"),
+                   {{"tensor_id", Str(g->leaf)}});
+    }
+    for (const auto& [leaf, grad] : bound->gradients) {
+      if (leaf == g->leaf) return grad;
+    }
+    return Error(Reason::kBadOperand,
+                 absl::StrCat("program: input ", i, " of call ", k, " is the gradient of tensor ",
+                              g->leaf, ", which is not one of the backward's leaves"),
+                 {{"tensor_id", Str(g->leaf)}});
+  }
   if (const auto* c = std::get_if<OperandSpec::CallOutput>(&src)) {
     if (c->call >= k) {
       return Error(Reason::kBadOperand,
@@ -104,7 +71,7 @@ absl::StatusOr<Tensor> ResolveOperand(const OperandSpec& operand, size_t k, size
     RETURN_IF_ERROR(CheckTensorLimits(limits, lit->dtype, lit->shape, "literal"));
     return LiteralTensor(dispatcher, session, *lit);
   }
-  if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) return ScalarTensor(*s);
+  if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) return NumberTensor(*s);
   return Error(Reason::kBadOperand,
                absl::StrCat("execute: input ", i, " of call ", k,
                             " names no source (handle, call_output, literal or scalar)"));
@@ -138,9 +105,10 @@ absl::Status MakeLeaves(const std::string& op, size_t k, AutodiffContext& ctx,
 
 absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
                                             const std::vector<std::vector<Tensor>>& done,
-                                            const BatchSpec& batch, const CallEnv& env,
+                                            uint64_t context_id, const CallEnv& env,
                                             Session& session, const Dispatcher& dispatcher,
-                                            Transaction& txn, const ServiceLimits& limits) {
+                                            Transaction& txn, const ServiceLimits& limits,
+                                            const ProgramValues* bound) {
   if (env.cancelled && env.cancelled()) {
     return Error(Reason::kCancelled, absl::StrCat("execute: the call was cancelled before call ", k,
                                                   "; the batch was rolled back"));
@@ -163,13 +131,13 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
   }
   std::vector<Tensor> inputs;
   for (size_t i = 0; i < call.inputs.size(); ++i) {
-    auto t = ResolveOperand(call.inputs[i], k, i, done, session, dispatcher, limits);
+    auto t = ResolveOperand(call.inputs[i], k, i, done, session, dispatcher, limits, bound);
     if (!t.ok()) return WithMetadata(t.status(), {{"input_index", Str(i)}});
     inputs.push_back(*std::move(t));
   }
   AutodiffContext* leaf_ctx = nullptr;
   if (call.requires_grad) {
-    ASSIGN_OR_RETURN(leaf_ctx, session.OpenContextForLeaf(batch.context_id, "execute"));
+    ASSIGN_OR_RETURN(leaf_ctx, session.OpenContextForLeaf(context_id, "execute"));
   }
   if ((*def)->in_place && !inputs.empty()) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[0]));
   for (int i : (*def)->mutates_inputs) {
@@ -189,6 +157,86 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
 }
 
 }  // namespace
+
+Tensor NumberTensor(const OperandSpec::Scalar& s) {
+  Tensor t;
+  if (std::holds_alternative<double>(s)) {
+    t = Tensor::Scalar<double>(std::get<double>(s));
+  } else if (std::holds_alternative<int64_t>(s)) {
+    t = Tensor::Scalar<int64_t>(std::get<int64_t>(s));
+  } else {
+    t = Tensor::Scalar<bool>(std::get<bool>(s));
+  }
+  t.set_wrapped_number(true);
+  return t;
+}
+
+CallEnv BatchEnv(Session& session, bool no_grad, const std::function<bool()>& cancelled) {
+  CallEnv env;
+  env.account = session.account();
+  env.device = session.device();
+  env.no_grad = no_grad;
+  env.autodiff_enabled = session.autodiff_enabled();
+  env.contexts = [&session](uint64_t id) { return session.LookupContext(id); };
+  env.cancelled = cancelled;
+  return env;
+}
+
+absl::StatusOr<std::vector<Tensor>> RunBatchCall(const CallSpec& call, size_t k,
+                                                 const std::vector<std::vector<Tensor>>& done,
+                                                 uint64_t context_id, const CallEnv& env,
+                                                 Session& session, const Dispatcher& dispatcher,
+                                                 Transaction& txn, const ExecuteLimits& limits,
+                                                 const CallObserver& observe,
+                                                 const ProgramValues* bound) {
+  absl::StatusOr<std::vector<Tensor>> outs;
+  const absl::Time started = observe ? absl::Now() : absl::InfinitePast();
+  // Kernels report allocation failures themselves (the backend catches std::bad_alloc at
+  // its kernel boundary); what is left is host memory of the batch itself (undo copies of
+  // in-place targets, operand lists), which must roll back like any failure, not end the
+  // server.
+  try {
+    outs = RunCall(call, k, done, context_id, env, session, dispatcher, txn, limits.tensor_limits,
+                   bound);
+  } catch (const std::bad_alloc&) {
+    outs = Error(Reason::kOutOfMemory,
+                 absl::StrCat("execute: out of host memory in call ", k, " (", call.op,
+                              "); the batch was rolled back"),
+                 {{"op", call.op}});
+  }
+  if (observe) observe(call, absl::Now() - started);
+  if (!outs.ok()) {
+    return WithMetadata(outs.status(), {{"call_index", Str(k)}, {"op", call.op}});
+  }
+  return outs;
+}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> FetchOutputs(
+    const std::vector<const CallSpec*>& calls, const std::vector<std::vector<Tensor>>& done,
+    const Dispatcher& dispatcher, const ExecuteLimits& limits, int64_t& fetch_bytes) {
+  std::vector<std::vector<std::string>> fetched(calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (!calls[k]->fetch) continue;
+    for (const Tensor& t : done[k]) {
+      fetch_bytes += static_cast<int64_t>(t.nbytes());
+      if (fetch_bytes > limits.max_fetch_bytes) {
+        return Error(Reason::kLimitExceeded,
+                     absl::StrCat("execute: fetched values reach ", fetch_bytes, " bytes at call ",
+                                  k, ", above the inline limit of ", limits.max_fetch_bytes,
+                                  " bytes; fetch large tensors with GetTensor"),
+                     {{"limit", "fetch_bytes"},
+                      {"max", Str(limits.max_fetch_bytes)},
+                      {"call_index", Str(k)},
+                      {"op", calls[k]->op}});
+      }
+      std::string bytes(t.nbytes(), '\0');
+      absl::Status st = dispatcher.ToHost(t, bytes.data());
+      if (!st.ok()) return WithMetadata(st, {{"call_index", Str(k)}, {"op", calls[k]->op}});
+      fetched[k].push_back(std::move(bytes));
+    }
+  }
+  return fetched;
+}
 
 absl::StatusOr<Tensor> LiteralTensor(const Dispatcher& dispatcher, const Session& session,
                                      const OperandSpec::Literal& literal) {
@@ -214,63 +262,29 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const std::function<bool()>& cancelled,
                                                       const ExecuteLimits& limits,
                                                       const CallObserver& observe) {
-  CallEnv env;
-  env.account = session.account();
-  env.device = session.device();
-  env.no_grad = batch.no_grad;
-  env.autodiff_enabled = session.autodiff_enabled();
-  env.contexts = [&session](uint64_t id) { return session.LookupContext(id); };
-  env.cancelled = cancelled;
-
+  const CallEnv env = BatchEnv(session, batch.no_grad, cancelled);
   Transaction txn(session, dispatcher);
   std::vector<std::vector<Tensor>> done;
-  std::vector<std::vector<std::string>> fetched(batch.calls.size());
-  auto fail = [&](absl::Status st, size_t k) {
-    txn.Rollback();
-    return WithMetadata(std::move(st), {{"call_index", Str(k)}, {"op", batch.calls[k].op}});
-  };
+  done.reserve(batch.calls.size());
   for (size_t k = 0; k < batch.calls.size(); ++k) {
-    absl::StatusOr<std::vector<Tensor>> outs;
-    const absl::Time started = observe ? absl::Now() : absl::InfinitePast();
-    // Kernels report allocation failures themselves (the backend catches std::bad_alloc at
-    // its kernel boundary); what is left is host memory of the batch itself (undo copies of
-    // in-place targets, operand lists), which must roll back like any failure, not end the
-    // server.
-    try {
-      outs = RunCall(batch.calls[k], k, done, batch, env, session, dispatcher, txn,
-                     limits.tensor_limits);
-    } catch (const std::bad_alloc&) {
-      outs = Error(Reason::kOutOfMemory,
-                   absl::StrCat("execute: out of host memory in call ", k, " (", batch.calls[k].op,
-                                "); the batch was rolled back"),
-                   {{"op", batch.calls[k].op}});
+    auto outs = RunBatchCall(batch.calls[k], k, done, batch.context_id, env, session, dispatcher,
+                             txn, limits, observe);
+    if (!outs.ok()) {
+      txn.Rollback();
+      return outs.status();
     }
-    if (observe) observe(batch.calls[k], absl::Now() - started);
-    if (!outs.ok()) return fail(outs.status(), k);
     done.push_back(*std::move(outs));
   }
 
   // Fetches are checked and copied before anything is committed, so an oversized response
   // rolls back like any other failure.
+  std::vector<const CallSpec*> calls;
+  for (const CallSpec& call : batch.calls) calls.push_back(&call);
   int64_t fetch_bytes = 0;
-  for (size_t k = 0; k < batch.calls.size(); ++k) {
-    if (!batch.calls[k].fetch) continue;
-    for (const Tensor& t : done[k]) {
-      fetch_bytes += static_cast<int64_t>(t.nbytes());
-      if (fetch_bytes > limits.max_fetch_bytes) {
-        return fail(
-            Error(Reason::kLimitExceeded,
-                  absl::StrCat("execute: fetched values reach ", fetch_bytes, " bytes at call ", k,
-                               ", above the inline limit of ", limits.max_fetch_bytes,
-                               " bytes; fetch large tensors with GetTensor"),
-                  {{"limit", "fetch_bytes"}, {"max", Str(limits.max_fetch_bytes)}}),
-            k);
-      }
-      std::string bytes(t.nbytes(), '\0');
-      absl::Status st = dispatcher.ToHost(t, bytes.data());
-      if (!st.ok()) return fail(st, k);
-      fetched[k].push_back(std::move(bytes));
-    }
+  auto fetched = FetchOutputs(calls, done, dispatcher, limits, fetch_bytes);
+  if (!fetched.ok()) {
+    txn.Rollback();
+    return fetched.status();
   }
 
   std::vector<CallOutcome> results(batch.calls.size());
@@ -279,7 +293,7 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
       const uint64_t handle = session.Store(t);
       results[k].outputs.push_back({handle, std::move(t)});
     }
-    results[k].fetched = std::move(fetched[k]);
+    results[k].fetched = std::move((*fetched)[k]);
   }
   return results;
 }

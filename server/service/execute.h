@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -33,8 +34,16 @@ struct OperandSpec {
   };
   // A number operand: a 0-d f64, i64 or bool tensor marked as a wrapped number.
   using Scalar = std::variant<double, int64_t, bool>;
+  // Programs only: the value bound to parameter `index` at run time.
+  struct Parameter {
+    uint32_t index = 0;
+  };
+  // Program updates only: the gradient the backward computed for leaf handle `leaf`.
+  struct Gradient {
+    uint64_t leaf = 0;
+  };
   // monostate: the operand named no source (BAD_OPERAND).
-  std::variant<std::monostate, Handle, CallOutput, Literal, Scalar> source;
+  std::variant<std::monostate, Handle, CallOutput, Literal, Scalar, Parameter, Gradient> source;
 };
 
 struct CallSpec {
@@ -43,6 +52,7 @@ struct CallSpec {
   AttrMap attrs;
   bool requires_grad = false;
   bool fetch = false;
+  bool keep = false;  // programs: store the outputs (Execute stores every output)
 };
 
 struct BatchSpec {
@@ -72,6 +82,38 @@ struct ExecuteLimits {
 
 // Told of every call that ran, failed or not, and how long it took (the op metrics).
 using CallObserver = std::function<void(const CallSpec& call, absl::Duration took)>;
+
+// What a program run binds: its parameters, and for its updates the backward's gradients.
+struct ProgramValues {
+  std::vector<Tensor> parameters;
+  bool gradients_ready = false;  // false in the forward: gradient operands are refused there
+  std::vector<std::pair<uint64_t, Tensor>> gradients;  // leaf handle, gradient
+};
+
+class Transaction;
+
+// The tensor of a number operand: 0-d f64, i64 or bool, marked as a wrapped number.
+Tensor NumberTensor(const OperandSpec::Scalar& number);
+
+// The environment of a batch's calls in `session`.
+CallEnv BatchEnv(Session& session, bool no_grad, const std::function<bool()>& cancelled);
+
+// Call `k` of a batch or a program: resolves its operands (`done` holds the outputs of the
+// calls before it, `bound` a program run's values), saves its in-place targets in `txn` and
+// runs it. Errors carry call_index=k and op; the caller rolls `txn` back.
+absl::StatusOr<std::vector<Tensor>> RunBatchCall(const CallSpec& call, size_t k,
+                                                 const std::vector<std::vector<Tensor>>& done,
+                                                 uint64_t context_id, const CallEnv& env,
+                                                 Session& session, const Dispatcher& dispatcher,
+                                                 Transaction& txn, const ExecuteLimits& limits,
+                                                 const CallObserver& observe,
+                                                 const ProgramValues* bound = nullptr);
+
+// Host bytes of the outputs of the calls that ask for fetch, counted into `fetch_bytes`
+// (LIMIT_EXCEEDED fetch_bytes once it passes limits.max_fetch_bytes).
+absl::StatusOr<std::vector<std::vector<std::string>>> FetchOutputs(
+    const std::vector<const CallSpec*>& calls, const std::vector<std::vector<Tensor>>& done,
+    const Dispatcher& dispatcher, const ExecuteLimits& limits, int64_t& fetch_bytes);
 
 // Runs `batch` in `session` (whose lock the caller holds). Atomic: on error no handle was
 // added, every touched autodiff tape is truncated back, in-place writes are undone, and the

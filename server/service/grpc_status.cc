@@ -91,6 +91,9 @@ bool ResourceOf(Reason reason, const Metadata& md, google::rpc::ResourceInfo* in
     case Reason::kDeviceNotFound:
       type = "device", key = "device";
       break;
+    case Reason::kProgramNotFound:
+      type = "program", key = "program_id";
+      break;
     default:
       return false;
   }

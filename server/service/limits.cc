@@ -15,6 +15,8 @@ absl::Status ValidateLimits(const ServiceLimits& l) {
       {"max_dim", l.max_dim},
       {"max_calls_per_batch", l.max_calls_per_batch},
       {"max_contexts_per_session", l.max_contexts_per_session},
+      {"max_calls_per_program", l.max_calls_per_program},
+      {"max_programs_per_session", l.max_programs_per_session},
   };
   for (const auto& [name, value] : positive) {
     if (value <= 0) {

@@ -25,6 +25,9 @@ struct ServiceLimits {
   int64_t max_calls_per_batch = 10000;
   // Autodiff contexts open at once in one session (closed ones do not count).
   int64_t max_contexts_per_session = 256;
+  // Calls of one program (forward and updates), and programs one session holds at once.
+  int64_t max_calls_per_program = 10000;
+  int64_t max_programs_per_session = 256;
 };
 
 // INVALID_ARGUMENT naming the first limit that is not positive.

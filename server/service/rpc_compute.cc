@@ -40,10 +40,7 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
   absl::MutexLock lock(&session->mu());
   RETURN_IF_ERROR(session->CheckLive());
-  ExecuteLimits limits;
-  // Output infos and framing share the message with the fetched bytes.
-  limits.max_fetch_bytes = config_.max_message_bytes / 8 * 7;
-  limits.tensor_limits = config_.limits;
+  const ExecuteLimits limits = BatchLimits();
   std::vector<CallOutcome> outcomes;
   const std::string& device = session->device();
   auto observe = [this, &device](const CallSpec& call, absl::Duration took) {

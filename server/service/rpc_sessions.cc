@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 #include "server/service/convert.h"
+#include "server/service/program.h"
 #include "server/service/server_log.h"
 #include "server/service/service_core.h"
 
@@ -110,6 +111,16 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
     info->set_state(ContextStateName(ctx->state()));
     info->set_tape_nodes(ctx->live_nodes());
     info->set_saved_bytes(ctx->SavedBytes());
+  }
+  for (const auto& [id, program] : session->programs()) {
+    v1::ProgramInfo* info = resp->add_programs();
+    info->set_program_id(id);
+    info->set_parameters(program->parameters.size());
+    info->set_calls(program->spec.calls.size());
+    info->set_updates(program->spec.updates.size());
+    info->set_context_id(program->spec.context_id);
+    info->set_backward(program->spec.backward);
+    info->set_runs(program->runs);
   }
   return absl::OkStatus();
 }

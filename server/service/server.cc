@@ -43,6 +43,8 @@ ServiceLimits LimitsOf(const ServerOptions& o) {
   limits.max_dim = o.max_dim;
   limits.max_calls_per_batch = o.max_calls_per_batch;
   limits.max_contexts_per_session = o.max_contexts_per_session;
+  limits.max_calls_per_program = o.max_calls_per_program;
+  limits.max_programs_per_session = o.max_programs_per_session;
   return limits;
 }
 

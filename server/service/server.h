@@ -42,6 +42,9 @@ struct ServerOptions {
   // Calls in one Execute batch, and autodiff contexts open at once in one session.
   int64_t max_calls_per_batch = 10000;
   int64_t max_contexts_per_session = 256;
+  // Calls of one program, and programs held at once by one session.
+  int64_t max_calls_per_program = 10000;
+  int64_t max_programs_per_session = 256;
   // More services on the same port (benchmark baselines); not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
   // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to

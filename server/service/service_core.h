@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/backends/registered_backends.h"
 #include "server/dispatch/dispatcher.h"
+#include "server/service/execute.h"
 #include "server/service/limits.h"
 #include "server/service/service_metrics.h"
 #include "server/service/session.h"
@@ -72,6 +73,12 @@ class ServiceCore {
                                     v1::CloseAutodiffContextResponse* resp);
   absl::Status Backward(const v1::BackwardRequest& req, const Cancelled& cancelled,
                         v1::BackwardResponse* resp);
+  absl::Status CompileProgram(const v1::CompileProgramRequest& req, const Cancelled& cancelled,
+                              v1::CompileProgramResponse* resp);
+  absl::Status RunProgram(const v1::RunProgramRequest& req, const Cancelled& cancelled,
+                          v1::RunProgramResponse* resp);
+  absl::Status ReleaseProgram(const v1::ReleaseProgramRequest& req,
+                              v1::ReleaseProgramResponse* resp);
 
   const Dispatcher& dispatcher() const { return dispatcher_; }
   SessionManager& sessions() { return sessions_; }
@@ -79,6 +86,9 @@ class ServiceCore {
   int op_count() const { return ops_.ops_size(); }
 
  private:
+  // What a batch or program run may fetch inline and create.
+  ExecuteLimits BatchLimits() const;
+
   const ServiceConfig config_;
   Dispatcher dispatcher_;
   SessionManager sessions_;

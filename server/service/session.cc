@@ -192,10 +192,36 @@ absl::StatusOr<AutodiffContext*> Session::OpenContextForLeaf(uint64_t id, const 
   return ctx;
 }
 
+uint64_t Session::AddProgram(std::shared_ptr<Program> program) {
+  const uint64_t id = next_program_++;
+  programs_.emplace(id, std::move(program));
+  return id;
+}
+
+absl::StatusOr<Program*> Session::FindProgram(uint64_t id) {
+  auto it = programs_.find(id);
+  if (it == programs_.end()) {
+    return Error(
+        Reason::kProgramNotFound,
+        absl::StrCat("program: ", id < next_program_ ? "program " : "no program ", id,
+                     id < next_program_ ? " was released" : " was compiled in this session"),
+        {{"program_id", absl::StrCat(id)}});
+  }
+  return it->second.get();
+}
+
+absl::Status Session::ReleaseProgram(uint64_t id) {
+  ASSIGN_OR_RETURN(Program * program, FindProgram(id));
+  (void)program;
+  programs_.erase(id);
+  return absl::OkStatus();
+}
+
 void Session::Clear() {
   live_ = false;
   tensors_.clear();
   gradient_handles_.clear();
+  programs_.clear();
   // Tapes keep saved activations alive; closing releases them even if a tensor outlives us.
   for (auto& [id, ctx] : contexts_) ctx->Close();
   contexts_.clear();

@@ -22,6 +22,8 @@
 
 namespace tensord {
 
+struct Program;  // server/service/program.h
+
 struct SessionConfig {
   std::string device = kHostDevice;
   absl::Duration ttl = absl::Minutes(10);
@@ -87,7 +89,17 @@ class Session {
   absl::StatusOr<AutodiffContext*> OpenContextForLeaf(uint64_t id, const std::string& what)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // Drops every tensor and context (close and expiry). The memory returns to the account
+  // Programs (CompileProgram): stored under ids starting at 1, never reused.
+  uint64_t AddProgram(std::shared_ptr<Program> program) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // PROGRAM_NOT_FOUND (metadata program_id) for an id never compiled here or released.
+  absl::StatusOr<Program*> FindProgram(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status ReleaseProgram(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::map<uint64_t, std::shared_ptr<Program>>& programs() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return programs_;
+  }
+
+  // Drops every tensor, context and program (close and expiry). The memory returns to the account
   // once no in-flight transfer holds a tensor.
   void Clear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -104,6 +116,8 @@ class Session {
   uint64_t next_context_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::unique_ptr<AutodiffContext>> contexts_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::set<uint64_t>> gradient_handles_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_program_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<uint64_t, std::shared_ptr<Program>> programs_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> tensor_count_{0};
   std::atomic<int64_t> open_contexts_{0};
 

@@ -222,4 +222,30 @@ grpc::Status TensordService::Backward(grpc::ServerContext* ctx, const v1::Backwa
   return Done(call, std::move(st), resp);
 }
 
+grpc::Status TensordService::CompileProgram(grpc::ServerContext* ctx,
+                                            const v1::CompileProgramRequest* req,
+                                            v1::CompileProgramResponse* resp) {
+  RpcCall call(ctx, "CompileProgram", core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req->ByteSizeLong()));
+  call.set_ops(req->calls_size() + req->updates_size());
+  absl::Status st = Admit(call, *ctx, req->session_id());
+  if (st.ok()) st = core_.CompileProgram(*req, CancelledFn(ctx), resp);
+  return Done(call, std::move(st), resp);
+}
+
+grpc::Status TensordService::RunProgram(grpc::ServerContext* ctx, const v1::RunProgramRequest* req,
+                                        v1::RunProgramResponse* resp) {
+  RpcCall call(ctx, "RunProgram", core_.metrics());
+  call.add_bytes_in(static_cast<int64_t>(req->ByteSizeLong()));
+  absl::Status st = Admit(call, *ctx, req->session_id());
+  if (st.ok()) st = core_.RunProgram(*req, CancelledFn(ctx), resp);
+  return Done(call, std::move(st), resp);
+}
+
+grpc::Status TensordService::ReleaseProgram(grpc::ServerContext* ctx,
+                                            const v1::ReleaseProgramRequest* req,
+                                            v1::ReleaseProgramResponse* resp) {
+  return SessionCall(ctx, "ReleaseProgram", *req, resp, &ServiceCore::ReleaseProgram);
+}
+
 }  // namespace tensord

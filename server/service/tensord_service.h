@@ -56,6 +56,12 @@ class TensordService final : public v1::Tensord::Service {
                                     v1::CloseAutodiffContextResponse* resp) override;
   grpc::Status Backward(grpc::ServerContext* ctx, const v1::BackwardRequest* req,
                         v1::BackwardResponse* resp) override;
+  grpc::Status CompileProgram(grpc::ServerContext* ctx, const v1::CompileProgramRequest* req,
+                              v1::CompileProgramResponse* resp) override;
+  grpc::Status RunProgram(grpc::ServerContext* ctx, const v1::RunProgramRequest* req,
+                          v1::RunProgramResponse* resp) override;
+  grpc::Status ReleaseProgram(grpc::ServerContext* ctx, const v1::ReleaseProgramRequest* req,
+                              v1::ReleaseProgramResponse* resp) override;
 
  private:
   // The caller's tenant (UNAUTHENTICATED without valid credentials, PERMISSION_DENIED when the

@@ -45,11 +45,12 @@ const REASON_CODES = Object.freeze({
   UNAUTHENTICATED: S.UNAUTHENTICATED,
   PERMISSION_DENIED: S.PERMISSION_DENIED,
   DEVICE_MISMATCH: S.INVALID_ARGUMENT,
+  PROGRAM_NOT_FOUND: S.NOT_FOUND,
 });
 // NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 const RESOURCES = {SESSION_NOT_FOUND: ['session', 'session_id'],
   TENSOR_NOT_FOUND: ['tensor', 'tensor_id'], CONTEXT_NOT_FOUND: ['context', 'context_id'],
-  DEVICE_NOT_FOUND: ['device', 'device']};
+  DEVICE_NOT_FOUND: ['device', 'device'], PROGRAM_NOT_FOUND: ['program', 'program_id']};
 
 class TensordError extends Error {
   constructor(message, {code, reason = '', metadata = {}, fieldViolations = [], resource = null} =

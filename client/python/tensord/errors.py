@@ -55,12 +55,14 @@ REASON_CODES: dict[str, grpc.StatusCode] = {
     "UNAUTHENTICATED": _C.UNAUTHENTICATED,
     "PERMISSION_DENIED": _C.PERMISSION_DENIED,
     "DEVICE_MISMATCH": _C.INVALID_ARGUMENT,
+    "PROGRAM_NOT_FOUND": _C.NOT_FOUND,
 }
 # NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 _RESOURCES = {"SESSION_NOT_FOUND": ("session", "session_id"),
               "TENSOR_NOT_FOUND": ("tensor", "tensor_id"),
               "CONTEXT_NOT_FOUND": ("context", "context_id"),
-              "DEVICE_NOT_FOUND": ("device", "device")}
+              "DEVICE_NOT_FOUND": ("device", "device"),
+              "PROGRAM_NOT_FOUND": ("program", "program_id")}
 
 
 class TensordError(Exception):

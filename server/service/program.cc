@@ -1,0 +1,328 @@
+#include "server/service/program.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+#include "server/service/transaction.h"
+
+namespace tensord {
+namespace {
+
+std::string Str(uint64_t v) { return absl::StrCat(v); }
+
+// The program's context, open; null for a program without one.
+absl::StatusOr<AutodiffContext*> ProgramContext(Session& session, const ProgramSpec& spec) {
+  if (spec.context_id == 0) return nullptr;
+  const std::string id = Str(spec.context_id);
+  if (!session.autodiff_enabled()) {
+    return Error(Reason::kAutodiffContextNotEnabled,
+                 absl::StrCat("program: names context ", id, " in session ", session.id(),
+                              ", which was created with autodiff disabled"),
+                 {{"context_id", id}, {"context_state", "disabled"}});
+  }
+  ASSIGN_OR_RETURN(AutodiffContext * ctx, session.FindContext(spec.context_id));
+  if (ctx->state() != ContextState::kOpen) {
+    return Error(Reason::kAutodiffContextNotEnabled,
+                 absl::StrCat("program: its context ", id,
+                              " is closed; compile the program again in an open context"),
+                 {{"context_id", id}, {"context_state", ContextStateName(ctx->state())}});
+  }
+  return ctx;
+}
+
+std::string KindName(size_t kind) { return kind == 0 ? "float" : kind == 1 ? "int" : "bool"; }
+
+// The value bound to parameter `p`: a handle, a literal or a number, of `type` when known.
+absl::StatusOr<Tensor> BindParameter(const OperandSpec& operand, size_t p,
+                                     const ParameterSpec& param, const ParameterType* type,
+                                     Session& session, const Dispatcher& dispatcher,
+                                     const ServiceLimits& limits) {
+  const Metadata where{{"parameter_index", Str(p)}, {"parameter", param.name}};
+  const std::string what = absl::StrCat("program: parameter ", p, " (", param.name, ")");
+  Tensor t;
+  const auto& src = operand.source;
+  if (const auto* h = std::get_if<OperandSpec::Handle>(&src)) {
+    auto got = session.Get(h->handle);
+    if (!got.ok()) return WithMetadata(got.status(), where);
+    t = *std::move(got);
+  } else if (const auto* lit = std::get_if<OperandSpec::Literal>(&src)) {
+    absl::Status st = CheckTensorLimits(limits, lit->dtype, lit->shape, "literal");
+    if (!st.ok()) return WithMetadata(st, where);
+    auto got = LiteralTensor(dispatcher, session, *lit);
+    if (!got.ok()) return WithMetadata(got.status(), where);
+    t = *std::move(got);
+  } else if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) {
+    if (type != nullptr && (!type->number || type->number_kind != s->index())) {
+      return Error(
+          type->number ? Reason::kDtypeMismatch : Reason::kBadOperand,
+          absl::StrCat(what, " takes ",
+                       type->number ? absl::StrCat("a ", KindName(type->number_kind), " number")
+                                    : "a tensor (a handle or a literal)",
+                       ", got a ", KindName(s->index()), " number"),
+          where);
+    }
+    return NumberTensor(*s);
+  } else {
+    return Error(Reason::kBadOperand,
+                 absl::StrCat(what, " must be bound to a handle, a literal or a number"), where);
+  }
+  if (type == nullptr) return t;
+  if (type->number) {
+    return Error(
+        Reason::kBadOperand,
+        absl::StrCat(what, " takes a ", KindName(type->number_kind), " number, got a tensor"),
+        where);
+  }
+  if (t.dtype() != type->dtype) {
+    Metadata m = where;
+    m.emplace("expected", DTypeName(type->dtype));
+    m.emplace("got", DTypeName(t.dtype()));
+    return Error(Reason::kDtypeMismatch,
+                 absl::StrCat(what, " was compiled for ", DTypeName(type->dtype), ", got ",
+                              DTypeName(t.dtype())),
+                 m);
+  }
+  if (t.shape() != type->shape) {
+    Metadata m = where;
+    m.emplace("expected", ShapeToString(type->shape));
+    m.emplace("got", ShapeToString(t.shape()));
+    return Error(
+        Reason::kShapeMismatch,
+        absl::StrCat(what, " was compiled for shape ", ShapeToString(type->shape), ", got ",
+                     ShapeToString(t.shape()), "; compile a program for each shape"),
+        m);
+  }
+  return t;
+}
+
+// Every leaf must be a requires-grad leaf of the context (checked at every run: a leaf may
+// have been released since).
+absl::Status CheckLeaves(Session& session, const ProgramSpec& spec) {
+  for (size_t l = 0; l < spec.leaves.size(); ++l) {
+    const Metadata where{{"leaf_index", Str(l)}, {"tensor_id", Str(spec.leaves[l])}};
+    auto t = session.Get(spec.leaves[l]);
+    if (!t.ok()) return WithMetadata(t.status(), where);
+    const auto& meta = t->autograd();
+    if (meta == nullptr || meta->grad_fn != nullptr || meta->context_id != spec.context_id) {
+      return Error(Reason::kBadOperand,
+                   absl::StrCat("program: leaf ", l, " (tensor ", spec.leaves[l],
+                                ") is not a requires-grad leaf of context ", spec.context_id),
+                   where);
+    }
+  }
+  return absl::OkStatus();
+}
+
+struct Steps {
+  ProgramOutcome outcome;
+  std::vector<ParameterType> types;            // of the bound values
+  std::vector<std::vector<TensorMeta>> metas;  // per call
+};
+
+// Forward, backward and updates in one transaction; committed only when `commit`.
+absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
+                               const ProgramSpec& spec, const std::vector<ParameterType>* types,
+                               const std::vector<OperandSpec>& inputs, bool commit,
+                               const std::function<bool()>& cancelled, const ExecuteLimits& limits,
+                               const CallObserver& observe) {
+  ASSIGN_OR_RETURN(AutodiffContext * ctx, ProgramContext(session, spec));
+  if (inputs.size() != spec.parameters.size()) {
+    return Error(
+        Reason::kInvalidRequest,
+        absl::StrCat("program: takes ", spec.parameters.size(), " inputs, got ", inputs.size()),
+        {{"field", "inputs"},
+         {"expected", Str(spec.parameters.size())},
+         {"got", Str(inputs.size())}});
+  }
+  if (spec.backward) RETURN_IF_ERROR(CheckLeaves(session, spec));
+  ProgramValues bound;
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    ASSIGN_OR_RETURN(Tensor t,
+                     BindParameter(inputs[p], p, spec.parameters[p], types ? &(*types)[p] : nullptr,
+                                   session, dispatcher, limits.tensor_limits));
+    bound.parameters.push_back(std::move(t));
+  }
+
+  Transaction txn(session, dispatcher);
+  auto fail = [&txn](absl::Status st, const char* phase) {
+    txn.Rollback();
+    return WithMetadata(std::move(st), {{"phase", phase}});
+  };
+  const size_t n_forward = spec.calls.size();
+  std::vector<const CallSpec*> calls;
+  for (const CallSpec& c : spec.calls) calls.push_back(&c);
+  for (const CallSpec& c : spec.updates) calls.push_back(&c);
+  std::vector<std::vector<Tensor>> done;
+  done.reserve(calls.size());
+  const CallEnv forward_env = BatchEnv(session, spec.no_grad, cancelled);
+  for (size_t k = 0; k < n_forward; ++k) {
+    auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, forward_env, session, dispatcher,
+                             txn, limits, observe, &bound);
+    if (!outs.ok()) return fail(outs.status(), "forward");
+    done.push_back(*std::move(outs));
+  }
+
+  const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
+  if (spec.backward) {
+    std::vector<Tensor> roots;
+    for (size_t r = 0; r < spec.roots.size(); ++r) {
+      const auto& root = spec.roots[r];
+      if (root.call >= n_forward || root.output >= done[root.call].size()) {
+        return fail(Error(Reason::kBadOperand,
+                          absl::StrCat("program: backward root ", r, " names output ", root.output,
+                                       " of call ", root.call,
+                                       ", which is not an output of a forward call"),
+                          {{"root_index", Str(r)}}),
+                    "backward");
+      }
+      roots.push_back(done[root.call][root.output]);
+    }
+    // The graph is kept while the updates run, so a failing update can roll the run back;
+    // the commit frees it.
+    auto grads = dispatcher.Backward(*ctx, roots, {}, /*retain_graph=*/true, plain_env);
+    if (!grads.ok()) return fail(grads.status(), "backward");
+    for (size_t l = 0; l < spec.leaves.size(); ++l) {
+      Tensor grad;
+      for (const LeafGradient& g : *grads) {
+        if (g.leaf->tensor_id == spec.leaves[l]) grad = g.grad.Detached();
+      }
+      if (!grad.defined()) {
+        return fail(Error(Reason::kBadOperand,
+                          absl::StrCat("program: leaf ", l, " (tensor ", spec.leaves[l],
+                                       ") is not reached from the backward's roots"),
+                          {{"leaf_index", Str(l)}, {"tensor_id", Str(spec.leaves[l])}}),
+                    "backward");
+      }
+      bound.gradients.emplace_back(spec.leaves[l], std::move(grad));
+    }
+    bound.gradients_ready = true;
+  }
+
+  for (size_t k = n_forward; k < calls.size(); ++k) {
+    auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, plain_env, session, dispatcher,
+                             txn, limits, observe, &bound);
+    if (!outs.ok()) return fail(outs.status(), "update");
+    done.push_back(*std::move(outs));
+  }
+
+  Steps steps;
+  int64_t fetch_bytes = 0;
+  auto fetched = FetchOutputs(calls, done, dispatcher, limits, fetch_bytes);
+  if (!fetched.ok()) return fail(fetched.status(), "fetch");
+  if (spec.fetch_gradients) {
+    for (const auto& [leaf, grad] : bound.gradients) {
+      fetch_bytes += static_cast<int64_t>(grad.nbytes());
+      if (fetch_bytes > limits.max_fetch_bytes) {
+        return fail(Error(Reason::kLimitExceeded,
+                          absl::StrCat("program: fetched values and gradients reach ", fetch_bytes,
+                                       " bytes, above the inline limit of ", limits.max_fetch_bytes,
+                                       " bytes"),
+                          {{"limit", "fetch_bytes"}, {"max", Str(limits.max_fetch_bytes)}}),
+                    "fetch");
+      }
+      std::string bytes(grad.nbytes(), '\0');
+      absl::Status st = dispatcher.ToHost(grad, bytes.data());
+      if (!st.ok()) return fail(st, "fetch");
+      steps.outcome.gradients.push_back(grad);
+      steps.outcome.gradient_bytes.push_back(std::move(bytes));
+    }
+  }
+  for (size_t p = 0; p < inputs.size(); ++p) {
+    ParameterType& type = steps.types.emplace_back();
+    if (const auto* s = std::get_if<OperandSpec::Scalar>(&inputs[p].source)) {
+      type.number = true;
+      type.number_kind = s->index();
+    } else {
+      type.dtype = bound.parameters[p].dtype();
+      type.shape = bound.parameters[p].shape();
+    }
+  }
+  for (const auto& outs : done) {
+    std::vector<TensorMeta>& metas = steps.metas.emplace_back();
+    for (const Tensor& t : outs) metas.push_back(t.meta());
+  }
+  if (!commit) {
+    txn.Rollback();
+    return steps;
+  }
+
+  steps.outcome.calls.resize(calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    CallOutcome& out = steps.outcome.calls[k];
+    for (Tensor& t : done[k]) {
+      if (!calls[k]->keep && !calls[k]->fetch) break;
+      // With a backward the run frees the graph it recorded: what it keeps is plain.
+      Tensor value = spec.backward ? t.Detached() : std::move(t);
+      const uint64_t handle = calls[k]->keep ? session.Store(value) : 0;
+      out.outputs.push_back({handle, std::move(value)});
+    }
+    out.fetched = std::move((*fetched)[k]);
+  }
+  if (spec.backward) {
+    txn.CommitDroppingRecorded();
+  }
+  return steps;
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
+                                                        const Dispatcher& dispatcher,
+                                                        ProgramSpec spec,
+                                                        const std::function<bool()>& cancelled,
+                                                        const ExecuteLimits& limits) {
+  const int64_t n_calls = static_cast<int64_t>(spec.calls.size() + spec.updates.size());
+  if (n_calls > limits.tensor_limits.max_calls_per_program) {
+    return LimitError("program", "max_calls_per_program", n_calls,
+                      limits.tensor_limits.max_calls_per_program, "calls (forward and updates)");
+  }
+  const int64_t held = static_cast<int64_t>(session.programs().size());
+  if (held >= limits.tensor_limits.max_programs_per_session) {
+    return WithMetadata(LimitError("program", "max_programs_per_session", held + 1,
+                                   limits.tensor_limits.max_programs_per_session,
+                                   "programs held with this one (release one first)"),
+                        {{"session_id", session.id()}});
+  }
+  auto invalid = [](const std::string& message, const char* field) {
+    return Error(Reason::kInvalidRequest, absl::StrCat("program: ", message), {{"field", field}});
+  };
+  if (spec.backward) {
+    if (spec.context_id == 0) {
+      return invalid("a backward needs the context_id its forward records on", "context_id");
+    }
+    if (spec.no_grad)
+      return invalid("a no_grad forward records nothing to differentiate", "no_grad");
+    if (spec.roots.empty()) return invalid("a backward needs at least one root", "backward.roots");
+  }
+  for (size_t j = 0; j < spec.updates.size(); ++j) {
+    if (spec.updates[j].requires_grad) {
+      return WithMetadata(invalid("updates run without recording and cannot make requires-grad "
+                                  "leaves",
+                                  "updates.requires_grad"),
+                          {{"call_index", Str(spec.calls.size() + j)}});
+    }
+  }
+  std::vector<OperandSpec> examples;
+  for (const ParameterSpec& p : spec.parameters) examples.push_back(p.example);
+  ASSIGN_OR_RETURN(Steps trial, RunSteps(session, dispatcher, spec, nullptr, examples,
+                                         /*commit=*/false, cancelled, limits, {}));
+  auto program = std::make_shared<Program>();
+  program->parameters = std::move(trial.types);
+  program->outputs = std::move(trial.metas);
+  program->spec = std::move(spec);
+  return program;
+}
+
+absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& dispatcher,
+                                          Program& program, const std::vector<OperandSpec>& inputs,
+                                          const std::function<bool()>& cancelled,
+                                          const ExecuteLimits& limits,
+                                          const CallObserver& observe) {
+  ASSIGN_OR_RETURN(Steps steps, RunSteps(session, dispatcher, program.spec, &program.parameters,
+                                         inputs, /*commit=*/true, cancelled, limits, observe));
+  ++program.runs;
+  return std::move(steps.outcome);
+}
+
+}  // namespace tensord

@@ -1,0 +1,83 @@
+// Programs: a forward batch template whose operands may be parameters, an optional backward
+// (roots → gradients of chosen leaves) and no_grad updates that may take those gradients,
+// compiled once and run in one round trip. Compiling runs the program once on the example
+// inputs and undoes it: every call's output dtype and shape is known afterwards, and every
+// error a run would meet on inputs of those types (an unmarked op on the differentiated path,
+// a shape mismatch, an unreachable leaf) is met at compile time, naming the call. No gRPC or
+// protobuf types: the RPC layer converts its request into a ProgramSpec first.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/dispatch/dispatcher.h"
+#include "server/service/execute.h"
+#include "server/service/session.h"
+
+namespace tensord {
+
+struct ParameterSpec {
+  std::string name;     // for errors and listings
+  OperandSpec example;  // a handle, literal or scalar: fixes what runs bind
+};
+
+struct ProgramSpec {
+  std::vector<ParameterSpec> parameters;
+  std::vector<CallSpec> calls;    // the forward; call outputs count these from 0
+  std::vector<CallSpec> updates;  // without recording, after the backward; numbered after calls
+  uint64_t context_id = 0;        // the context the forward records on; 0 = none
+  bool no_grad = false;           // the forward records nothing
+  bool backward = false;
+  std::vector<OperandSpec::CallOutput> roots;  // forward outputs
+  std::vector<uint64_t> leaves;                // requires-grad leaf handles of the context
+  bool fetch_gradients = false;
+  // Owns the bytes the literals of the calls point into, for as long as the program lives.
+  std::shared_ptr<const void> owner;
+};
+
+// What a parameter binds: a tensor of one dtype and shape, or a number of one kind.
+struct ParameterType {
+  bool number = false;
+  size_t number_kind = 0;  // index in OperandSpec::Scalar: double, int64_t, bool
+  DType dtype = DType::kF32;
+  Shape shape;
+};
+
+struct Program {
+  ProgramSpec spec;
+  std::vector<ParameterType> parameters;
+  // Per call (forward, then updates): its outputs as compiled (handle-less tensors' metadata).
+  std::vector<std::vector<TensorMeta>> outputs;
+  uint64_t runs = 0;  // runs that committed
+};
+
+struct ProgramOutcome {
+  std::vector<CallOutcome> calls;  // forward, then updates; only kept and fetched outputs
+  std::vector<Tensor> gradients;   // one per leaf when the backward fetches them
+  std::vector<std::string> gradient_bytes;
+};
+
+// Validates `spec` against `session` (whose lock the caller holds) and runs it once on the
+// examples, undoing everything. LIMIT_EXCEEDED max_calls_per_program; INVALID_REQUEST for a
+// backward without a context or roots; AUTODIFF_CONTEXT_NOT_ENABLED for a closed context;
+// BAD_OPERAND for a leaf that is not a requires-grad leaf of the context or is not reached;
+// any error of the trial run, with call_index (or phase=backward).
+absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
+                                                        const Dispatcher& dispatcher,
+                                                        ProgramSpec spec,
+                                                        const std::function<bool()>& cancelled,
+                                                        const ExecuteLimits& limits);
+
+// Binds `inputs` (one per parameter, of its kind, dtype and shape) and runs the program:
+// atomic as ExecuteBatch. A run that had a backward frees the graph its forward recorded.
+absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& dispatcher,
+                                          Program& program, const std::vector<OperandSpec>& inputs,
+                                          const std::function<bool()>& cancelled,
+                                          const ExecuteLimits& limits,
+                                          const CallObserver& observe = {});
+
+}  // namespace tensord

@@ -1,0 +1,115 @@
+// CompileProgram, RunProgram and ReleaseProgram.
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+#include "server/service/convert.h"
+#include "server/service/program.h"
+#include "server/service/service_core.h"
+
+namespace tensord {
+namespace {
+
+void FillOutcome(std::vector<CallOutcome>& calls,
+                 google::protobuf::RepeatedPtrField<v1::CallResult>* results) {
+  for (CallOutcome& outcome : calls) {
+    v1::CallResult* result = results->Add();
+    for (size_t i = 0; i < outcome.outputs.size(); ++i) {
+      const StoredTensor& out = outcome.outputs[i];
+      FillTensorInfo(out.handle, out.tensor, result->add_outputs());
+      if (i < outcome.fetched.size()) {
+        FillTensorData(out.tensor, std::move(outcome.fetched[i]), result->add_values());
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ExecuteLimits ServiceCore::BatchLimits() const {
+  ExecuteLimits limits;
+  // Output infos and framing share the message with the fetched bytes.
+  limits.max_fetch_bytes = config_.max_message_bytes / 8 * 7;
+  limits.tensor_limits = config_.limits;
+  return limits;
+}
+
+absl::Status ServiceCore::CompileProgram(const v1::CompileProgramRequest& req,
+                                         const Cancelled& cancelled,
+                                         v1::CompileProgramResponse* resp) {
+  if (const int64_t size = static_cast<int64_t>(req.ByteSizeLong());
+      size > config_.max_message_bytes) {
+    return LimitError("program", "max_message_bytes", size, config_.max_message_bytes,
+                      "request bytes");
+  }
+  if (const int64_t n = req.calls_size() + req.updates_size();
+      n > config_.limits.max_calls_per_program) {
+    return LimitError("program", "max_calls_per_program", n, config_.limits.max_calls_per_program,
+                      "calls (forward and updates)");
+  }
+  // The program keeps the request: its literals point into it.
+  auto owned = std::make_shared<const v1::CompileProgramRequest>(req);
+  ASSIGN_OR_RETURN(ProgramSpec spec, ProgramSpecFromProto(owned));
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  ASSIGN_OR_RETURN(
+      std::shared_ptr<Program> program,
+      tensord::CompileProgram(*session, dispatcher_, std::move(spec), cancelled, BatchLimits()));
+  const Program& compiled = *program;
+  resp->set_program_id(session->AddProgram(std::move(program)));
+  const size_t n_forward = compiled.spec.calls.size();
+  for (size_t k = 0; k < compiled.outputs.size(); ++k) {
+    v1::ProgramCallInfo* info = resp->add_calls();
+    info->set_op(k < n_forward ? compiled.spec.calls[k].op
+                               : compiled.spec.updates[k - n_forward].op);
+    for (const TensorMeta& meta : compiled.outputs[k]) {
+      v1::TensorInfo* out = info->add_outputs();
+      out->set_dtype(DTypeToProto(meta.dtype));
+      for (int64_t d : meta.shape) out->add_shape(d);
+      out->set_device(meta.device);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::RunProgram(const v1::RunProgramRequest& req, const Cancelled& cancelled,
+                                     v1::RunProgramResponse* resp) {
+  if (const int64_t size = static_cast<int64_t>(req.ByteSizeLong());
+      size > config_.max_message_bytes) {
+    return LimitError("program", "max_message_bytes", size, config_.max_message_bytes,
+                      "request bytes");
+  }
+  ASSIGN_OR_RETURN(std::vector<OperandSpec> inputs, ProgramInputsFromProto(req));
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  ASSIGN_OR_RETURN(Program * program, session->FindProgram(req.program_id()));
+  const std::string& device = session->device();
+  auto observe = [this, &device](const CallSpec& call, absl::Duration took) {
+    metrics_.RecordOp(call.op, device, took);
+  };
+  auto outcome = tensord::RunProgram(*session, dispatcher_, *program, inputs, cancelled,
+                                     BatchLimits(), observe);
+  if (!outcome.ok()) {
+    return WithMetadata(outcome.status(), {{"program_id", absl::StrCat(req.program_id())}});
+  }
+  if (program->spec.backward) metrics_.RecordBackward();
+  FillOutcome(outcome->calls, resp->mutable_results());
+  for (size_t l = 0; l < outcome->gradients.size(); ++l) {
+    FillTensorData(outcome->gradients[l], std::move(outcome->gradient_bytes[l]),
+                   resp->add_gradients());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ServiceCore::ReleaseProgram(const v1::ReleaseProgramRequest& req,
+                                         v1::ReleaseProgramResponse*) {
+  ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
+  absl::MutexLock lock(&session->mu());
+  RETURN_IF_ERROR(session->CheckLive());
+  return session->ReleaseProgram(req.program_id());
+}
+
+}  // namespace tensord

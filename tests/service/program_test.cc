@@ -1,0 +1,318 @@
+// Programs (CompileProgram / RunProgram / ReleaseProgram) through the C++ client's builder:
+// a training step compiled once equals the same step run eagerly, bit for bit in f64; the
+// two autodiff failures are typed at compile and at run time; a failing run changes nothing;
+// programs belong to their session.
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/service/service_env.h"
+
+namespace tensord::service_test {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+constexpr absl::StatusCode kFailedPrecondition = absl::StatusCode::kFailedPrecondition;
+constexpr absl::StatusCode kInvalidArgument = absl::StatusCode::kInvalidArgument;
+
+std::string Id(uint64_t v) { return absl::StrCat(v); }
+
+// Deterministic values in [-1, 1).
+std::vector<double> Values(size_t n, int seed) {
+  std::vector<double> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<double>((i * 37 + seed * 11) % 64) / 32 - 1;
+  return v;
+}
+
+class ProgramTest : public ServiceTest {
+ protected:
+  // A 4-5-1 tanh MLP, its weights requires-grad leaves of `ctx`.
+  struct Mlp {
+    tc::Tensor w1, b1, w2;
+  };
+  absl::StatusOr<Mlp> MakeMlp(const tc::AutodiffContext& ctx) {
+    Mlp m;
+    tc::PutOptions leaf{true, ctx.id()};
+    auto w1 = session().Put(tc::HostTensor(Values(20, 1), {4, 5}), leaf);
+    auto b1 = session().Put(tc::HostTensor(Values(5, 2), {5}), leaf);
+    auto w2 = session().Put(tc::HostTensor(Values(5, 3), {5, 1}), leaf);
+    if (!w1.ok()) return w1.status();
+    if (!b1.ok()) return b1.status();
+    if (!w2.ok()) return w2.status();
+    m.w1 = *w1;
+    m.b1 = *b1;
+    m.w2 = *w2;
+    return m;
+  }
+  static tc::HostTensor X(int seed) { return tc::HostTensor(Values(32, seed), {8, 4}); }
+  static tc::HostTensor Y(int seed) { return tc::HostTensor(Values(8, seed + 5), {8, 1}); }
+
+  // loss = mse(tanh(x w1 + b1) w2, y) as program calls; returns the loss call.
+  static tc::CallRef AddForward(tc::ProgramBuilder& b, const Mlp& m, const tc::Operand& x,
+                                const tc::Operand& y) {
+    tc::CallRef h = b.Add("tanh", {b.Add("add", {b.Add("matmul", {x, m.w1}), m.b1})});
+    return b.Add("mse_loss", {b.Add("matmul", {h, m.w2}), y}, {}, {/*fetch=*/true});
+  }
+};
+
+TEST_F(ProgramTest, AdamTrainingStepEqualsTheEagerStepBitForBitInF64) {
+  REQUIRE_OPS("matmul", "add", "tanh", "mse_loss", "adam");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(Mlp eager, MakeMlp(ctx));
+  ASSERT_OK_AND_ASSIGN(Mlp compiled, MakeMlp(ctx));
+  tc::AdamOptions options;
+  options.lr = 0.05;
+  tc::Adam eager_opt({eager.w1, eager.b1, eager.w2}, options);
+  tc::Adam program_opt({compiled.w1, compiled.b1, compiled.w2}, options);
+
+  tc::ProgramBuilder b = session().NewProgram(ctx.id());
+  tc::Operand x = b.Parameter(X(0), "x");
+  tc::Operand y = b.Parameter(Y(0), "y");
+  tc::CallRef loss = AddForward(b, compiled, x, y);
+  b.Backward({loss.out(0)}, {compiled.w1, compiled.b1, compiled.w2});
+  ASSERT_OK(program_opt.AddStepTo(b));
+  ASSERT_OK_AND_ASSIGN(tc::Program step, b.Compile());
+  ASSERT_EQ(step.compiled(loss).size(), 1u);
+  EXPECT_EQ(step.compiled(loss)[0].dtype, tc::DType::kF64);
+  EXPECT_TRUE(step.compiled(loss)[0].shape.empty()) << "the loss is 0-d";
+  EXPECT_THAT(Doubles(compiled.w1), ElementsAreArray(Values(20, 1)))
+      << "compiling ran the step once and undid it";
+
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
+  for (int s = 1; s <= 3; ++s) {
+    ASSERT_OK_AND_ASSIGN(
+        tc::Tensor l,
+        tc::MseLoss(tc::Matmul(tc::Tanh(tc::Matmul(X(s), eager.w1) + eager.b1), eager.w2), Y(s)));
+    ASSERT_OK_AND_ASSIGN(tc::Gradients g, ctx.Backward({l}));
+    ASSERT_OK(eager_opt.Step(g));
+    ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, step.Run({X(s), Y(s)}));
+    EXPECT_EQ(r.value(loss).ToDoubles(), Doubles(l)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.w1), Doubles(eager.w1)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.b1), Doubles(eager.b1)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.w2), Doubles(eager.w2)) << "step " << s;
+  }
+  EXPECT_EQ(Doubles(program_opt.state(compiled.w1)[2]), std::vector<double>{3})
+      << "the step counter counted the three runs, not the compile";
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, session().Info());
+  const tc::ContextInfo* c = after.context(ctx.id());
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(c->tape_nodes, before.context(ctx.id())->tape_nodes)
+      << "every run freed the graph it recorded";
+}
+
+TEST_F(ProgramTest, FetchedGradientsAndKeptOutputs) {
+  REQUIRE_OPS("mul", "sum");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(
+      tc::Tensor w, session().Put(tc::HostTensor(std::vector<double>{1, 2, 3}), {true, ctx.id()}));
+  tc::ProgramBuilder b = session().NewProgram(ctx.id());
+  tc::Operand c = b.Parameter(tc::HostTensor(std::vector<double>{0, 0, 0}), "c");
+  tc::CallRef prod = b.Add("mul", {w, c}, {}, {/*fetch=*/false, /*keep=*/true});
+  tc::CallRef loss = b.Add("sum", {prod});
+  b.Backward({loss.out(0)}, {w}, /*fetch_gradients=*/true);
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, p.Run({tc::HostTensor(std::vector<double>{4, -5, 6})}));
+  ASSERT_EQ(r.gradients().size(), 1u);
+  EXPECT_THAT(r.gradients()[0].ToDoubles(), ElementsAre(4, -5, 6)) << "d sum(w*c)/dw = c";
+  ASSERT_EQ(r.outputs(prod).size(), 1u);
+  EXPECT_THAT(Doubles(r.output(prod)), ElementsAre(4, -10, 18));
+  EXPECT_FALSE(r.output(prod).info().requires_grad) << "a run with backward keeps plain tensors";
+  EXPECT_TRUE(r.outputs(loss).empty()) << "neither kept nor fetched";
+}
+
+TEST_F(ProgramTest, UnmarkedUseOnTheDifferentiatedPathFailsAtCompileNamingTheCall) {
+  REQUIRE_OPS("relu", "assign", "sum");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(tc::Tensor w,
+                       session().Put(tc::HostTensor(std::vector<float>{1, -2}), {true, ctx.id()}));
+  tc::ProgramBuilder b = session().NewProgram(ctx.id());
+  tc::CallRef h = b.Add("relu", {w});
+  b.Add("assign", {h, 0.0});  // an in-place write into a recorded output
+  tc::CallRef loss = b.Add("sum", {h});
+  b.Backward({loss.out(0)}, {w});
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
+  absl::StatusOr<tc::Program> p = b.Compile();
+  EXPECT_TRUE(FailsWith(
+      Status(p), kFailedPrecondition, v1::OPERATION_NOT_MARKED_FOR_AUTODIFF,
+      {{"op", "assign"}, {"call_index", "1"}, {"phase", "forward"}, {"context_id", Id(ctx.id())}}));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, session().Info());
+  EXPECT_EQ(after, before) << "a failed compile leaves the session as it was";
+}
+
+TEST_F(ProgramTest, RunInAClosedContextIsAutodiffContextNotEnabled) {
+  REQUIRE_OPS("mul", "sum", "sgd");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(tc::Tensor w,
+                       session().Put(tc::HostTensor(std::vector<float>{1, 2}), {true, ctx.id()}));
+  tc::ProgramBuilder b = session().NewProgram(ctx.id());
+  tc::CallRef loss = b.Add("sum", {b.Add("mul", {w, w})});
+  b.Backward({loss.out(0)}, {w});
+  b.Update("sgd", {w, tc::Operand::GradientOf(w.handle())}, {{"lr", 0.5}});
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  ASSERT_OK(p.Run({}));
+  EXPECT_THAT(Floats(w), ElementsAre(0, 0)) << "w - 0.5 * 2w";
+  ASSERT_OK(ctx.Close());
+  absl::StatusOr<tc::ProgramResult> r = p.Run({});
+  EXPECT_TRUE(FailsWith(
+      Status(r), kFailedPrecondition, v1::AUTODIFF_CONTEXT_NOT_ENABLED,
+      {{"context_id", Id(ctx.id())}, {"context_state", "closed"}, {"program_id", Id(p.id())}}));
+  // Compiling in a closed context fails the same way.
+  tc::ProgramBuilder again = session().NewProgram(ctx.id());
+  again.Add("sum", {w});
+  EXPECT_TRUE(FailsWith(Status(again.Compile()), kFailedPrecondition,
+                        v1::AUTODIFF_CONTEXT_NOT_ENABLED, {{"context_state", "closed"}}));
+}
+
+TEST_F(ProgramTest, AFailingUpdateRollsTheWholeRunBack) {
+  REQUIRE_OPS("mul", "sum", "sgd", "index_select");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(
+      tc::Tensor w, session().Put(tc::HostTensor(std::vector<float>{1, 2, 3}), {true, ctx.id()}));
+  tc::ProgramBuilder b = session().NewProgram(ctx.id());
+  tc::Operand idx = b.Parameter(tc::HostTensor(std::vector<int64_t>{0}), "idx");
+  tc::CallRef loss = b.Add("sum", {b.Add("mul", {w, w})});
+  b.Backward({loss.out(0)}, {w});
+  b.Update("sgd", {w, tc::Operand::GradientOf(w.handle())}, {{"lr", 0.25}});
+  // Reads the updated weights at an index the run binds: out of range fails after the write.
+  tc::CallRef picked = b.Update("index_select", {w, idx}, {{"dim", 0}}, {/*fetch=*/true});
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
+  absl::StatusOr<tc::ProgramResult> bad = p.Run({tc::HostTensor(std::vector<int64_t>{7})});
+  EXPECT_TRUE(FailsWith(Status(bad), absl::StatusCode::kOutOfRange, v1::INDEX_OUT_OF_RANGE,
+                        {{"call_index", "3"}, {"phase", "update"}, {"op", "index_select"}}));
+  EXPECT_THAT(Floats(w), ElementsAre(1, 2, 3)) << "the sgd write was undone";
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, session().Info());
+  EXPECT_EQ(after, before);
+  ASSERT_OK_AND_ASSIGN(tc::ProgramResult ok, p.Run({tc::HostTensor(std::vector<int64_t>{2})}));
+  EXPECT_THAT(ok.value(picked).ToDoubles(), ElementsAre(1.5)) << "3 - 0.25 * 6";
+}
+
+TEST_F(ProgramTest, InputsAreCheckedAgainstTheCompiledTypes) {
+  REQUIRE_OPS("mul");
+  tc::ProgramBuilder b = session().NewProgram();
+  tc::Operand x = b.Parameter(tc::HostTensor(std::vector<float>{1, 2}), "x");
+  tc::Operand k = b.Parameter(2.0, "k");
+  tc::CallRef out = b.Add("mul", {x, k}, {}, {/*fetch=*/true});
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, p.Run({tc::HostTensor(std::vector<float>{3, 4}), 0.5}));
+  EXPECT_THAT(r.value(out).ToDoubles(), ElementsAre(1.5, 2));
+  EXPECT_TRUE(FailsWith(Status(p.Run({tc::HostTensor(std::vector<float>{1, 2, 3}), 0.5})),
+                        kInvalidArgument, v1::SHAPE_MISMATCH,
+                        {{"parameter_index", "0"}, {"parameter", "x"}, {"expected", "[2]"}}));
+  EXPECT_TRUE(FailsWith(Status(p.Run({tc::HostTensor(std::vector<double>{1, 2}), 0.5})),
+                        kInvalidArgument, v1::DTYPE_MISMATCH,
+                        {{"parameter_index", "0"}, {"expected", "f32"}, {"got", "f64"}}));
+  EXPECT_TRUE(FailsWith(Status(p.Run({tc::HostTensor(std::vector<float>{1, 2}), int64_t{3}})),
+                        kInvalidArgument, v1::DTYPE_MISMATCH, {{"parameter", "k"}}));
+  EXPECT_TRUE(FailsWith(Status(p.Run({0.5, 0.5})), kInvalidArgument, v1::BAD_OPERAND,
+                        {{"parameter_index", "0"}}));
+  EXPECT_TRUE(FailsWith(Status(p.Run({tc::HostTensor(std::vector<float>{1, 2})})), kInvalidArgument,
+                        v1::INVALID_REQUEST,
+                        {{"field", "inputs"}, {"expected", "2"}, {"got", "1"}}));
+}
+
+TEST_F(ProgramTest, ProgramsBelongToTheirSession) {
+  REQUIRE_OPS("neg");
+  tc::ProgramBuilder b = session().NewProgram();
+  b.Add("neg", {b.Parameter(1.0)}, {}, {/*fetch=*/true});
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  ASSERT_OK(p.Run({2.0}));
+
+  auto stub = RawStub();
+  v1::GetSessionInfoRequest info_req;
+  info_req.set_session_id(session().id());
+  v1::GetSessionInfoResponse info;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->GetSessionInfo(&context, info_req, &info).ok());
+  }
+  ASSERT_EQ(info.programs_size(), 1);
+  EXPECT_EQ(info.programs(0).program_id(), p.id());
+  EXPECT_EQ(info.programs(0).parameters(), 1u);
+  EXPECT_EQ(info.programs(0).calls(), 1u);
+  EXPECT_EQ(info.programs(0).runs(), 1u);
+
+  ASSERT_OK_AND_ASSIGN(tc::Session other, client().CreateSession());
+  v1::RunProgramRequest run;
+  run.set_session_id(other.id());
+  run.set_program_id(p.id());
+  run.add_inputs()->mutable_scalar()->set_f(1.0);
+  v1::RunProgramResponse resp;
+  grpc::ClientContext context;
+  EXPECT_TRUE(FailsWith(tc::FromGrpcStatus(stub->RunProgram(&context, run, &resp)),
+                        absl::StatusCode::kNotFound, v1::PROGRAM_NOT_FOUND,
+                        {{"program_id", Id(p.id())}}));
+
+  ASSERT_OK(p.Release());
+  EXPECT_TRUE(FailsWith(Status(p.Run({2.0})), absl::StatusCode::kNotFound, v1::PROGRAM_NOT_FOUND,
+                        {{"program_id", Id(p.id())}}));
+  EXPECT_TRUE(FailsWith(p.Release(), absl::StatusCode::kNotFound, v1::PROGRAM_NOT_FOUND));
+}
+
+TEST_F(ProgramTest, ProgramOperandsOutsideProgramsAreBadOperands) {
+  REQUIRE_OPS("neg");
+  tc::Batch batch = session().NewBatch();
+  batch.Add("neg", {tc::Operand::Parameter(0)});
+  EXPECT_TRUE(FailsWith(Status(batch.Run()), kInvalidArgument, v1::BAD_OPERAND,
+                        {{"call_index", "0"}, {"input_index", "0"}}));
+  // A gradient in the forward, and a parameter index past the end.
+  tc::ProgramBuilder b = session().NewProgram();
+  b.Add("neg", {tc::Operand::GradientOf(1)});
+  EXPECT_TRUE(FailsWith(Status(b.Compile()), kInvalidArgument, v1::BAD_OPERAND,
+                        {{"call_index", "0"}, {"phase", "forward"}}));
+  tc::ProgramBuilder c = session().NewProgram();
+  c.Add("neg", {tc::Operand::Parameter(3)});
+  EXPECT_TRUE(FailsWith(Status(c.Compile()), kInvalidArgument, v1::BAD_OPERAND,
+                        {{"parameter_index", "3"}}));
+}
+
+TEST_F(ProgramTest, ABackwardNeedsAContextAndReachableLeaves) {
+  REQUIRE_OPS("mul", "sum");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(tc::Tensor w,
+                       session().Put(tc::HostTensor(std::vector<float>{1, 2}), {true, ctx.id()}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor unused,
+                       session().Put(tc::HostTensor(std::vector<float>{1}), {true, ctx.id()}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor plain, session().Put(tc::HostTensor(std::vector<float>{1})));
+  {
+    tc::ProgramBuilder b = session().NewProgram();  // no context
+    b.Backward({b.Add("sum", {w}).out(0)}, {w});
+    EXPECT_TRUE(FailsWith(Status(b.Compile()), kInvalidArgument, v1::INVALID_REQUEST,
+                          {{"field", "context_id"}}));
+  }
+  {
+    tc::ProgramBuilder b = session().NewProgram(ctx.id());
+    b.Backward({b.Add("sum", {w}).out(0)}, {w, unused});
+    EXPECT_TRUE(FailsWith(Status(b.Compile()), kInvalidArgument, v1::BAD_OPERAND,
+                          {{"leaf_index", "1"}, {"phase", "backward"}}));
+  }
+  {
+    tc::ProgramBuilder b = session().NewProgram(ctx.id());
+    b.Backward({b.Add("sum", {w}).out(0)}, {plain});
+    EXPECT_TRUE(FailsWith(Status(b.Compile()), kInvalidArgument, v1::BAD_OPERAND,
+                          {{"leaf_index", "0"}, {"tensor_id", Id(plain.handle())}}));
+  }
+  {
+    tc::ProgramBuilder b = session().NewProgram(ctx.id());
+    b.Backward({b.Add("mul", {w, w}).out(0)}, {w});  // two elements, no seed
+    EXPECT_TRUE(FailsWith(Status(b.Compile()), kInvalidArgument, v1::BACKWARD_ROOT_NOT_SCALAR,
+                          {{"phase", "backward"}}));
+  }
+}
+
+TEST_F(ProgramTest, CallsPerProgramAreLimited) {
+  v1::CompileProgramRequest req;
+  req.set_session_id(session().id());
+  for (int i = 0; i < 10001; ++i) req.add_calls()->set_op("neg");
+  v1::CompileProgramResponse resp;
+  grpc::ClientContext context;
+  EXPECT_TRUE(FailsWith(tc::FromGrpcStatus(RawStub()->CompileProgram(&context, req, &resp)),
+                        absl::StatusCode::kResourceExhausted, v1::LIMIT_EXCEEDED,
+                        {{"limit", "max_calls_per_program"}, {"value", "10001"}}));
+}
+
+}  // namespace
+}  // namespace tensord::service_test
