@@ -71,7 +71,7 @@ class Optimizer:
         # starts from (the momentum buffer's values are unused at step 0).
         sess = self.session
         made = []
-        with sess.no_grad(), sess.batch():
+        with sess._outside_trace(), sess.no_grad(), sess.batch():
             for p in params:
                 tensors = {}
                 for name in self.state_names:

@@ -11,6 +11,7 @@ import numpy as np
 from . import dtypes
 from ._pb import ops_pb2, service_pb2, tensor_pb2
 from .errors import TensordError, client_error
+from .program import ProgramTrace, compile_program
 from .tensor import Tensor
 
 # Arrays above this size are uploaded with PutTensor instead of travelling as literals.
@@ -319,8 +320,12 @@ class Session:
             if value.is_lazy and value.session is self:
                 owner = value._lazy[0]
                 if owner is batch and owner.state == "open":
+                    if not isinstance(value._lazy[1], int):  # a program's parameter or gradient
+                        return owner.operand(value)
                     return ops_pb2.Operand(call_output=ops_pb2.CallOutput(
                         call=value._lazy[1], output=value._lazy[2]))
+            if isinstance(batch, ProgramTrace):
+                keepalive.append(value)  # the program names it at every run
             return ops_pb2.Operand(handle=self._own_info(value, where).handle)
         if isinstance(value, (bool, np.bool_)):
             return ops_pb2.Operand(scalar=tensor_pb2.Scalar(b=bool(value)))
@@ -359,6 +364,8 @@ class Session:
         return dtypes.bytes_to_array(raw, info.dtype, info.shape)
 
     def _backward(self, ctx, loss, seed, retain_graph):
+        if isinstance(self._batch, ProgramTrace):
+            return self._batch.backward(ctx, loss, seed)
         if self._batch is not None:
             raise client_error("INVALID_REQUEST", "tensord: backward() cannot run inside "
                                "sess.batch(); end the batch first", {"context_id": ctx.id})
@@ -499,6 +506,25 @@ class Session:
             raise
         self._batch = None
         batch.flush()
+
+    def compile(self, fn, *example_inputs, names=None, ctx=None):
+        """Traces `fn(*inputs)` once on lazy stand-ins of `example_inputs` (arrays, Tensors,
+        numbers) and compiles it into a server-side program: returns a callable that runs
+        forward, backward (`ctx.backward(loss)` inside fn) and updates (an optimizer's
+        step) in one round trip and returns what fn returned as numpy arrays. Every call
+        needs inputs of the examples' dtypes and shapes. `ctx`: the autodiff context the
+        forward records on (default: the most recent open one). See tensord.program."""
+        return compile_program(self, fn, example_inputs, names=names, ctx=ctx)
+
+    @contextlib.contextmanager
+    def _outside_trace(self):
+        # Work a traced function starts that must happen now, once, not in every run (an
+        # optimizer creating its state).
+        trace, self._batch = self._batch, None
+        try:
+            yield
+        finally:
+            self._batch = trace
 
     def autodiff(self, checkpointing: str = "none") -> AutodiffContext:
         """Opens an autodiff context ("none" keeps every activation, "balanced" recomputes
