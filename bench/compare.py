@@ -14,9 +14,12 @@ Lines (tensord | baseline):
   batch of N      the same built with sess.batch() each time: per-op cost | PyTorch eager
   MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
                   | local PyTorch, same thread count
+  MLP program     the same step compiled (sess.compile): one RunProgram a step | local PyTorch
+                  (the note gives the speed-up over the eager step)
   MLP update      the SGD update alone: fused sgd ops | the same update written as 12 assign /
                   arithmetic calls (what a client had to send before the optimizer ops)
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
+  CNN program     the same step compiled | local PyTorch
   put/get         256 MiB f32 through the chunked streams (MiB/s)
 Each timing is the best of several interleaved rounds (tensord and baseline alternate), so a
 noisy machine slows both sides alike.
@@ -183,6 +186,18 @@ def mlp(sess, rounds, inner, threads):
         t_step, t_torch = interleaved(step, torch_step, rounds, inner)
         line("MLP step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
              t_torch / t_step, "goal >= 0.8")
+
+        def train_step(xb, yb):
+            w1, b1, w2, b2 = params
+            loss = sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
+            opt.step(ctx.backward(loss))
+            return loss
+
+        program = sess.compile(train_step, x, y)
+        t_prog, t_torch = interleaved(lambda: program(x, y), torch_step, rounds, inner)
+        line("MLP step (program)", f"{1 / t_prog:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
+             t_torch / t_prog, f"goal >= 0.8; {t_step / t_prog:.2f}x the eager step")
+        program.release()
         forward_backward()
         t_fused, t_unfused = interleaved(fused_update, unfused_update, rounds, inner)
         line("MLP update", ms(t_fused) + " fused sgd", ms(t_unfused) + " assign calls",
@@ -215,20 +230,34 @@ def cnn(sess, rounds, inner, threads):
         opt = tensord.optim.SGD(params, lr=0.01)
         x, y = sess.tensor(xn), sess.tensor(yn)
 
-        def step():
+        def loss_of(xb, yb):
             c1, b1, c2, b2, w, b = params
+            h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1)),
+                        kernel_size=2)
+            h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
+                        kernel_size=2)
+            return sess.op("cross_entropy",
+                           sess.op("linear", sess.op("flatten", h, start_dim=1), w, b), yb)
+
+        def step():
             with sess.batch():
-                h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", x, c1, b1, padding=1)),
-                            kernel_size=2)
-                h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
-                            kernel_size=2)
-                loss = sess.op("cross_entropy",
-                               sess.op("linear", sess.op("flatten", h, start_dim=1), w, b), y)
+                loss = loss_of(x, y)
             opt.step(ctx.backward(loss))
 
         t_step, t_torch = interleaved(step, torch_step, rounds, inner)
         line("CNN step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
              t_torch / t_step, "goal >= 0.8")
+
+        def train_step(xb, yb):
+            loss = loss_of(xb, yb)
+            opt.step(ctx.backward(loss))
+            return loss
+
+        program = sess.compile(train_step, x, y)
+        t_prog, t_torch = interleaved(lambda: program(x, y), torch_step, rounds, inner)
+        line("CNN step (program)", f"{1 / t_prog:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
+             t_torch / t_prog, f"goal >= 0.8; {t_step / t_prog:.2f}x the eager step")
+        program.release()
 
 
 def transfers(sess, rounds, mib):

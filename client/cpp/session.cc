@@ -22,6 +22,12 @@ std::ostream& operator<<(std::ostream& os, const ContextInfo& c) {
             << c.tape_nodes << " tape nodes, " << c.saved_bytes << " saved bytes)";
 }
 
+bool operator==(const ProgramInfo& a, const ProgramInfo& b) {
+  return a.program_id == b.program_id && a.parameters == b.parameters && a.calls == b.calls &&
+         a.updates == b.updates && a.context_id == b.context_id && a.backward == b.backward &&
+         a.runs == b.runs;
+}
+
 const ContextInfo* SessionInfo::context(uint64_t id) const {
   for (const ContextInfo& c : contexts) {
     if (c.context_id == id) return &c;
@@ -38,6 +44,12 @@ std::string SessionInfo::ToString() const {
     absl::StrAppend(&out, "\n  context ", c.context_id, " (", c.checkpointing, ", ", c.state, ", ",
                     c.tape_nodes, " tape nodes, ", c.saved_bytes, " saved bytes)");
   }
+  for (const ProgramInfo& p : programs) {
+    absl::StrAppend(&out, "\n  program ", p.program_id, " (", p.parameters, " parameters, ",
+                    p.calls, " calls, ", p.updates, " updates, ",
+                    p.backward ? absl::StrCat("backward in context ", p.context_id) : "no backward",
+                    ", ", p.runs, " runs)");
+  }
   return out;
 }
 
@@ -46,7 +58,7 @@ bool operator==(const SessionInfo& a, const SessionInfo& b) {
          a.memory_used_bytes == b.memory_used_bytes &&
          a.memory_quota_bytes == b.memory_quota_bytes && a.ttl_seconds == b.ttl_seconds &&
          a.autodiff_enabled == b.autodiff_enabled && a.tensors == b.tensors &&
-         a.contexts == b.contexts;
+         a.contexts == b.contexts && a.programs == b.programs;
 }
 
 std::ostream& operator<<(std::ostream& os, const SessionInfo& info) {
@@ -255,6 +267,10 @@ absl::StatusOr<SessionInfo> Session::Info() {
   for (const auto& c : response.contexts()) {
     out.contexts.push_back(
         {c.context_id(), c.checkpointing(), c.state(), c.tape_nodes(), c.saved_bytes()});
+  }
+  for (const auto& p : response.programs()) {
+    out.programs.push_back({p.program_id(), p.parameters(), p.calls(), p.updates(), p.context_id(),
+                            p.backward(), p.runs()});
   }
   return out;
 }

@@ -82,6 +82,19 @@ struct ContextInfo {
   friend bool operator!=(const ContextInfo& a, const ContextInfo& b) { return !(a == b); }
 };
 
+// A compiled program of the session (docs/programs.md).
+struct ProgramInfo {
+  uint64_t program_id = 0;
+  uint32_t parameters = 0;
+  uint32_t calls = 0;    // forward calls
+  uint32_t updates = 0;  // calls after the backward
+  uint64_t context_id = 0;
+  bool backward = false;
+  uint64_t runs = 0;  // runs that committed
+  friend bool operator==(const ProgramInfo& a, const ProgramInfo& b);
+  friend bool operator!=(const ProgramInfo& a, const ProgramInfo& b) { return !(a == b); }
+};
+
 // GetSessionInfo. Comparable, so "the session is exactly as before" is one EXPECT_EQ.
 struct SessionInfo {
   std::string session_id;
@@ -92,6 +105,7 @@ struct SessionInfo {
   bool autodiff_enabled = true;
   std::vector<TensorInfo> tensors;  // sorted by handle
   std::vector<ContextInfo> contexts;
+  std::vector<ProgramInfo> programs;  // by program id
   const ContextInfo* context(uint64_t id) const;
   std::string ToString() const;
   friend bool operator==(const SessionInfo& a, const SessionInfo& b);

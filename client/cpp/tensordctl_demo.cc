@@ -1,4 +1,5 @@
-// tensordctl demo: trains a small MLP through the server, reporting the loss and the pace.
+// tensordctl demo: trains a small MLP through the server as a compiled program (one round trip
+// a step), reporting the loss and the pace.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -71,35 +72,40 @@ absl::Status RunDemo(const tc::Client& client, const DemoOptions& options) {
   if (!created.ok()) return created.status();
   std::vector<tc::Tensor> params = {created->output(w1), created->output(b1), created->output(w2),
                                     created->output(b2)};
-  std::printf("training a 2-%d-2 MLP on %d points (session %s, %s checkpointing, lr %g)\n", kHidden,
-              kPoints, session->id().c_str(),
-              ckpt == tc::Checkpointing::kBalanced ? "balanced" : "no", lr);
+  std::printf(
+      "training a 2-%d-2 MLP on %d points (session %s, %s checkpointing, lr %g), one RunProgram "
+      "a step\n",
+      kHidden, kPoints, session->id().c_str(),
+      ckpt == tc::Checkpointing::kBalanced ? "balanced" : "no", lr);
+
+  // The step as a program: compiled once, then one RunProgram per step runs the forward, the
+  // backward and the SGD updates (p <- p - lr * grad, in place) on the server.
+  tc::ProgramBuilder b = session->NewProgram(ctx->id());
+  tc::CallRef hidden = b.Add("relu", {b.Add("add", {b.Add("matmul", {*x, params[0]}), params[1]})});
+  tc::CallRef out =
+      b.Add("add", {b.Add("matmul", {hidden, params[2]}), params[3]}, {}, {/*fetch=*/true});
+  tc::CallRef loss = b.Add("cross_entropy", {out, *y}, {}, {/*fetch=*/true});
+  b.Backward({loss.out(0)}, params);
+  for (const tc::Tensor& p : params) {
+    b.Update("sgd", {p, tc::Operand::GradientOf(p.handle())}, {{"lr", lr}});
+  }
+  absl::StatusOr<tc::Program> program = b.Compile();
+  if (!program.ok()) return program.status();
 
   double first_loss = 0, last_loss = 0;
-  tc::Tensor logits;
+  tc::HostTensor logits;
   const auto start = std::chrono::steady_clock::now();
   // The pace of each line is that of the steps since the line before.
   auto line_start = start;
   int line_first_step = 1;
   for (int step = 1; step <= steps; ++step) {
-    tc::TensorOr out =
-        tc::Matmul(tc::Relu(tc::Matmul(*x, params[0]) + params[1]), params[2]) + params[3];
-    tc::TensorOr loss = tc::CrossEntropy(out, *y);
-    if (!loss.ok()) return loss.status();
-    absl::StatusOr<tc::Gradients> grads = ctx->Backward({*loss});
-    if (!grads.ok()) return grads.status();
-    // SGD: p <- p - lr * grad, in place, without recording.
-    tc::Batch update = session->NewBatch({/*no_grad=*/true});
-    for (const tc::Tensor& p : params) {
-      tc::CallRef scaled = update.Add("mul", {grads->grad(p), lr});
-      update.Add("assign", {p, update.Add("sub", {p, scaled})});
-    }
-    if (absl::StatusOr<tc::BatchResult> r = update.Run(); !r.ok()) return r.status();
-    absl::StatusOr<double> value = loss->Item();
-    if (!value.ok()) return value.status();
+    absl::StatusOr<tc::ProgramResult> ran = program->Run({});
+    if (!ran.ok()) return ran.status();
+    const float* value = ran->value(loss).data<float>();
+    if (value == nullptr) return absl::InternalError("demo: the loss is not f32");
     if (step == 1) first_loss = *value;
     last_loss = *value;
-    logits = *out;
+    logits = ran->value(out);
     if (step % every == 0 || step == steps) {
       const double seconds = SecondsSince(line_start);
       const int done = step - line_first_step + 1;
@@ -111,7 +117,7 @@ absl::Status RunDemo(const tc::Client& client, const DemoOptions& options) {
     }
   }
   const double total_seconds = SecondsSince(start);
-  // Accuracy of the last forward pass, computed here from the logits.
+  // Accuracy of the last forward pass (the logits it fetched, before its update).
   absl::StatusOr<std::vector<float>> l = logits.ToVector<float>();
   if (!l.ok()) return l.status();
   int correct = 0;

@@ -10,7 +10,7 @@
 //   console.log(await y.get());   // { dtype: 'f32', shape: [2, 2], data: Float32Array [...] }
 //
 // lib/ holds the parts, each requiring only those before it: proto, errors, dtypes, tensor,
-// autodiff, batch, session, client.
+// autodiff, batch, program, session, client.
 
 const {PROTO_DIR, ERROR_REASONS} = require('./lib/proto');
 const {DTYPES, fromFloat32, toFloat32} = require('./lib/dtypes');
@@ -18,8 +18,9 @@ const {TensordError, decodeStatusDetails, REASON_CODES} = require('./lib/errors'
 const {Tensor, Pending} = require('./lib/tensor');
 const {AutodiffContext} = require('./lib/autodiff');
 const {Batch} = require('./lib/batch');
+const {Program, ProgramBuilder} = require('./lib/program');
 const {Session} = require('./lib/session');
 const {Client, connect} = require('./lib/client');
 
-module.exports = {connect, Client, Session, Tensor, Batch, Pending, AutodiffContext, TensordError,
-  ERROR_REASONS, REASON_CODES, DTYPES, decodeStatusDetails, PROTO_DIR, fromFloat32, toFloat32};
+module.exports = {connect, Client, Session, Tensor, Batch, Pending, Program, ProgramBuilder,
+  AutodiffContext, TensordError, ERROR_REASONS, REASON_CODES, DTYPES, decodeStatusDetails, PROTO_DIR, fromFloat32, toFloat32};

@@ -226,6 +226,14 @@ absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
   for (int p = 0; p < req.parameters_size(); ++p) {
     ParameterSpec param;
     param.name = req.parameters(p).name();
+    if (param.name.size() > kMaxParameterNameBytes) {
+      return Error(Reason::kInvalidRequest,
+                   absl::StrCat("program: the name of parameter ", p, " '", param.name,
+                                "' is longer than ", kMaxParameterNameBytes, " bytes"),
+                   {{"field", "parameters.name"},
+                    {"parameter_index", absl::StrCat(p)},
+                    {"parameter", param.name}});
+    }
     auto example =
         OperandFromProto(req.parameters(p).example(), absl::StrCat("parameters[", p, "].example"));
     if (!example.ok()) {

@@ -20,6 +20,10 @@
 
 namespace tensord {
 
+// Parameter names only label errors and listings; a longer one is INVALID_REQUEST, so that
+// every error quoting it stays small.
+inline constexpr size_t kMaxParameterNameBytes = 128;
+
 struct ParameterSpec {
   std::string name;     // for errors and listings
   OperandSpec example;  // a handle, literal or scalar: fixes what runs bind

@@ -131,6 +131,13 @@ const std::map<std::string, std::string>& ExpectedReasons() {
       {"OpenAutodiffContext session_id", "SESSION_NOT_FOUND"},
       {"CloseAutodiffContext session_id", "SESSION_NOT_FOUND"},
       {"Backward session_id", "SESSION_NOT_FOUND"},
+      {"CompileProgram session_id", "SESSION_NOT_FOUND"},
+      {"CompileProgram parameters[0].name", "INVALID_REQUEST"},
+      {"CompileProgram calls[0].op", "UNKNOWN_OP"},
+      {"CompileProgram calls[0].attrs{key}", "BAD_ATTRIBUTE"},
+      {"CompileProgram calls[0].attrs.value.s", "BAD_ATTRIBUTE"},
+      {"RunProgram session_id", "SESSION_NOT_FOUND"},
+      {"ReleaseProgram session_id", "SESSION_NOT_FOUND"},
   };
   return *table;
 }
@@ -213,11 +220,48 @@ class OversizedInputTest : public ServiceTest {
       r->set_retain_graph(true);
       return r;
     }
+    if (method == "CompileProgram") return CompileGelu();
+    if (method == "RunProgram") {
+      auto r = std::make_unique<v1::RunProgramRequest>();
+      r->set_session_id(session_id_);
+      r->set_program_id(Compiled());
+      r->add_inputs()->set_handle(x_);
+      return r;
+    }
+    if (method == "ReleaseProgram") {
+      auto r = std::make_unique<v1::ReleaseProgramRequest>();
+      r->set_session_id(session_id_);
+      r->set_program_id(Compiled());
+      return r;
+    }
     std::unique_ptr<Message> r = Blank(method);
     if (const FieldDescriptor* f = r->GetDescriptor()->FindFieldByName("session_id")) {
       r->GetReflection()->SetString(r.get(), f, session_id_);
     }
     return r;
+  }
+
+  // gelu(x, approximate="tanh") of one parameter x, as a program.
+  std::unique_ptr<v1::CompileProgramRequest> CompileGelu() {
+    auto r = std::make_unique<v1::CompileProgramRequest>();
+    r->set_session_id(session_id_);
+    v1::ProgramParameter* x = r->add_parameters();
+    x->set_name("x");
+    x->mutable_example()->set_handle(x_);
+    v1::OpCall* call = r->add_calls();
+    call->set_op("gelu");
+    call->add_inputs()->set_parameter(0);
+    (*call->mutable_attrs())["approximate"].set_s("tanh");
+    return r;
+  }
+
+  // A newly compiled CompileGelu program.
+  uint64_t Compiled() {
+    v1::CompileProgramResponse out;
+    grpc::ClientContext context;
+    const grpc::Status compiled = stub_->CompileProgram(&context, *CompileGelu(), &out);
+    EXPECT_TRUE(compiled.ok()) << compiled.error_message();
+    return out.program_id();
   }
 
   static std::unique_ptr<Message> Blank(const std::string& method) {
@@ -313,6 +357,21 @@ class OversizedInputTest : public ServiceTest {
       v1::BackwardRequest r;
       v1::BackwardResponse out;
       return stub_->Backward(&context, *as(&r), &out);
+    }
+    if (method == "CompileProgram") {
+      v1::CompileProgramRequest r;
+      v1::CompileProgramResponse out;
+      return stub_->CompileProgram(&context, *as(&r), &out);
+    }
+    if (method == "RunProgram") {
+      v1::RunProgramRequest r;
+      v1::RunProgramResponse out;
+      return stub_->RunProgram(&context, *as(&r), &out);
+    }
+    if (method == "ReleaseProgram") {
+      v1::ReleaseProgramRequest r;
+      v1::ReleaseProgramResponse out;
+      return stub_->ReleaseProgram(&context, *as(&r), &out);
     }
     ADD_FAILURE() << "no way to send " << method << ": add it to Send and Template";
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);

@@ -203,7 +203,7 @@ TEST_F(SecurityTest, TokensAreRequiredByEveryTensordCallButNotByHealth) {
 std::vector<std::pair<std::string, absl::Status>> CallsOn(v1::Tensord::Stub& stub,
                                                           const std::string& token,
                                                           const std::string& id, uint64_t handle,
-                                                          uint64_t context) {
+                                                          uint64_t context, uint64_t program) {
   std::vector<std::pair<std::string, absl::Status>> out;
   auto call = [&](const std::string& name, auto&& fn) {
     grpc::ClientContext ctx;
@@ -283,6 +283,29 @@ std::vector<std::pair<std::string, absl::Status>> CallsOn(v1::Tensord::Stub& stu
     v1::CloseAutodiffContextResponse resp;
     return stub.CloseAutodiffContext(&ctx, req, &resp);
   });
+  call("CompileProgram", [&](grpc::ClientContext& ctx) {
+    v1::CompileProgramRequest req;
+    req.set_session_id(id);
+    v1::OpCall* c = req.add_calls();
+    c->set_op("neg");
+    c->add_inputs()->set_handle(handle);
+    v1::CompileProgramResponse resp;
+    return stub.CompileProgram(&ctx, req, &resp);
+  });
+  call("RunProgram", [&](grpc::ClientContext& ctx) {
+    v1::RunProgramRequest req;
+    req.set_session_id(id);
+    req.set_program_id(program);
+    v1::RunProgramResponse resp;
+    return stub.RunProgram(&ctx, req, &resp);
+  });
+  call("ReleaseProgram", [&](grpc::ClientContext& ctx) {
+    v1::ReleaseProgramRequest req;
+    req.set_session_id(id);
+    req.set_program_id(program);
+    v1::ReleaseProgramResponse resp;
+    return stub.ReleaseProgram(&ctx, req, &resp);
+  });
   call("CloseSession", [&](grpc::ClientContext& ctx) {
     v1::CloseSessionRequest req;
     req.set_session_id(id);
@@ -301,12 +324,15 @@ TEST_F(SecurityTest, ATenantCannotTellAnotherTenantsSessionFromNoSession) {
   ASSERT_OK_AND_ASSIGN(
       tc::Tensor x, session.Put(tc::HostTensor(std::vector<float>{1, 2}, {2}), {true, ctx.id()}));
   ASSERT_OK_AND_ASSIGN(tc::Tensor loss, session.Op1("sum", {x}));
+  tc::ProgramBuilder builder = session.NewProgram(0, /*no_grad=*/true);
+  tc::CallRef doubled = builder.Add("mul", {x, 2.0}, {}, {/*fetch=*/true});
+  ASSERT_OK_AND_ASSIGN(tc::Program program, builder.Compile());
   const std::string id = session.id();
   const std::string missing(32, 'a');  // an id that never existed
 
   auto stub = v1::Tensord::NewStub(bob.channel());
-  auto on_alices = CallsOn(*stub, kTokenB, id, x.handle(), ctx.id());
-  auto on_missing = CallsOn(*stub, kTokenB, missing, x.handle(), ctx.id());
+  auto on_alices = CallsOn(*stub, kTokenB, id, x.handle(), ctx.id(), program.id());
+  auto on_missing = CallsOn(*stub, kTokenB, missing, x.handle(), ctx.id(), program.id());
   ASSERT_EQ(on_alices.size(), on_missing.size());
   for (size_t i = 0; i < on_alices.size(); ++i) {
     const auto& [name, st] = on_alices[i];
@@ -337,9 +363,14 @@ TEST_F(SecurityTest, ATenantCannotTellAnotherTenantsSessionFromNoSession) {
   EXPECT_EQ(info.tensors.size(), 2u);
   ASSERT_EQ(info.contexts.size(), 1u);
   EXPECT_EQ(info.contexts[0].state, "open");
+  ASSERT_EQ(info.programs.size(), 1u);
+  EXPECT_EQ(info.programs[0].runs, 0u);
   ASSERT_OK_AND_ASSIGN(tc::Gradients grads, ctx.Backward({loss}));
   ASSERT_TRUE(grads.contains(x));
   EXPECT_EQ(Floats(grads.grad(x)), (std::vector<float>{1, 1}));
+  ASSERT_OK_AND_ASSIGN(tc::ProgramResult ran, program.Run({}));
+  ASSERT_OK_AND_ASSIGN(std::vector<float> twice, ran.value(doubled).ToVector<float>());
+  EXPECT_EQ(twice, (std::vector<float>{2, 4}));
   // Alice's own calls go through, and her session stays hers after she closes it.
   ASSERT_OK_AND_ASSIGN(tc::Session again, alice.AttachSession(id));
   EXPECT_EQ(again.id(), id);

@@ -22,11 +22,27 @@ function attrValue(name, v) {
   throw new TypeError(`tensord: attribute ${name} has an unsupported value ${v}`);
 }
 
+// Programs only (lib/program.js): parameter `index`, bound at every run, and the gradient
+// the program's backward computed for a leaf (updates only).
+class ProgramParameter {
+  constructor(index) {
+    this.index = index;
+  }
+}
+class ProgramGradient {
+  constructor(leafHandle) {
+    this.leaf = leafHandle;
+  }
+}
+
 // Operands: Tensor, Pending (same batch), a number (float scalar), a BigInt (integer scalar),
-// a boolean, {int: n} / {float: x}, or {data: TypedArray, shape} (an inline literal).
+// a boolean, {int: n} / {float: x}, or {data: TypedArray, shape} (an inline literal); in
+// programs also ProgramParameter and ProgramGradient.
 // Operands the server would refuse are refused here with its error; `where` names the call.
 function operand(v, batch, session, where) {
   if (v instanceof Tensor) return {handle: handleIn(session, v, where)};
+  if (v instanceof ProgramParameter) return {parameter: v.index};
+  if (v instanceof ProgramGradient) return {gradient: v.leaf};
   if (v instanceof Pending) {
     if (v.tensor || v.batch !== batch) return {handle: handleIn(session, v, where)};
     return {call_output: {call: v.call, output: v.output}};
@@ -94,4 +110,4 @@ class Batch {
   }
 }
 
-module.exports = {Batch, opCall};
+module.exports = {Batch, opCall, operand, ProgramParameter, ProgramGradient};

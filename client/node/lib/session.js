@@ -6,6 +6,7 @@ const {DTYPES, WIRE_TO_DTYPE, dtypeOf, toBuffer, fromBytes, checkFilled} = requi
 const {fromServiceError, clientError} = require('./errors');
 const {Tensor, handleIn} = require('./tensor');
 const {Batch, opCall} = require('./batch');
+const {ProgramBuilder} = require('./program');
 const {AutodiffContext, contextIdOf} = require('./autodiff');
 
 const PUT_CHUNK_BYTES = 1 << 20;
@@ -125,6 +126,12 @@ class Session {
 
   batch() {
     return new Batch(this);
+  }
+
+  // A program builder (lib/program.js); ctx: the context its forward records on (default:
+  // the most recent open one, none without one); noGrad: an inference program.
+  program(options = {}) {
+    return new ProgramBuilder(this, options);
   }
 
   async autodiff({checkpointing = 'none'} = {}) {
