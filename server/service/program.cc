@@ -31,7 +31,10 @@ absl::StatusOr<AutodiffContext*> ProgramContext(Session& session, const ProgramS
   return ctx;
 }
 
-std::string KindName(size_t kind) { return kind == 0 ? "float" : kind == 1 ? "int" : "bool"; }
+// "a float number", "an int number", "a bool number".
+std::string KindNumber(size_t kind) {
+  return kind == 0 ? "a float number" : kind == 1 ? "an int number" : "a bool number";
+}
 
 // The value bound to parameter `p`: a handle, a literal or a number, of `type` when known.
 absl::StatusOr<Tensor> BindParameter(const OperandSpec& operand, size_t p,
@@ -39,7 +42,9 @@ absl::StatusOr<Tensor> BindParameter(const OperandSpec& operand, size_t p,
                                      Session& session, const Dispatcher& dispatcher,
                                      const ServiceLimits& limits) {
   const Metadata where{{"parameter_index", Str(p)}, {"parameter", param.name}};
-  const std::string what = absl::StrCat("program: parameter ", p, " (", param.name, ")");
+  const std::string what = param.name.empty()
+                               ? absl::StrCat("program: parameter ", p)
+                               : absl::StrCat("program: parameter ", p, " (", param.name, ")");
   Tensor t;
   const auto& src = operand.source;
   if (const auto* h = std::get_if<OperandSpec::Handle>(&src)) {
@@ -54,13 +59,12 @@ absl::StatusOr<Tensor> BindParameter(const OperandSpec& operand, size_t p,
     t = *std::move(got);
   } else if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) {
     if (type != nullptr && (!type->number || type->number_kind != s->index())) {
-      return Error(
-          type->number ? Reason::kDtypeMismatch : Reason::kBadOperand,
-          absl::StrCat(what, " takes ",
-                       type->number ? absl::StrCat("a ", KindName(type->number_kind), " number")
-                                    : "a tensor (a handle or a literal)",
-                       ", got a ", KindName(s->index()), " number"),
-          where);
+      return Error(type->number ? Reason::kDtypeMismatch : Reason::kBadOperand,
+                   absl::StrCat(what, " takes ",
+                                type->number ? KindNumber(type->number_kind)
+                                             : "a tensor (a handle or a literal)",
+                                ", got ", KindNumber(s->index())),
+                   where);
     }
     return NumberTensor(*s);
   } else {
@@ -69,10 +73,9 @@ absl::StatusOr<Tensor> BindParameter(const OperandSpec& operand, size_t p,
   }
   if (type == nullptr) return t;
   if (type->number) {
-    return Error(
-        Reason::kBadOperand,
-        absl::StrCat(what, " takes a ", KindName(type->number_kind), " number, got a tensor"),
-        where);
+    return Error(Reason::kBadOperand,
+                 absl::StrCat(what, " takes ", KindNumber(type->number_kind), ", got a tensor"),
+                 where);
   }
   if (t.dtype() != type->dtype) {
     Metadata m = where;

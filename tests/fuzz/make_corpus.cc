@@ -15,16 +15,20 @@ namespace {
 
 using tensord::v1::BackwardRequest;
 using tensord::v1::CloseAutodiffContextRequest;
+using tensord::v1::CompileProgramRequest;
 using tensord::v1::ExecuteRequest;
 using tensord::v1::GetTensorRequest;
 using tensord::v1::OpCall;
 using tensord::v1::OpenAutodiffContextRequest;
 using tensord::v1::PutTensorRequest;
+using tensord::v1::ReleaseProgramRequest;
 using tensord::v1::ReleaseRequest;
+using tensord::v1::RunProgramRequest;
 
 // Step tags: the RPC in bits 0-3, then flags.
 constexpr uint8_t kExecute = 0, kPut = 1, kBackward = 2, kExecuteBackward = 3, kOpen = 4,
-                  kClose = 5, kRelease = 6, kGet = 7, kKeepAlive = 8, kInfo = 9;
+                  kClose = 5, kRelease = 6, kGet = 7, kKeepAlive = 8, kInfo = 9, kCompileRun = 10,
+                  kRunProgram = 11, kReleaseProgram = 12;
 constexpr uint8_t kKeepSessionId = 0x10;
 // Cancelled after n polls of the cancellation check.
 constexpr uint8_t Cancel(int n) { return static_cast<uint8_t>(0x20 | (n << 6)); }
@@ -36,7 +40,13 @@ OpCall* Call(ExecuteRequest& req, const std::string& op) {
   c->set_op(op);
   return c;
 }
+OpCall* Call(CompileProgramRequest& req, const std::string& op, bool update = false) {
+  OpCall* c = update ? req.add_updates() : req.add_calls();
+  c->set_op(op);
+  return c;
+}
 void Handle(OpCall* c, uint64_t h) { c->add_inputs()->set_handle(h); }
+void Param(OpCall* c, uint32_t p) { c->add_inputs()->set_parameter(p); }
 void Prev(OpCall* c, uint32_t call, uint32_t output = 0) {
   auto* o = c->add_inputs()->mutable_call_output();
   o->set_call(call);
@@ -129,6 +139,52 @@ CloseAutodiffContextRequest Close(uint64_t context) {
   r.set_context_id(context);
   return r;
 }
+// A step on the fixture's leaf 3 (f32 [2, 3], context 1) as a program: loss =
+// sum(param0 * leaf), its gradient fetched, then SGD on the leaf with it.
+CompileProgramRequest SgdProgram() {
+  CompileProgramRequest r;
+  r.set_context_id(1);
+  auto* x = r.add_parameters();
+  x->set_name("x");
+  x->mutable_example()->set_handle(1);
+  OpCall* m = Call(r, "mul");
+  Param(m, 0);
+  Handle(m, 3);
+  OpCall* loss = Call(r, "sum");
+  Prev(loss, 0);
+  loss->set_fetch(true);
+  auto* root = r.mutable_backward()->add_roots();
+  root->set_call(1);
+  r.mutable_backward()->add_leaves(3);
+  r.mutable_backward()->set_fetch_gradients(true);
+  OpCall* sgd = Call(r, "sgd", /*update=*/true);
+  Handle(sgd, 3);
+  sgd->add_inputs()->set_gradient(3);
+  (*sgd->mutable_attrs())["lr"].set_f(0.1);
+  return r;
+}
+RunProgramRequest RunProgram(uint64_t program, std::vector<tensord::v1::Operand> inputs) {
+  RunProgramRequest r;
+  r.set_program_id(program);
+  for (auto& in : inputs) *r.add_inputs() = in;
+  return r;
+}
+tensord::v1::Operand HandleOperand(uint64_t h) {
+  tensord::v1::Operand o;
+  o.set_handle(h);
+  return o;
+}
+tensord::v1::Operand F32Operand(std::vector<int64_t> shape, std::vector<float> v) {
+  OpCall c;
+  F32(&c, shape, v);
+  return c.inputs(0);
+}
+ReleaseProgramRequest ReleaseProgram(uint64_t program) {
+  ReleaseProgramRequest r;
+  r.set_program_id(program);
+  return r;
+}
+
 // A recorded mul of `leaf` with handle 1, then its sum (a one-element root).
 ExecuteRequest MulSum(uint64_t context, uint64_t leaf) {
   ExecuteRequest r;
@@ -421,6 +477,62 @@ int main(int argc, char** argv) {
               .Step(kGet | kKeepSessionId, get)
               .Step(kClose | kKeepSessionId, close)
               .Write(dir, "sequence_unknown_session");
+  }
+  {  // a training step as a program: compiled and run on its example, run on a literal, on
+     // one of the wrong shape and with too many inputs, released, then run once more
+    ok &= Seed()
+              .Step(kCompileRun, SgdProgram())
+              .Step(kRunProgram, RunProgram(1, {F32Operand({2, 3}, {1, 1, 1, 2, 2, 2})}))
+              .Step(kRunProgram, RunProgram(1, {F32Operand({3}, {1, 2, 3})}))
+              .Step(kRunProgram, RunProgram(1, {HandleOperand(1), HandleOperand(1)}))
+              .Step(kReleaseProgram, ReleaseProgram(1))
+              .Step(kRunProgram, RunProgram(1, {HandleOperand(1)}))
+              .Step(kReleaseProgram, ReleaseProgram(1))
+              .Write(dir, "program_sgd_step");
+  }
+  {  // an inference program (no_grad) keeping one output and fetching another, with a scalar
+     // parameter; run with a scalar of another kind; then a program whose context closes
+    CompileProgramRequest r;
+    r.set_no_grad(true);
+    r.add_parameters()->mutable_example()->set_handle(1);
+    r.add_parameters()->mutable_example()->mutable_scalar()->set_f(2.0);
+    OpCall* relu = Call(r, "relu");
+    Param(relu, 0);
+    relu->set_keep(true);
+    OpCall* mul = Call(r, "mul");
+    Prev(mul, 0);
+    Param(mul, 1);
+    mul->set_fetch(true);
+    tensord::v1::Operand int_scalar;
+    int_scalar.mutable_scalar()->set_i(3);
+    tensord::v1::Operand float_scalar;
+    float_scalar.mutable_scalar()->set_f(0.5);
+    ok &= Seed()
+              .Step(kCompileRun, r)
+              .Step(kRunProgram, RunProgram(1, {HandleOperand(1), float_scalar}))
+              .Step(kRunProgram, RunProgram(1, {HandleOperand(1), int_scalar}))
+              .Step(kCompileRun, SgdProgram())
+              .Step(kClose, Close(1))
+              .Step(kRunProgram, RunProgram(2, {HandleOperand(1)}))
+              .Write(dir, "program_inference_and_closed_context");
+  }
+  {  // programs the server refuses: an unmarked op on the leaf, a backward without a
+     // context, an update making a requires-grad leaf, and a cancelled compile
+    CompileProgramRequest unmarked;
+    unmarked.set_context_id(1);
+    OpCall* assign = Call(unmarked, "assign");
+    Handle(assign, 3);
+    Handle(assign, 1);
+    CompileProgramRequest no_context = SgdProgram();
+    no_context.set_context_id(0);
+    CompileProgramRequest grad_update = SgdProgram();
+    grad_update.mutable_updates(0)->set_requires_grad(true);
+    ok &= Seed()
+              .Step(kCompileRun, unmarked)
+              .Step(kCompileRun, no_context)
+              .Step(kCompileRun, grad_update)
+              .Step(kCompileRun | Cancel(1), SgdProgram())
+              .Write(dir, "program_refused");
   }
   if (!ok) {
     std::fprintf(stderr, "make_corpus: could not write into %s\n", dir.c_str());

@@ -9,9 +9,12 @@
 //     3 Execute, then Backward of its one-element autodiff outputs
 //     4 OpenAutodiffContext           5 CloseAutodiffContext    6 Release (ReleaseRequest)
 //     7 GetTensor (GetTensorRequest)  8 KeepAlive               9 GetSessionInfo
+//    10 CompileProgram, then RunProgram of it with its examples as the inputs
+//    11 RunProgram                    12 ReleaseProgram
 //   tag bit 4     keep the request's own session id instead of the fuzz session's
-//   tag bit 5     the client cancels (Execute, Backward, put) after (tag >> 6) cancellation polls
-//   put stream    the payload is frames [u16 length LE][serialized PutTensorRequest]; a frame
+//   tag bit 5     the client cancels (Execute, Backward, put, programs) after (tag >> 6)
+//   cancellation polls put stream    the payload is frames [u16 length LE][serialized
+//   PutTensorRequest]; a frame
 //                 that does not parse ends the stream as a cancelled client would.
 //
 // Besides "no crash, no sanitizer report", these properties are checked:
@@ -20,9 +23,11 @@
 // - a failed call changes nothing (GetSessionInfo byte-for-byte as before): batches,
 //   backward, puts, releases and context calls are atomic; reads change nothing either way;
 // - a get streams exactly its TensorInfo's byte count; a release removes its handles; a
-//   gradient has its leaf's dtype and shape;
-// - after the sequence, with every handle released and every context closed, the session
-//   holds no memory, and it serves a fresh batch.
+//   gradient has its leaf's dtype and shape; a compiled program lists one call per forward
+//   call and update, and a run answers with one result per call and one gradient per leaf
+//   when it fetches them;
+// - after the sequence, with every handle and program released and every context closed,
+//   the session holds no memory, and it serves a fresh batch.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -43,7 +48,7 @@
 namespace tensord {
 namespace {
 
-constexpr int kRpcCount = 10;
+constexpr int kRpcCount = 13;
 constexpr int kMaxSteps = 16;
 constexpr uint8_t kKeepSessionId = 0x10;
 constexpr uint8_t kCancel = 0x20;
@@ -221,13 +226,31 @@ class Sequence {
           Convert("GetSessionInfo", Core().GetSessionInfo(r, &resp));
         }
         break;
+      case 10:
+        if (v1::CompileProgramRequest r; Parse(data, size, keep_id_, session_, &r)) Compile(r);
+        break;
+      case 11:
+        if (v1::RunProgramRequest r; Parse(data, size, keep_id_, session_, &r)) Run(r);
+        break;
+      case 12:
+        Unary<v1::ReleaseProgramRequest, v1::ReleaseProgramResponse>(data, size, "ReleaseProgram",
+                                                                     &ServiceCore::ReleaseProgram);
+        break;
     }
   }
 
   // Whatever the sequence did, the session still works and its accounting is whole: with
-  // every handle released and every context closed it holds no memory, and it serves a batch.
+  // every handle and program released and every context closed it holds no memory, and it
+  // serves a batch.
   void CheckUnharmed() {
     const v1::GetSessionInfoResponse info = Info(session_);
+    for (const v1::ProgramInfo& p : info.programs()) {
+      v1::ReleaseProgramRequest release;
+      release.set_session_id(session_);
+      release.set_program_id(p.program_id());
+      v1::ReleaseProgramResponse released;
+      Check(Core().ReleaseProgram(release, &released), "release program");
+    }
     for (const v1::ContextInfo& c : info.contexts()) {
       if (c.state() != "open") continue;
       v1::CloseAutodiffContextRequest close;
@@ -243,7 +266,7 @@ class Sequence {
     v1::ReleaseResponse released;
     if (release.handles_size() > 0) Check(Core().Release(release, &released), "release all");
     const v1::GetSessionInfoResponse empty = Info(session_);
-    if (empty.memory_used_bytes() != 0 || empty.tensors_size() != 0) {
+    if (empty.memory_used_bytes() != 0 || empty.tensors_size() != 0 || empty.programs_size() != 0) {
       Fail("the session holds " + std::to_string(empty.memory_used_bytes()) + " bytes in " +
            std::to_string(empty.tensors_size()) + " tensors after releasing every handle");
     }
@@ -333,6 +356,59 @@ class Sequence {
           !std::equal(leaf->shape().begin(), leaf->shape().end(), g.grad().shape().begin(),
                       g.grad().shape().end())) {
         Fail("a gradient does not match its leaf " + std::to_string(g.leaf()));
+      }
+    }
+  }
+
+  // A compiled program lists one call per forward call and update; it then runs once on its
+  // own examples (which may still fail: a handle the forward writes in place, a context).
+  void Compile(const v1::CompileProgramRequest& req) {
+    v1::CompileProgramResponse resp;
+    absl::Status status;
+    Atomic("CompileProgram", req.session_id(), false, [&] {
+      status = Core().CompileProgram(req, Cancelled(), &resp);
+      return status;
+    });
+    if (!status.ok()) return;
+    if (resp.calls_size() != req.calls_size() + req.updates_size()) {
+      Fail("a compiled program lists " + std::to_string(resp.calls_size()) + " calls of " +
+           std::to_string(req.calls_size() + req.updates_size()));
+    }
+    v1::RunProgramRequest run;
+    run.set_session_id(req.session_id());
+    run.set_program_id(resp.program_id());
+    for (const v1::ProgramParameter& p : req.parameters()) *run.add_inputs() = p.example();
+    polls_ = 0;
+    Run(run);
+  }
+
+  // A run answers with one result per call and, when the backward fetches them, one gradient
+  // per leaf; the program's run count goes up by one.
+  void Run(const v1::RunProgramRequest& req) {
+    const bool own = req.session_id() == session_;
+    const v1::GetSessionInfoResponse before = own ? Info(session_) : v1::GetSessionInfoResponse();
+    v1::RunProgramResponse resp;
+    absl::Status status;
+    Atomic("RunProgram", req.session_id(), false, [&] {
+      status = Core().RunProgram(req, Cancelled(), &resp);
+      return status;
+    });
+    if (!status.ok() || !own) return;
+    auto program =
+        std::find_if(before.programs().begin(), before.programs().end(),
+                     [&](const v1::ProgramInfo& p) { return p.program_id() == req.program_id(); });
+    if (program == before.programs().end()) Fail("a run of an unlisted program succeeded");
+    if (resp.results_size() != static_cast<int>(program->calls() + program->updates())) {
+      Fail("a run answered " + std::to_string(resp.results_size()) + " results for " +
+           std::to_string(program->calls() + program->updates()) + " calls");
+    }
+    if (resp.gradients_size() != 0 && !program->backward()) {
+      Fail("a run without a backward returned gradients");
+    }
+    const v1::GetSessionInfoResponse after = Info(session_);
+    for (const v1::ProgramInfo& p : after.programs()) {
+      if (p.program_id() == req.program_id() && p.runs() != program->runs() + 1) {
+        Fail("a committed run did not count: " + std::to_string(p.runs()));
       }
     }
   }
