@@ -2,23 +2,13 @@
 // The Node client against a real server process: op round trips, batches, backward, and the
 // two seed failures decoded from grpc-status-details-bin.
 const assert = require('node:assert/strict');
-const {after, before, describe, test} = require('node:test');
-const {startServer, tensord} = require('./server_fixture');
+const {describe, test} = require('node:test');
+const {serverForFile, tensord} = require('./server_fixture');
 
-let server;
-let client;
-
-before(async () => {
-  server = await startServer();
-  client = server.client;
-});
-
-after(async () => {
-  if (server) await server.stop();
-});
+const fixture = serverForFile();
 
 async function withSession(options, fn) {
-  const sess = await client.session(options);
+  const sess = await fixture.client.session(options);
   try {
     return await fn(sess);
   } finally {
@@ -118,9 +108,9 @@ describe('tensors and ops', () => {
   }));
 
   test('discovery', async () => {
-    const devices = await client.devices();
+    const devices = await fixture.client.devices();
     assert.ok(devices.some((d) => d.name === 'cpu'));
-    const ops = await client.ops();
+    const ops = await fixture.client.ops();
     const matmul = ops.find((o) => o.name === 'matmul');
     assert.equal(matmul.marking, 'differentiable');
     assert.ok(matmul.dtypes.includes('f32'));

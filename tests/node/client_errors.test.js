@@ -5,23 +5,13 @@
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const {after, before, describe, test} = require('node:test');
-const {startServer, tensord, REPO} = require('./server_fixture');
+const {describe, test} = require('node:test');
+const {serverForFile, tensord, REPO} = require('./server_fixture');
 
-let server;
-let client;
-
-before(async () => {
-  server = await startServer();
-  client = server.client;
-});
-
-after(async () => {
-  if (server) await server.stop();
-});
+const fixture = serverForFile();
 
 async function withSession(fn) {
-  const sess = await client.session();
+  const sess = await fixture.client.session();
   try {
     return await fn(sess);
   } finally {
@@ -63,7 +53,7 @@ async function sameAsServer(clientErr, promise) {
 }
 
 function rawNeg(sess, operand) {
-  return client._unary('Execute', {session_id: sess.id, calls: [{op: 'neg', inputs: [operand]}]});
+  return fixture.client._unary('Execute', {session_id: sess.id, calls: [{op: 'neg', inputs: [operand]}]});
 }
 
 const OPERAND_KEYS = ['tensor_id', 'call_index', 'input_index', 'op'];
@@ -141,7 +131,7 @@ describe('errors the client raises itself', () => {
   }));
 
   test('a closed session is SESSION_NOT_FOUND', async () => {
-    const sess = await client.session();
+    const sess = await fixture.client.session();
     const t = await sess.tensor(new Float32Array([1]), [1]);
     const ctx = await sess.autodiff();
     await sess.close();
@@ -153,7 +143,7 @@ describe('errors the client raises itself', () => {
       assert.equal(e.metadata.session_id, sess.id);
       assert.equal(e.resource.resource_name, sess.id);
     }
-    await sameAsServer(e, client._unary('GetSessionInfo', {session_id: sess.id}));
+    await sameAsServer(e, fixture.client._unary('GetSessionInfo', {session_id: sess.id}));
     await ctx.close();  // closed with its session: nothing to send
     await withSession(async (other) => {
       await refused(() => other.op('neg', [t]), 'TENSOR_NOT_FOUND', OPERAND_KEYS);
@@ -169,7 +159,7 @@ describe('errors the client raises itself', () => {
     assert.deepEqual(e.fieldViolations.map((v) => v.field), ['calls[0].inputs[0]']);
     const b2 = sess.batch();
     await refused(() => b2.op('neg', [y]), 'BAD_OPERAND', keys);
-    await sameAsServer(e, client._unary('Execute', {session_id: sess.id, calls: [
+    await sameAsServer(e, fixture.client._unary('Execute', {session_id: sess.id, calls: [
       {op: 'neg', inputs: [{handle: x.handle}]},
       {op: 'neg', inputs: [{call_output: {call: 0, output: 3}}]}]}));
     await b1.run();

@@ -2,20 +2,10 @@
 // bf16 and f16 through the Node client: Uint16Array bit patterns with an explicit dtype, the
 // fromFloat32/toFloat32 conversions, ops computed in f32 and rounded back, and ListOps.
 const assert = require('node:assert/strict');
-const {after, before, describe, test} = require('node:test');
-const {startServer, tensord} = require('./server_fixture');
+const {describe, test} = require('node:test');
+const {serverForFile, tensord} = require('./server_fixture');
 
-let server;
-let client;
-
-before(async () => {
-  server = await startServer();
-  client = server.client;
-});
-
-after(async () => {
-  if (server) await server.stop();
-});
+const fixture = serverForFile();
 
 describe('bf16 and f16', () => {
   test('conversions round to nearest even and decode exactly', () => {
@@ -36,7 +26,7 @@ describe('bf16 and f16', () => {
   });
 
   test('put, ops and get keep the 2-byte dtype', async () => {
-    const sess = await client.session();
+    const sess = await fixture.client.session();
     try {
       for (const dtype of ['bf16', 'f16']) {
         const a = await sess.tensor(tensord.fromFloat32([1, 2, 3, 4, 5, 6], dtype), [2, 3],
@@ -59,7 +49,7 @@ describe('bf16 and f16', () => {
   });
 
   test('ListOps names bf16 and f16 wherever it names f32', async () => {
-    const ops = await client.ops();
+    const ops = await fixture.client.ops();
     const matmul = ops.find((o) => o.name === 'matmul');
     assert.ok(matmul.dtypes.includes('bf16') && matmul.dtypes.includes('f16'));
     // The optimizer steps write their inputs in place, which a 2-byte call's f32 copies cannot.

@@ -2,23 +2,13 @@
 // Programs from Node against a real server: a compiled training step gives what the same
 // step run eagerly gives (bitwise in f64), and its failures are the server's typed errors.
 const assert = require('node:assert/strict');
-const {after, before, describe, test} = require('node:test');
-const {startServer} = require('./server_fixture');
+const {describe, test} = require('node:test');
+const {serverForFile} = require('./server_fixture');
 
-let server;
-let client;
-
-before(async () => {
-  server = await startServer();
-  client = server.client;
-});
-
-after(async () => {
-  if (server) await server.stop();
-});
+const fixture = serverForFile();
 
 async function withSession(fn) {
-  const sess = await client.session({});
+  const sess = await fixture.client.session({});
   try {
     return await fn(sess);
   } finally {

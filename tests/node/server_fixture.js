@@ -6,6 +6,7 @@ const {spawn} = require('child_process');
 const fs = require('fs');
 const net = require('net');
 const path = require('path');
+const {after, before} = require('node:test');
 
 const REPO = path.resolve(__dirname, '..', '..');
 const tensord = require(path.join(REPO, 'client', 'node'));
@@ -69,4 +70,18 @@ async function startServer({port = 0} = {}) {
   throw lastError;
 }
 
-module.exports = {startServer, tensord, REPO};
+// One server for the tests of a file: started before them, stopped after them. `client` is
+// set once it is up.
+function serverForFile() {
+  const fixture = {server: null, client: null};
+  before(async () => {
+    fixture.server = await startServer();
+    fixture.client = fixture.server.client;
+  });
+  after(async () => {
+    if (fixture.server) await fixture.server.stop();
+  });
+  return fixture;
+}
+
+module.exports = {startServer, serverForFile, tensord, REPO};
