@@ -137,6 +137,27 @@ def batches(sess, rounds):
              us(t_torch / n) + " torch eager", (t_torch / n) / (t / n))
 
 
+def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_step, rounds,
+                      inner, program_goal):
+    """The eager step and the same step compiled (loss_of, backward, opt.step), each beside
+    torch_step; the program line also gives its speed-up over the eager step."""
+    t_step, t_torch = interleaved(eager_step, torch_step, rounds, inner)
+    line(f"{name} step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
+         t_torch / t_step, "goal >= 0.8")
+
+    def train_step(*batch):
+        loss = loss_of(*batch)
+        opt.step(ctx.backward(loss))
+        return loss
+
+    program = sess.compile(train_step, *inputs)
+    t_prog, t_torch = interleaved(lambda: program(*inputs), torch_step, rounds, inner)
+    line(f"{name} step (program)", f"{1 / t_prog:.1f} steps/s",
+         f"{1 / t_torch:.1f} steps/s torch", t_torch / t_prog,
+         f"goal >= {program_goal}; {t_step / t_prog:.2f}x the eager step")
+    program.release()
+
+
 def mlp(sess, rounds, inner, threads):
     rng = np.random.default_rng(0)
     xn = rng.standard_normal((256, 784)).astype(np.float32)
@@ -162,10 +183,13 @@ def mlp(sess, rounds, inner, threads):
         bufs = [sess.op("zeros_like", p.detach()) for p in params]
         last = {}
 
-        def forward_backward():
+        def loss_of(xb, yb):
             w1, b1, w2, b2 = params
+            return sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
+
+        def forward_backward():
             with sess.batch():
-                loss = sess.op("cross_entropy", sess.op("relu", x @ w1 + b1) @ w2 + b2, y)
+                loss = loss_of(x, y)
             last["grads"] = ctx.backward(loss)
 
         def step():
@@ -183,21 +207,8 @@ def mlp(sess, rounds, inner, threads):
                     sess.op("assign", buf, buf * 0.9 + g[p])
                     sess.op("assign", p, p - 0.01 * buf)
 
-        t_step, t_torch = interleaved(step, torch_step, rounds, inner)
-        line("MLP step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
-             t_torch / t_step, "goal >= 0.8")
-
-        def train_step(xb, yb):
-            w1, b1, w2, b2 = params
-            loss = sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
-            opt.step(ctx.backward(loss))
-            return loss
-
-        program = sess.compile(train_step, x, y)
-        t_prog, t_torch = interleaved(lambda: program(x, y), torch_step, rounds, inner)
-        line("MLP step (program)", f"{1 / t_prog:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
-             t_torch / t_prog, f"goal >= 1.2; {t_step / t_prog:.2f}x the eager step")
-        program.release()
+        eager_and_program(sess, ctx, opt, "MLP", step, loss_of, (x, y), torch_step, rounds, inner,
+                          1.2)
         forward_backward()
         t_fused, t_unfused = interleaved(fused_update, unfused_update, rounds, inner)
         line("MLP update", ms(t_fused) + " fused sgd", ms(t_unfused) + " assign calls",
@@ -244,20 +255,8 @@ def cnn(sess, rounds, inner, threads):
                 loss = loss_of(x, y)
             opt.step(ctx.backward(loss))
 
-        t_step, t_torch = interleaved(step, torch_step, rounds, inner)
-        line("CNN step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
-             t_torch / t_step, "goal >= 0.8")
-
-        def train_step(xb, yb):
-            loss = loss_of(xb, yb)
-            opt.step(ctx.backward(loss))
-            return loss
-
-        program = sess.compile(train_step, x, y)
-        t_prog, t_torch = interleaved(lambda: program(x, y), torch_step, rounds, inner)
-        line("CNN step (program)", f"{1 / t_prog:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
-             t_torch / t_prog, f"goal >= 1.0; {t_step / t_prog:.2f}x the eager step")
-        program.release()
+        eager_and_program(sess, ctx, opt, "CNN", step, loss_of, (x, y), torch_step, rounds, inner,
+                          1.0)
 
 
 def transfers(sess, rounds, mib):
