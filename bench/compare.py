@@ -12,6 +12,7 @@ Lines (tensord | baseline):
   batch by hand   N chained adds of [4] f32 in one Execute built once: per-op cost (mostly
                   the server's)
   batch of N      the same built with sess.batch() each time: per-op cost | PyTorch eager
+  program of N    the same chain compiled once (sess.compile), one RunProgram: per-op cost
   MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
                   | local PyTorch, same thread count
   MLP program     the same step compiled (sess.compile): one RunProgram a step | local PyTorch
@@ -135,6 +136,18 @@ def batches(sess, rounds):
         t_torch = best_of(eager, rounds, 1)
         line(f"batch of {n} adds from Python, per op", us(t / n),
              us(t_torch / n) + " torch eager", (t_torch / n) / (t / n))
+    for n in (10, 1000, 5000):
+        def chain(h):
+            for _ in range(n):
+                h = h + 1.0
+            return h
+
+        program = sess.compile(chain, np.ones(4, np.float32))
+        start = np.ones(4, np.float32)
+        t = best_of(lambda: program(start), rounds, 1)
+        line(f"program of {n} adds, per op", us(t / n), "", None,
+             "one RunProgram, output fetched; goal per op <= 1 µs")
+        program.release()
 
 
 def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_step, rounds,
