@@ -153,3 +153,33 @@ def test_optimizer_state_in_host_memory_is_refused_on_the_device(dsess):
     assert e.value.reason == "DEVICE_MISMATCH", str(e.value)
     assert e.value.metadata["op"] == "adam" and e.value.metadata["input_index"] == "4"
     np.testing.assert_array_equal(p.numpy(), np.array(1.0))
+
+
+def test_a_compiled_step_on_the_device_matches_the_cpu(client, dsess):
+    # Inputs bound as numpy arrays are put on the session's device at every run; the forward,
+    # backward and Adam update all run there, and a closed context fails the run, naming it.
+    rng = np.random.default_rng(11)
+    batches = [(rng.standard_normal((16, 4)), rng.standard_normal((16, 1))) for _ in range(3)]
+    w0 = rng.standard_normal((4, 1))
+    result = {}
+    with client.session(device="cpu") as csess:
+        for s in (csess, dsess):
+            with s.autodiff() as ctx:
+                w = s.tensor(w0, requires_grad=True)
+                opt = tensord.optim.Adam([w], lr=0.05)
+
+                def train_step(x, y):
+                    loss = s.op("mse_loss", x @ w, y)
+                    opt.step(ctx.backward(loss))
+                    return loss
+
+                step = s.compile(train_step, *batches[0])
+                losses = [float(step(x, y)) for x, y in batches]
+                assert w.device == s.device
+                result[s.device] = (losses, w.numpy())
+            with pytest.raises(tensord.TensordError) as err:
+                step(*batches[0])
+            assert err.value.reason == "AUTODIFF_CONTEXT_NOT_ENABLED"
+    np.testing.assert_allclose(result[DEVICE][0], result["cpu"][0], rtol=1e-10)
+    np.testing.assert_allclose(result[DEVICE][1], result["cpu"][1], rtol=1e-10)
+    assert result["cpu"][0][-1] < result["cpu"][0][0]
