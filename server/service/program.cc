@@ -1,5 +1,6 @@
 #include "server/service/program.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -315,6 +316,33 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
   program->outputs = std::move(trial.metas);
   program->spec = std::move(spec);
   return program;
+}
+
+absl::Status ChargeProgram(Program& program, const std::shared_ptr<MemoryAccount>& account,
+                           int64_t bytes) {
+  // In pieces of at most the per-tensor maximum, which Charge enforces on each call.
+  const int64_t piece = std::max<int64_t>(1, account->max_charge_bytes());
+  int64_t charged = 0;
+  while (charged < bytes) {
+    const int64_t n = std::min(piece, bytes - charged);
+    if (absl::Status st = account->Charge(n); !st.ok()) {
+      account->Credit(charged);
+      const int64_t used = account->used();
+      return Error(Reason::kQuotaExceeded,
+                   absl::StrCat("program: holding the program takes ", bytes,
+                                " bytes, which would exceed the memory quota (", used, " of ",
+                                account->quota(), " bytes in use); release tensors or programs"),
+                   {{"requested_bytes", Str(bytes)},
+                    {"used_bytes", Str(used)},
+                    {"quota_bytes", Str(account->quota())}});
+    }
+    charged += n;
+  }
+  program.held_bytes = bytes;
+  // A deleter without an object: it runs once, when the last owner of the program lets go.
+  program.quota_charge =
+      std::shared_ptr<void>(nullptr, [account, bytes](void*) { account->Credit(bytes); });
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& dispatcher,

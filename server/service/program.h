@@ -57,7 +57,16 @@ struct Program {
   // Per call (forward, then updates): its outputs as compiled (handle-less tensors' metadata).
   std::vector<std::vector<TensorMeta>> outputs;
   uint64_t runs = 0;  // runs that committed
+  // The bytes the program holds (its stored request: calls, attributes, literals), charged to
+  // the session's quota for as long as the program lives; the last owner credits them back.
+  int64_t held_bytes = 0;
+  std::shared_ptr<void> quota_charge;
 };
+
+// Charges `program`'s stored request to `account`, all or nothing: QUOTA_EXCEEDED when the
+// session cannot hold it. Not a tensor, so the per-tensor maximum does not apply.
+absl::Status ChargeProgram(Program& program, const std::shared_ptr<MemoryAccount>& account,
+                           int64_t bytes);
 
 struct ProgramOutcome {
   std::vector<CallOutcome> calls;  // forward, then updates; only kept and fetched outputs

@@ -57,6 +57,8 @@ absl::Status ServiceCore::CompileProgram(const v1::CompileProgramRequest& req,
   ASSIGN_OR_RETURN(
       std::shared_ptr<Program> program,
       tensord::CompileProgram(*session, dispatcher_, std::move(spec), cancelled, BatchLimits()));
+  RETURN_IF_ERROR(
+      ChargeProgram(*program, session->account(), static_cast<int64_t>(owned->SpaceUsedLong())));
   const Program& compiled = *program;
   resp->set_program_id(session->AddProgram(std::move(program)));
   const size_t n_forward = compiled.spec.calls.size();

@@ -303,6 +303,42 @@ TEST_F(ProgramTest, ABackwardNeedsAContextAndReachableLeaves) {
   }
 }
 
+// A program's literals stay on the server with it: they count against the session's quota
+// until the program is released, and a session cannot hold programs past its quota.
+TEST_F(ProgramTest, ProgramsCountAgainstTheMemoryQuota) {
+  REQUIRE_OPS("add");
+  ASSERT_OK_AND_ASSIGN(tc::Session s, client().CreateSession({"", 0, /*quota=*/4 << 20}));
+  const tc::HostTensor mib(std::vector<float>(1 << 18, 1.0f));  // 1 MiB
+  auto compile = [&] {
+    tc::ProgramBuilder b = s.NewProgram(0, /*no_grad=*/true);
+    b.Add("add", {b.Parameter(mib), mib}, {}, {/*fetch=*/false});
+    return b.Compile();
+  };
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo empty, s.Info());
+  ASSERT_OK_AND_ASSIGN(tc::Program first, compile());
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo holding, s.Info());
+  // Two literals of 1 MiB (the example and the constant), and the request around them.
+  EXPECT_GE(holding.memory_used_bytes, empty.memory_used_bytes + (2u << 20));
+  EXPECT_LT(holding.memory_used_bytes, empty.memory_used_bytes + (3u << 20));
+  ASSERT_OK(first.Release());
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo released, s.Info());
+  EXPECT_EQ(released.memory_used_bytes, empty.memory_used_bytes);
+  ASSERT_OK(s.Close());
+
+  // Many calls and few tensors: the compile-time run fits in 256 KiB, holding the program not.
+  ASSERT_OK_AND_ASSIGN(tc::Session small, client().CreateSession({"", 0, /*quota=*/256 << 10}));
+  tc::ProgramBuilder chain = small.NewProgram(0, /*no_grad=*/true);
+  tc::Operand h = chain.Parameter(1.0);
+  for (int i = 0; i < 5000; ++i) h = chain.Add("neg", {h});
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, small.Info());
+  absl::StatusOr<tc::Program> held = chain.Compile();
+  EXPECT_TRUE(FailsWith(Status(held), absl::StatusCode::kResourceExhausted, v1::QUOTA_EXCEEDED,
+                        {{"quota_bytes", Id(256 << 10)}}));
+  EXPECT_THAT(std::string(Status(held).message()), ::testing::HasSubstr("holding the program"));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, small.Info());
+  EXPECT_EQ(after, before) << "a refused compile holds nothing";
+}
+
 TEST_F(ProgramTest, CallsPerProgramAreLimited) {
   v1::CompileProgramRequest req;
   req.set_session_id(session().id());
