@@ -243,6 +243,8 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
   } else {
     std::vector<TensorMeta> metas;
     std::vector<DType> dtypes;
+    metas.reserve(promoted.size());
+    dtypes.reserve(promoted.size());
     for (const Tensor& t : promoted) {
       metas.push_back(t.meta());
       dtypes.push_back(t.dtype());

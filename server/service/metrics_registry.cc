@@ -116,18 +116,24 @@ HistogramFamily::HistogramFamily(std::string name, std::string help,
       upper_bounds_(std::move(upper_bounds)) {}
 
 void HistogramFamily::Observe(const LabelValues& values, double value) {
+  ObserveAll(values, {&value, 1});
+}
+
+void HistogramFamily::ObserveAll(const LabelValues& values, absl::Span<const double> observed) {
   const LabelValues key = Padded(values, label_names_.size());
   absl::MutexLock lock(&mu_);
   Series& s = series_[key];
   if (s.buckets.empty()) s.buckets.assign(upper_bounds_.size(), 0);
-  for (size_t i = 0; i < upper_bounds_.size(); ++i) {
-    if (value <= upper_bounds_[i]) {
-      ++s.buckets[i];
-      break;
+  for (double value : observed) {
+    for (size_t i = 0; i < upper_bounds_.size(); ++i) {
+      if (value <= upper_bounds_[i]) {
+        ++s.buckets[i];
+        break;
+      }
     }
+    ++s.count;
+    s.sum += value;
   }
-  ++s.count;
-  s.sum += value;
 }
 
 void HistogramFamily::Render(std::string& out) const {

@@ -43,11 +43,14 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
   const ExecuteLimits limits = BatchLimits();
   std::vector<CallOutcome> outcomes;
   const std::string& device = session->device();
-  auto observe = [this, &device](const CallSpec& call, absl::Duration took) {
-    metrics_.RecordOp(call.op, device, took);
+  OpTimings timings;
+  auto observe = [&timings](const CallSpec& call, absl::Duration took) {
+    timings.Add(call.op, took);
   };
-  ASSIGN_OR_RETURN(outcomes,
-                   ExecuteBatch(*session, dispatcher_, batch, cancelled, limits, observe));
+  absl::StatusOr<std::vector<CallOutcome>> ran =
+      ExecuteBatch(*session, dispatcher_, batch, cancelled, limits, observe);
+  metrics_.RecordOps(timings, device);
+  ASSIGN_OR_RETURN(outcomes, std::move(ran));
   for (CallOutcome& outcome : outcomes) {
     v1::CallResult* result = resp->add_results();
     for (size_t i = 0; i < outcome.outputs.size(); ++i) {

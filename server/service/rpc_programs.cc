@@ -89,11 +89,13 @@ absl::Status ServiceCore::RunProgram(const v1::RunProgramRequest& req, const Can
   RETURN_IF_ERROR(session->CheckLive());
   ASSIGN_OR_RETURN(Program * program, session->FindProgram(req.program_id()));
   const std::string& device = session->device();
-  auto observe = [this, &device](const CallSpec& call, absl::Duration took) {
-    metrics_.RecordOp(call.op, device, took);
+  OpTimings timings;
+  auto observe = [&timings](const CallSpec& call, absl::Duration took) {
+    timings.Add(call.op, took);
   };
   auto outcome = tensord::RunProgram(*session, dispatcher_, *program, inputs, cancelled,
                                      BatchLimits(), observe);
+  metrics_.RecordOps(timings, device);
   if (!outcome.ok()) {
     return WithMetadata(outcome.status(), {{"program_id", absl::StrCat(req.program_id())}});
   }

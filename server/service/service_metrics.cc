@@ -218,10 +218,11 @@ void ServiceMetrics::RecordRpc(absl::string_view method, absl::string_view code,
   if (bytes_out > 0) sent_bytes_.Add({m}, static_cast<double>(bytes_out));
 }
 
-void ServiceMetrics::RecordOp(const std::string& op, const std::string& device,
-                              absl::Duration duration) {
-  op_calls_.Add({op, device});
-  op_seconds_.Observe({op, device}, absl::ToDoubleSeconds(duration));
+void ServiceMetrics::RecordOps(const OpTimings& timings, const std::string& device) {
+  for (const auto& [op, seconds] : timings.seconds_) {
+    op_calls_.Add({op, device}, static_cast<double>(seconds.size()));
+    op_seconds_.ObserveAll({op, device}, seconds);
+  }
 }
 
 void ServiceMetrics::RecordBackward() { backward_passes_.Add({}); }

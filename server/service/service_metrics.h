@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "server/service/metrics_registry.h"
@@ -19,6 +20,21 @@ class SessionManager;
 // server with many tenants does not flood Prometheus with series.
 inline constexpr size_t kMaxMetricTenants = 100;
 
+// The op timings of one batch or program run, handed to the metrics at its end: one lock and
+// one series lookup per op and metric instead of per call (a program may run thousands).
+class OpTimings {
+ public:
+  void Add(const std::string& op, absl::Duration took) {
+    auto it = seconds_.find(op);
+    if (it == seconds_.end()) it = seconds_.try_emplace(op).first;
+    it->second.push_back(absl::ToDoubleSeconds(took));
+  }
+
+ private:
+  friend class ServiceMetrics;
+  absl::flat_hash_map<std::string, std::vector<double>> seconds_;
+};
+
 class ServiceMetrics {
  public:
   // `plugin_ops`: ops the server's plugins added.
@@ -30,8 +46,8 @@ class ServiceMetrics {
   // ErrorInfo reason (empty when it succeeded).
   void RecordRpc(absl::string_view method, absl::string_view code, absl::string_view reason,
                  absl::Duration duration, int64_t bytes_in, int64_t bytes_out);
-  // One op call of an Execute batch, on `device`.
-  void RecordOp(const std::string& op, const std::string& device, absl::Duration duration);
+  // The op calls of an Execute batch or a program run, on `device`.
+  void RecordOps(const OpTimings& timings, const std::string& device);
   void RecordBackward();
   void RecordSessionCreated();
   void RecordSessionExpired(int64_t sessions);

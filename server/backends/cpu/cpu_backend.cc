@@ -4,6 +4,7 @@
 #include <new>
 #include <thread>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/onednn_common.h"
@@ -63,7 +64,7 @@ class CpuBackend : public Backend {
   absl::Status Synchronize(const std::string&) override { return absl::OkStatus(); }
 
   absl::Status Run(KernelCall& call) override {
-    std::vector<DType> dtypes;
+    absl::InlinedVector<DType, 8> dtypes;
     for (const Tensor& t : call.inputs) dtypes.push_back(t.dtype());
     const cpu::Kernel* kernel = cpu::KernelTable::Get().Find(call.op.name, dtypes, &call.attrs);
     if (kernel == nullptr) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "server/backends/backend.h"
@@ -63,7 +64,8 @@ class KernelTable {
   const Kernel* FindExtension(const std::string& op, absl::Span<const DType> dtypes,
                               const Attrs* attrs) const;
 
-  std::map<std::string, std::vector<Kernel>> kernels_;  // built once, then only read
+  // Built once, then only read; hashed: every call looks its op up here, twice.
+  absl::flat_hash_map<std::string, std::vector<Kernel>> kernels_;
   // Consulted only for ops without a built-in kernel, so built-in calls never take the lock.
   mutable absl::Mutex extensions_mu_;
   std::map<std::string, Extension> extensions_ ABSL_GUARDED_BY(extensions_mu_);
