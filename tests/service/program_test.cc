@@ -325,15 +325,15 @@ TEST_F(ProgramTest, ProgramsCountAgainstTheMemoryQuota) {
   EXPECT_EQ(released.memory_used_bytes, empty.memory_used_bytes);
   ASSERT_OK(s.Close());
 
-  // Many calls and few tensors: the compile-time run fits in 256 KiB, holding the program not.
-  ASSERT_OK_AND_ASSIGN(tc::Session small, client().CreateSession({"", 0, /*quota=*/256 << 10}));
+  // Many calls and few tensors: the compile-time run fits in 96 KiB, holding the program not.
+  ASSERT_OK_AND_ASSIGN(tc::Session small, client().CreateSession({"", 0, /*quota=*/96 << 10}));
   tc::ProgramBuilder chain = small.NewProgram(0, /*no_grad=*/true);
   tc::Operand h = chain.Parameter(1.0);
-  for (int i = 0; i < 5000; ++i) h = chain.Add("neg", {h});
+  for (int i = 0; i < 8000; ++i) h = chain.Add("neg", {h});  // about 16 bytes a call
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, small.Info());
   absl::StatusOr<tc::Program> held = chain.Compile();
   EXPECT_TRUE(FailsWith(Status(held), absl::StatusCode::kResourceExhausted, v1::QUOTA_EXCEEDED,
-                        {{"quota_bytes", Id(256 << 10)}}));
+                        {{"quota_bytes", Id(96 << 10)}}));
   EXPECT_THAT(std::string(Status(held).message()), ::testing::HasSubstr("holding the program"));
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, small.Info());
   EXPECT_EQ(after, before) << "a refused compile holds nothing";
