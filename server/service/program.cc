@@ -338,7 +338,6 @@ absl::Status ChargeProgram(Program& program, const std::shared_ptr<MemoryAccount
     }
     charged += n;
   }
-  program.held_bytes = bytes;
   // A deleter without an object: it runs once, when the last owner of the program lets go.
   program.quota_charge =
       std::shared_ptr<void>(nullptr, [account, bytes](void*) { account->Credit(bytes); });

@@ -59,7 +59,6 @@ struct Program {
   uint64_t runs = 0;  // runs that committed
   // The bytes the program holds (its stored request: calls, attributes, literals), charged to
   // the session's quota for as long as the program lives; the last owner credits them back.
-  int64_t held_bytes = 0;
   std::shared_ptr<void> quota_charge;
 };
 
