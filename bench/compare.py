@@ -22,6 +22,9 @@ Lines (tensord | baseline):
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
   put/get         256 MiB f32 through the chunked streams (MiB/s)
+  shm put/get     the same through a shared memory region (numpy copied in and out by the
+                  client) | the streams; and with the bytes written and read in place
+                  (put_at, get(copy=False)) | the streams
 Each timing is the best of several interleaved rounds (tensord and baseline alternate), so a
 noisy machine slows both sides alike.
 """
@@ -278,6 +281,23 @@ def transfers(sess, rounds, mib):
     t = sess.tensor(data)
     t_get = best_of(lambda: t.numpy(), rounds, 1)
     line(f"put / get {mib} MiB", f"{mib / t_put:.0f} / {mib / t_get:.0f} MiB/s", "", None)
+    try:
+        shm = sess.shared_memory(data.nbytes)
+    except tensord.SharedMemoryUnavailable as e:
+        print(f"shared memory: not served ({e.metadata.get('cause')}): start the server with "
+              "--shared-memory on this host")
+        return
+    with shm:
+        s_put = best_of(lambda: shm.put(data).release(), rounds, 1)
+        s_get = best_of(lambda: shm.get(t), rounds, 1)
+        shm.array(np.float32, data.shape)[...] = data
+        z_put = best_of(lambda: shm.put_at(np.float32, data.shape).release(), rounds, 1)
+        z_get = best_of(lambda: shm.get(t, copy=False), rounds, 1)
+    for what, put_s, get_s in (("shm put / get", s_put, s_get),
+                               ("shm in place put / get", z_put, z_get)):
+        line(f"{what} {mib} MiB", f"{mib / put_s:.0f} / {mib / get_s:.0f} MiB/s",
+             f"streams {mib / t_put:.0f} / {mib / t_get:.0f} MiB/s",
+             None, f"{t_put / put_s:.1f}x / {t_get / get_s:.1f}x the streams (goal >= 5x)")
 
 
 def free_port() -> int:
@@ -300,7 +320,8 @@ def main() -> int:
         binary = os.environ.get("TENSORD_BIN", str(ROOT / "build" / "tensord"))
         address = f"127.0.0.1:{free_port()}"
         # Warnings only: the per-call info log line is not what is being measured.
-        proc = subprocess.Popen([binary, f"--address={address}", "--log_level=warning"],
+        proc = subprocess.Popen([binary, f"--address={address}", "--log_level=warning",
+                                 "--shared-memory", "--shared-memory-key-prefix=/tensord-"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with tensord.connect(address) as client:

@@ -2,7 +2,8 @@
 // baseline that does the same transport or compute work without tensord:
 //   1. a small op through Execute vs a bare unary echo on the same channel;
 //   2. a 2048x2048 f32 matmul on server-resident tensors vs oneDNN called in-process;
-//   3. put+get of 256 MiB vs the same bytes through a bare gRPC stream.
+//   3. put+get of 256 MiB vs the same bytes through a bare gRPC stream, and through a shared
+//      memory region vs the streams.
 // Usage: service_bench [--quick]   (--quick shrinks sizes and repetitions for CI smoke runs)
 #include <grpcpp/grpcpp.h>
 
@@ -167,6 +168,21 @@ void Transfer(const std::shared_ptr<grpc::Channel>& channel, tc::Session& sessio
       "(%6.0f MiB/s)   ratio %.2f\n",
       mib, tensord_s * 1e3, 2 * mib / tensord_s, bare_s * 1e3, 2 * mib / bare_s,
       tensord_s / bare_s);
+
+  // The same bytes through a shared memory region: HostTensor copied in, put, got, copied out.
+  auto shm = tc::SharedMemory::Create(session, static_cast<uint64_t>(bytes));
+  Check(shm.status(), "SharedMemory::Create");
+  double shm_s = MedianSeconds(0, reps, [&] {
+    auto t = shm->Put(host);
+    Check(t.status(), "SharedMemory::Put");
+    auto back = shm->Get(*t);
+    Check(back.status(), "SharedMemory::Get");
+    if (back->bytes().size() != host.bytes().size()) std::exit(2);
+  });
+  std::printf(
+      "shm put+get %4.0f MiB               %8.1f ms (%6.0f MiB/s)   tensord streams  %8.1f ms "
+      "(%6.0f MiB/s)   %.1fx the streams\n",
+      mib, shm_s * 1e3, 2 * mib / shm_s, tensord_s * 1e3, 2 * mib / tensord_s, tensord_s / shm_s);
 }
 
 }  // namespace
@@ -177,6 +193,8 @@ int main(int argc, char** argv) {
   tensord::ServerOptions options;
   options.address = "127.0.0.1:0";
   options.extra_services.push_back(&echo);
+  options.shared_memory = true;
+  options.shared_memory_key_prefix = "/tensord-";
   // A deployed server logs a line per RPC (info); the figures include that cost, and the lines
   // go to /dev/null instead of the bench's output.
   std::FILE* log_sink = std::fopen("/dev/null", "w");

@@ -51,6 +51,16 @@ ABSL_FLAG(int64_t, max_calls_per_program, 10000,
           "most op calls (forward and updates) in one program (env TENSORD_MAX_CALLS_PER_PROGRAM)");
 ABSL_FLAG(int64_t, max_programs_per_session, 256,
           "most programs one session holds at once (env TENSORD_MAX_PROGRAMS_PER_SESSION)");
+ABSL_FLAG(bool, shared_memory, false,
+          "serve same-host shared memory regions (docs/shared-memory.md): a client that may "
+          "register one may read and write any POSIX shared memory object this server's user "
+          "can open (env TENSORD_SHARED_MEMORY)");
+ABSL_FLAG(std::string, shared_memory_key_prefix, "",
+          "when set, only shared memory objects whose key starts with it may be registered "
+          "(env TENSORD_SHARED_MEMORY_KEY_PREFIX)");
+ABSL_FLAG(int64_t, max_shared_memory_regions_per_session, 64,
+          "most shared memory regions one session holds registered at once "
+          "(env TENSORD_MAX_SHARED_MEMORY_REGIONS_PER_SESSION)");
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
@@ -113,6 +123,9 @@ bool ApplyEnvironment() {
       {"max_contexts_per_session", "TENSORD_MAX_CONTEXTS_PER_SESSION"},
       {"max_calls_per_program", "TENSORD_MAX_CALLS_PER_PROGRAM"},
       {"max_programs_per_session", "TENSORD_MAX_PROGRAMS_PER_SESSION"},
+      {"shared_memory", "TENSORD_SHARED_MEMORY"},
+      {"shared_memory_key_prefix", "TENSORD_SHARED_MEMORY_KEY_PREFIX"},
+      {"max_shared_memory_regions_per_session", "TENSORD_MAX_SHARED_MEMORY_REGIONS_PER_SESSION"},
       {"plugin", "TENSORD_PLUGINS"},
       {"tls_cert", "TENSORD_TLS_CERT"},
       {"tls_key", "TENSORD_TLS_KEY"},
@@ -232,6 +245,10 @@ int main(int argc, char** argv) {
   options.max_contexts_per_session = absl::GetFlag(FLAGS_max_contexts_per_session);
   options.max_calls_per_program = absl::GetFlag(FLAGS_max_calls_per_program);
   options.max_programs_per_session = absl::GetFlag(FLAGS_max_programs_per_session);
+  options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  options.shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
+  options.max_shared_memory_regions_per_session =
+      absl::GetFlag(FLAGS_max_shared_memory_regions_per_session);
   for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
     if (!plugin.empty()) options.plugins.push_back(plugin);
   }
@@ -270,6 +287,12 @@ int main(int argc, char** argv) {
   }
   for (const std::string& plugin : options.plugins) {
     std::fprintf(stderr, "tensord: loaded plugin %s\n", plugin.c_str());
+  }
+  if (options.shared_memory) {
+    std::fprintf(stderr, "tensord: shared memory regions served (keys %s)\n",
+                 options.shared_memory_key_prefix.empty()
+                     ? "any: every object this user can open"
+                     : absl::StrCat("starting with ", options.shared_memory_key_prefix).c_str());
   }
   if ((*server)->metrics_port() != 0) {
     std::string metrics = options.metrics_address;

@@ -50,6 +50,10 @@ std::string SessionInfo::ToString() const {
                     p.backward ? absl::StrCat("backward in context ", p.context_id) : "no backward",
                     ", ", p.runs, " runs)");
   }
+  for (const SharedMemoryInfo& r : shared_memory) {
+    absl::StrAppend(&out, "\n  shared memory ", r.name, " (", r.key, " [", r.offset, ", ",
+                    r.offset + r.byte_size, "))");
+  }
   return out;
 }
 
@@ -58,7 +62,7 @@ bool operator==(const SessionInfo& a, const SessionInfo& b) {
          a.memory_used_bytes == b.memory_used_bytes &&
          a.memory_quota_bytes == b.memory_quota_bytes && a.ttl_seconds == b.ttl_seconds &&
          a.autodiff_enabled == b.autodiff_enabled && a.tensors == b.tensors &&
-         a.contexts == b.contexts && a.programs == b.programs;
+         a.contexts == b.contexts && a.programs == b.programs && a.shared_memory == b.shared_memory;
 }
 
 std::ostream& operator<<(std::ostream& os, const SessionInfo& info) {
@@ -271,6 +275,9 @@ absl::StatusOr<SessionInfo> Session::Info() {
   for (const auto& p : response.programs()) {
     out.programs.push_back({p.program_id(), p.parameters(), p.calls(), p.updates(), p.context_id(),
                             p.backward(), p.runs()});
+  }
+  for (const auto& r : response.shared_memory()) {
+    out.shared_memory.push_back({r.name(), r.key(), r.offset(), r.byte_size()});
   }
   return out;
 }

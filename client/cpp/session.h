@@ -95,6 +95,18 @@ struct ProgramInfo {
   friend bool operator!=(const ProgramInfo& a, const ProgramInfo& b) { return !(a == b); }
 };
 
+// A shared memory region registered in the session (client/cpp/shared_memory.h).
+struct SharedMemoryInfo {
+  std::string name;
+  std::string key;  // the POSIX shared memory object
+  uint64_t offset = 0;
+  uint64_t byte_size = 0;
+  friend bool operator==(const SharedMemoryInfo& a, const SharedMemoryInfo& b) {
+    return a.name == b.name && a.key == b.key && a.offset == b.offset && a.byte_size == b.byte_size;
+  }
+  friend bool operator!=(const SharedMemoryInfo& a, const SharedMemoryInfo& b) { return !(a == b); }
+};
+
 // GetSessionInfo. Comparable, so "the session is exactly as before" is one EXPECT_EQ.
 struct SessionInfo {
   std::string session_id;
@@ -105,7 +117,8 @@ struct SessionInfo {
   bool autodiff_enabled = true;
   std::vector<TensorInfo> tensors;  // sorted by handle
   std::vector<ContextInfo> contexts;
-  std::vector<ProgramInfo> programs;  // by program id
+  std::vector<ProgramInfo> programs;            // by program id
+  std::vector<SharedMemoryInfo> shared_memory;  // by name
   const ContextInfo* context(uint64_t id) const;
   std::string ToString() const;
   friend bool operator==(const SessionInfo& a, const SessionInfo& b);

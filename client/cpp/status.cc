@@ -44,6 +44,7 @@ absl::StatusCode CodeOf(ErrorReason reason) {
     case v1::BACKWARD_ROOT_NOT_TRACKED:
     case v1::GRAPH_FREED:
     case v1::SAVED_TENSOR_MODIFIED:
+    case v1::SHARED_MEMORY_UNAVAILABLE:
       return StatusCode::kFailedPrecondition;
     case v1::UNKNOWN_OP:
     case v1::WRONG_ARITY:
@@ -62,6 +63,7 @@ absl::StatusCode CodeOf(ErrorReason reason) {
     case v1::CONTEXT_NOT_FOUND:
     case v1::DEVICE_NOT_FOUND:
     case v1::PROGRAM_NOT_FOUND:
+    case v1::SHARED_MEMORY_NOT_FOUND:
       return StatusCode::kNotFound;
     case v1::QUOTA_EXCEEDED:
     case v1::OUT_OF_MEMORY:
@@ -166,6 +168,7 @@ absl::Status internal::ClientErrorIn(const std::string& domain, ErrorReason reas
           {::tensord::v1::TENSOR_NOT_FOUND, {"tensor", "tensor_id"}},
           {::tensord::v1::CONTEXT_NOT_FOUND, {"context", "context_id"}},
           {::tensord::v1::PROGRAM_NOT_FOUND, {"program", "program_id"}},
+          {::tensord::v1::SHARED_MEMORY_NOT_FOUND, {"shared_memory", "region"}},
           {::tensord::v1::DEVICE_NOT_FOUND, {"device", "device"}}};
   if (auto r = kResources->find(reason); r != kResources->end()) {
     google::rpc::ResourceInfo resource;

@@ -15,5 +15,6 @@
 #include "client/cpp/optim.h"
 #include "client/cpp/program.h"
 #include "client/cpp/session.h"
+#include "client/cpp/shared_memory.h"
 #include "client/cpp/status.h"
 #include "client/cpp/tensor.h"

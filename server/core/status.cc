@@ -58,6 +58,9 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kPermissionDenied, "PERMISSION_DENIED", absl::StatusCode::kPermissionDenied},
     {Reason::kDeviceMismatch, "DEVICE_MISMATCH", absl::StatusCode::kInvalidArgument},
     {Reason::kProgramNotFound, "PROGRAM_NOT_FOUND", absl::StatusCode::kNotFound},
+    {Reason::kSharedMemoryNotFound, "SHARED_MEMORY_NOT_FOUND", absl::StatusCode::kNotFound},
+    {Reason::kSharedMemoryUnavailable, "SHARED_MEMORY_UNAVAILABLE",
+     absl::StatusCode::kFailedPrecondition},
 };
 
 // Shortens the long values of `metadata` in place; the message quoting them gets the same short

@@ -45,6 +45,8 @@ enum class Reason : int {
   kPermissionDenied = 29,
   kDeviceMismatch = 30,
   kProgramNotFound = 31,
+  kSharedMemoryNotFound = 32,
+  kSharedMemoryUnavailable = 33,
 };
 
 // Name as in the proto enum, e.g. "OPERATION_NOT_MARKED_FOR_AUTODIFF".

@@ -28,6 +28,13 @@ v1::DType DTypeToProto(DType dtype) {
   return static_cast<v1::DType>(dtype_table::WireNumber(static_cast<int>(dtype)));
 }
 
+void FillSharedMemoryInfo(const SharedMemorySpec& spec, v1::SharedMemoryInfo* info) {
+  info->set_name(spec.name);
+  info->set_key(spec.key);
+  info->set_offset(spec.offset);
+  info->set_byte_size(spec.byte_size);
+}
+
 void FillTensorInfo(uint64_t handle, const Tensor& t, v1::TensorInfo* info) {
   info->set_handle(handle);
   info->set_dtype(DTypeToProto(t.dtype()));

@@ -11,6 +11,7 @@
 #include "server/ops/op_def.h"
 #include "server/service/execute.h"
 #include "server/service/program.h"
+#include "server/service/shared_memory.h"
 #include "server/service/transfer.h"
 #include "tensord/v1/service.pb.h"
 
@@ -21,6 +22,7 @@ absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field);
 v1::DType DTypeToProto(DType dtype);
 
 void FillTensorInfo(uint64_t handle, const Tensor& t, v1::TensorInfo* info);
+void FillSharedMemoryInfo(const SharedMemorySpec& spec, v1::SharedMemoryInfo* info);
 void FillTensorData(const Tensor& t, std::string bytes, v1::TensorData* data);
 
 // An unset AttrValue is BAD_ATTRIBUTE naming `name`.

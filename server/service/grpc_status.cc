@@ -94,6 +94,9 @@ bool ResourceOf(Reason reason, const Metadata& md, google::rpc::ResourceInfo* in
     case Reason::kProgramNotFound:
       type = "program", key = "program_id";
       break;
+    case Reason::kSharedMemoryNotFound:
+      type = "shared_memory", key = "region";
+      break;
     default:
       return false;
   }

@@ -17,6 +17,7 @@ absl::Status ValidateLimits(const ServiceLimits& l) {
       {"max_contexts_per_session", l.max_contexts_per_session},
       {"max_calls_per_program", l.max_calls_per_program},
       {"max_programs_per_session", l.max_programs_per_session},
+      {"max_shared_memory_regions_per_session", l.max_shared_memory_regions_per_session},
   };
   for (const auto& [name, value] : positive) {
     if (value <= 0) {

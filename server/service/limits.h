@@ -28,6 +28,8 @@ struct ServiceLimits {
   // Calls of one program (forward and updates), and programs one session holds at once.
   int64_t max_calls_per_program = 10000;
   int64_t max_programs_per_session = 256;
+  // Shared memory regions one session holds registered at once (each keeps a file open).
+  int64_t max_shared_memory_regions_per_session = 64;
 };
 
 // INVALID_ARGUMENT naming the first limit that is not positive.

@@ -122,6 +122,9 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
     info->set_backward(program->spec.backward);
     info->set_runs(program->runs);
   }
+  for (const auto& [name, region] : session->shared_memory()) {
+    FillSharedMemoryInfo(region->spec(), resp->add_shared_memory());
+  }
   return absl::OkStatus();
 }
 

@@ -35,6 +35,7 @@ absl::Status ServiceCore::PutTensor(const std::function<bool(v1::PutTensorReques
                  "put: the first message must carry the header (session, dtype, shape)",
                  {{"field", "header"}});
   }
+  if (msg.header().has_shared_memory()) return PutFromSharedMemory(msg.header(), next, resp);
   PutSpec spec;
   ASSIGN_OR_RETURN(spec, PutSpecFromProto(msg.header()));
   RETURN_IF_ERROR(CheckTensorLimits(config_.limits, spec.dtype, spec.shape, "put"));
@@ -72,6 +73,7 @@ absl::Status ServiceCore::PutTensor(const std::function<bool(v1::PutTensorReques
 absl::Status ServiceCore::GetTensor(
     const v1::GetTensorRequest& req,
     const std::function<bool(const v1::GetTensorResponse&)>& write) {
+  if (req.has_shared_memory()) return GetToSharedMemory(req, write);
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
   int64_t chunk = req.chunk_bytes() ? static_cast<int64_t>(req.chunk_bytes()) : kDefaultChunkBytes;
   chunk = std::max<int64_t>(1, std::min(chunk, config_.max_message_bytes - kMessageOverheadBytes));

@@ -45,6 +45,7 @@ ServiceLimits LimitsOf(const ServerOptions& o) {
   limits.max_contexts_per_session = o.max_contexts_per_session;
   limits.max_calls_per_program = o.max_calls_per_program;
   limits.max_programs_per_session = o.max_programs_per_session;
+  limits.max_shared_memory_regions_per_session = o.max_shared_memory_regions_per_session;
   return limits;
 }
 
@@ -186,6 +187,8 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.max_sessions_per_tenant = options.max_sessions_per_tenant;
   config.backends.cpu.primitive_cache_capacity = options.primitive_cache_capacity;
   config.backends.devices = options.devices;
+  config.shared_memory.enabled = options.shared_memory;
+  config.shared_memory.key_prefix = options.shared_memory_key_prefix;
   // A device asked for that the machine lacks stops the start here, before anything listens.
   RETURN_IF_ERROR(MakeBackends(config.backends).status());
   Security security;

@@ -45,6 +45,12 @@ struct ServerOptions {
   // Calls of one program, and programs held at once by one session.
   int64_t max_calls_per_program = 10000;
   int64_t max_programs_per_session = 256;
+  // Same-host shared memory (docs/shared-memory.md), off by default: a client that may
+  // register a region may read and write any POSIX shared memory object this server's user
+  // can open. A non-empty prefix limits registration to keys starting with it.
+  bool shared_memory = false;
+  std::string shared_memory_key_prefix;
+  int64_t max_shared_memory_regions_per_session = 64;
   // More services on the same port (benchmark baselines); not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
   // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to

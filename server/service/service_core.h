@@ -16,6 +16,7 @@
 #include "server/service/limits.h"
 #include "server/service/service_metrics.h"
 #include "server/service/session.h"
+#include "server/service/shared_memory.h"
 #include "tensord/v1/service.pb.h"
 
 namespace tensord {
@@ -37,6 +38,8 @@ struct ServiceConfig {
   // The backends and devices served. ServiceCore assumes they were checked (MakeBackends):
   // the server refuses to start with a device the machine lacks.
   BackendOptions backends;
+  // Same-host shared memory regions (off by default).
+  SharedMemoryOptions shared_memory;
 };
 
 class ServiceCore {
@@ -79,6 +82,10 @@ class ServiceCore {
                           v1::RunProgramResponse* resp);
   absl::Status ReleaseProgram(const v1::ReleaseProgramRequest& req,
                               v1::ReleaseProgramResponse* resp);
+  absl::Status RegisterSharedMemory(const v1::RegisterSharedMemoryRequest& req,
+                                    v1::RegisterSharedMemoryResponse* resp);
+  absl::Status UnregisterSharedMemory(const v1::UnregisterSharedMemoryRequest& req,
+                                      v1::UnregisterSharedMemoryResponse* resp);
 
   const Dispatcher& dispatcher() const { return dispatcher_; }
   SessionManager& sessions() { return sessions_; }
@@ -88,6 +95,12 @@ class ServiceCore {
  private:
   // What a batch or program run may fetch inline and create.
   ExecuteLimits BatchLimits() const;
+  // The puts and gets that name a shared memory region instead of streaming (rpc_tensors.cc).
+  absl::Status PutFromSharedMemory(const v1::PutHeader& header,
+                                   const std::function<bool(v1::PutTensorRequest*)>& next,
+                                   v1::PutTensorResponse* resp);
+  absl::Status GetToSharedMemory(const v1::GetTensorRequest& req,
+                                 const std::function<bool(const v1::GetTensorResponse&)>& write);
 
   const ServiceConfig config_;
   Dispatcher dispatcher_;

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/core/host_memory.h"
 #include "server/core/status.h"
+#include "server/service/shared_memory.h"
 
 namespace tensord {
 namespace {
@@ -217,11 +218,42 @@ absl::Status Session::ReleaseProgram(uint64_t id) {
   return absl::OkStatus();
 }
 
+absl::Status Session::AddSharedMemory(std::shared_ptr<const SharedMemoryRegion> region) {
+  const std::string& name = region->spec().name;
+  if (shared_memory_.count(name) > 0) {
+    return Error(Reason::kInvalidRequest,
+                 absl::StrCat("shared memory: a region named '", name,
+                              "' is already registered in this session; unregister it first"),
+                 {{"field", "region.name"}, {"region", name}});
+  }
+  shared_memory_.emplace(name, std::move(region));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<const SharedMemoryRegion>> Session::FindSharedMemory(
+    const std::string& name) const {
+  auto it = shared_memory_.find(name);
+  if (it == shared_memory_.end()) {
+    return Error(
+        Reason::kSharedMemoryNotFound,
+        absl::StrCat("shared memory: no region named '", name, "' is registered in this session"),
+        {{"region", name}});
+  }
+  return it->second;
+}
+
+absl::Status Session::RemoveSharedMemory(const std::string& name) {
+  RETURN_IF_ERROR(FindSharedMemory(name).status());
+  shared_memory_.erase(name);
+  return absl::OkStatus();
+}
+
 void Session::Clear() {
   live_ = false;
   tensors_.clear();
   gradient_handles_.clear();
   programs_.clear();
+  shared_memory_.clear();
   // Tapes keep saved activations alive; closing releases them even if a tensor outlives us.
   for (auto& [id, ctx] : contexts_) ctx->Close();
   contexts_.clear();

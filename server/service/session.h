@@ -22,7 +22,8 @@
 
 namespace tensord {
 
-struct Program;  // server/service/program.h
+struct Program;            // server/service/program.h
+class SharedMemoryRegion;  // server/service/shared_memory.h
 
 struct SessionConfig {
   std::string device = kHostDevice;
@@ -99,8 +100,22 @@ class Session {
     return programs_;
   }
 
-  // Drops every tensor, context and program (close and expiry). The memory returns to the account
-  // once no in-flight transfer holds a tensor.
+  // Shared memory regions (RegisterSharedMemory), by name. INVALID_REQUEST (field
+  // region.name) for a name already registered.
+  absl::Status AddSharedMemory(std::shared_ptr<const SharedMemoryRegion> region)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // SHARED_MEMORY_NOT_FOUND (metadata region) for a name not registered here. The region stays
+  // open for the caller while it copies, even if it is unregistered meanwhile.
+  absl::StatusOr<std::shared_ptr<const SharedMemoryRegion>> FindSharedMemory(
+      const std::string& name) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RemoveSharedMemory(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const std::map<std::string, std::shared_ptr<const SharedMemoryRegion>>& shared_memory() const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return shared_memory_;
+  }
+
+  // Drops every tensor, context, program and shared memory region (close and expiry). The memory
+  // returns to the account once no in-flight transfer holds a tensor.
   void Clear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:
@@ -118,6 +133,8 @@ class Session {
   std::map<uint64_t, std::set<uint64_t>> gradient_handles_ ABSL_GUARDED_BY(mu_);
   uint64_t next_program_ ABSL_GUARDED_BY(mu_) = 1;
   std::map<uint64_t, std::shared_ptr<Program>> programs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::shared_ptr<const SharedMemoryRegion>> shared_memory_
+      ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> tensor_count_{0};
   std::atomic<int64_t> open_contexts_{0};
 

@@ -248,4 +248,17 @@ grpc::Status TensordService::ReleaseProgram(grpc::ServerContext* ctx,
   return SessionCall(ctx, "ReleaseProgram", *req, resp, &ServiceCore::ReleaseProgram);
 }
 
+grpc::Status TensordService::RegisterSharedMemory(grpc::ServerContext* ctx,
+                                                  const v1::RegisterSharedMemoryRequest* req,
+                                                  v1::RegisterSharedMemoryResponse* resp) {
+  return SessionCall(ctx, "RegisterSharedMemory", *req, resp, &ServiceCore::RegisterSharedMemory);
+}
+
+grpc::Status TensordService::UnregisterSharedMemory(grpc::ServerContext* ctx,
+                                                    const v1::UnregisterSharedMemoryRequest* req,
+                                                    v1::UnregisterSharedMemoryResponse* resp) {
+  return SessionCall(ctx, "UnregisterSharedMemory", *req, resp,
+                     &ServiceCore::UnregisterSharedMemory);
+}
+
 }  // namespace tensord

@@ -62,6 +62,12 @@ class TensordService final : public v1::Tensord::Service {
                           v1::RunProgramResponse* resp) override;
   grpc::Status ReleaseProgram(grpc::ServerContext* ctx, const v1::ReleaseProgramRequest* req,
                               v1::ReleaseProgramResponse* resp) override;
+  grpc::Status RegisterSharedMemory(grpc::ServerContext* ctx,
+                                    const v1::RegisterSharedMemoryRequest* req,
+                                    v1::RegisterSharedMemoryResponse* resp) override;
+  grpc::Status UnregisterSharedMemory(grpc::ServerContext* ctx,
+                                      const v1::UnregisterSharedMemoryRequest* req,
+                                      v1::UnregisterSharedMemoryResponse* resp) override;
 
  private:
   // The caller's tenant (UNAUTHENTICATED without valid credentials, PERMISSION_DENIED when the

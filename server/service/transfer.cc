@@ -73,6 +73,22 @@ absl::Status PendingPut::Append(absl::string_view chunk) {
   return absl::OkStatus();
 }
 
+absl::Status PendingPut::Fill(const std::function<absl::Status(char* dst, int64_t n)>& read) {
+  if (received_ != 0) {
+    return Error(Reason::kInternal, "put: a filled put already received chunks");
+  }
+  char* dst;
+  if (host_memory_) {
+    dst = static_cast<char*>(tensor_.raw());
+  } else {
+    staging_.resize(static_cast<size_t>(expected_));
+    dst = staging_.data();
+  }
+  if (expected_ > 0) RETURN_IF_ERROR(read(dst, expected_));
+  received_ = expected_;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<uint64_t> PendingPut::Finish(Session& session) {
   if (received_ != expected_) {
     return Error(Reason::kTransferIncomplete,
@@ -107,16 +123,23 @@ absl::StatusOr<TensorReader> TensorReader::Open(const Session& session,
 }
 
 absl::Status TensorReader::Read(int64_t offset, int64_t n, std::string* out) {
+  if (offset < 0 || n < 0 || offset + n > nbytes()) {
+    return Error(Reason::kInternal,
+                 absl::StrCat("get: read of [", offset, ", ", offset + n, ") outside the ",
+                              nbytes(), " bytes of tensor ", handle_));
+  }
+  absl::string_view bytes;
+  ASSIGN_OR_RETURN(bytes, Bytes());
+  out->assign(bytes.data() + offset, static_cast<size_t>(n));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::string_view> TensorReader::Bytes() {
   if (tensor_.storage() && tensor_.storage()->version() != version_) {
     return Error(Reason::kInvalidRequest,
                  absl::StrCat("get: tensor ", handle_,
                               " was modified in place (assign) during the download; retry"),
                  {{"tensor_id", absl::StrCat(handle_)}});
-  }
-  if (offset < 0 || n < 0 || offset + n > nbytes()) {
-    return Error(Reason::kInternal,
-                 absl::StrCat("get: read of [", offset, ", ", offset + n, ") outside the ",
-                              nbytes(), " bytes of tensor ", handle_));
   }
   const char* base;
   if (host_memory_) {
@@ -128,8 +151,7 @@ absl::Status TensorReader::Read(int64_t offset, int64_t n, std::string* out) {
     }
     base = staging_.data();
   }
-  out->assign(base + offset, static_cast<size_t>(n));
-  return absl::OkStatus();
+  return absl::string_view(base, tensor_.nbytes());
 }
 
 }  // namespace tensord

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,6 +31,9 @@ class PendingPut {
 
   // Copies the next chunk. TRANSFER_INCOMPLETE once more bytes arrive than announced.
   absl::Status Append(absl::string_view chunk);
+  // Fills every byte at once: `read` writes expected_bytes() bytes to the pointer it is given
+  // (a shared memory region). Only before any Append.
+  absl::Status Fill(const std::function<absl::Status(char* dst, int64_t n)>& read);
   // Checks every byte arrived, then stores the tensor (lock held by the caller) and returns
   // its handle. A put that never finishes leaves nothing: the buffer dies with this object.
   absl::StatusOr<uint64_t> Finish(Session& session);
@@ -62,6 +66,8 @@ class TensorReader {
   // never interleaves with an assign; an assign between chunks fails the download instead of
   // returning a mix of old and new values.
   absl::Status Read(int64_t offset, int64_t n, std::string* out);
+  // All the tensor's bytes, valid while the reader lives (same lock and assign rules as Read).
+  absl::StatusOr<absl::string_view> Bytes();
 
   uint64_t handle() const { return handle_; }
   const Tensor& tensor() const { return tensor_; }

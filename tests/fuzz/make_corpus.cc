@@ -21,14 +21,16 @@ using tensord::v1::GetTensorRequest;
 using tensord::v1::OpCall;
 using tensord::v1::OpenAutodiffContextRequest;
 using tensord::v1::PutTensorRequest;
+using tensord::v1::RegisterSharedMemoryRequest;
 using tensord::v1::ReleaseProgramRequest;
 using tensord::v1::ReleaseRequest;
 using tensord::v1::RunProgramRequest;
+using tensord::v1::UnregisterSharedMemoryRequest;
 
 // Step tags: the RPC in bits 0-3, then flags.
 constexpr uint8_t kExecute = 0, kPut = 1, kBackward = 2, kExecuteBackward = 3, kOpen = 4,
                   kClose = 5, kRelease = 6, kGet = 7, kKeepAlive = 8, kInfo = 9, kCompileRun = 10,
-                  kRunProgram = 11, kReleaseProgram = 12;
+                  kRunProgram = 11, kReleaseProgram = 12, kRegisterShm = 13, kUnregisterShm = 14;
 constexpr uint8_t kKeepSessionId = 0x10;
 // Cancelled after n polls of the cancellation check.
 constexpr uint8_t Cancel(int n) { return static_cast<uint8_t>(0x20 | (n << 6)); }
@@ -533,6 +535,46 @@ int main(int argc, char** argv) {
               .Step(kCompileRun, grad_update)
               .Step(kCompileRun | Cancel(1), SgdProgram())
               .Write(dir, "program_refused");
+  }
+  {  // shared memory: a region of the fixture's object "/a", a put from it, gets to it (one
+     // past its end), a second region of the same name, a missing object, an unregister,
+     // and uses of the unregistered region
+    auto region = [](const std::string& name, const std::string& key, uint64_t offset,
+                     uint64_t bytes) {
+      RegisterSharedMemoryRequest r;
+      r.mutable_region()->set_name(name);
+      r.mutable_region()->set_key(key);
+      r.mutable_region()->set_offset(offset);
+      r.mutable_region()->set_byte_size(bytes);
+      return r;
+    };
+    std::vector<PutTensorRequest> put(1);
+    put[0].mutable_header()->set_dtype(tensord::v1::DTYPE_F32);
+    put[0].mutable_header()->add_shape(2);
+    put[0].mutable_header()->add_shape(3);
+    put[0].mutable_header()->mutable_shared_memory()->set_region("r");
+    auto get = [](uint64_t handle, uint64_t offset) {
+      GetTensorRequest g;
+      g.set_handle(handle);
+      g.mutable_shared_memory()->set_region("r");
+      g.mutable_shared_memory()->set_offset(offset);
+      return g;
+    };
+    UnregisterSharedMemoryRequest unregister;
+    unregister.set_name("r");
+    ok &= Seed()
+              .Step(kRegisterShm, region("r", "/a", 16, 1024))
+              .Step(kGet, get(1, 0))
+              .Put(put)
+              .Step(kGet, get(5, 100))
+              .Step(kGet, get(1, 1000))
+              .Step(kRegisterShm, region("r", "/a", 0, 64))
+              .Step(kRegisterShm, region("s", "/missing", 0, 64))
+              .Step(kRegisterShm, region("t", "/a", 4000, 200))
+              .Step(kUnregisterShm, unregister)
+              .Put(put)
+              .Step(kUnregisterShm, unregister)
+              .Write(dir, "shared_memory_put_get");
   }
   if (!ok) {
     std::fprintf(stderr, "make_corpus: could not write into %s\n", dir.c_str());

@@ -11,6 +11,8 @@
 //     7 GetTensor (GetTensorRequest)  8 KeepAlive               9 GetSessionInfo
 //    10 CompileProgram, then RunProgram of it with its examples as the inputs
 //    11 RunProgram                    12 ReleaseProgram
+//    13 RegisterSharedMemory (a key "/x" names the object "<this process's prefix>x"; the
+//       fixture made "<prefix>a" of 4096 bytes)         14 UnregisterSharedMemory
 //   tag bit 4     keep the request's own session id instead of the fuzz session's
 //   tag bit 5     the client cancels (Execute, Backward, put, programs) after (tag >> 6)
 //   cancellation polls put stream    the payload is frames [u16 length LE][serialized
@@ -28,6 +30,10 @@
 //   when it fetches them;
 // - after the sequence, with every handle and program released and every context closed,
 //   the session holds no memory, and it serves a fresh batch.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -48,13 +54,36 @@
 namespace tensord {
 namespace {
 
-constexpr int kRpcCount = 13;
+constexpr int kRpcCount = 15;
 constexpr int kMaxSteps = 16;
 constexpr uint8_t kKeepSessionId = 0x10;
 constexpr uint8_t kCancel = 0x20;
 
+// Shared memory objects of this process: every key the fuzzer registers is put under this
+// prefix, so no input opens an object of another process on the machine.
+const std::string& ShmPrefix() {
+  static const std::string* prefix =
+      new std::string("/tensord-fuzz-" + std::to_string(getpid()) + "-");
+  return *prefix;
+}
+
+// The one object the keys can name, made once per process (and unlinked at exit).
+void MakeShmObject() {
+  const std::string key = ShmPrefix() + "a";
+  const int fd = shm_open(key.c_str(), O_RDWR | O_CREAT, 0600);
+  if (fd < 0 || ftruncate(fd, 4096) != 0) {
+    std::fprintf(stderr, "request_fuzzer: cannot make %s\n", key.c_str());
+    std::abort();
+  }
+  close(fd);
+  static const std::string* unlink_key = new std::string(key);
+  std::atexit([] { shm_unlink(unlink_key->c_str()); });
+}
+
 ServiceConfig FuzzConfig() {
   ServiceConfig config;
+  config.shared_memory.enabled = true;
+  config.shared_memory.key_prefix = ShmPrefix();
   // A small quota bounds the work one input can ask for (shapes are the fuzzer's to choose),
   // so a slow input is a real finding, not a 4 GiB matmul.
   config.default_quota_bytes = int64_t{16} << 20;
@@ -68,7 +97,10 @@ ServiceConfig FuzzConfig() {
 ServiceCore& Core() {
   // Built once per process: the op catalog and backends are the expensive part. Never
   // destroyed, so no input runs against a core that is shutting down.
-  static ServiceCore* core = new ServiceCore(FuzzConfig());
+  static ServiceCore* core = [] {
+    MakeShmObject();
+    return new ServiceCore(FuzzConfig());
+  }();
   return *core;
 }
 
@@ -236,6 +268,20 @@ class Sequence {
         Unary<v1::ReleaseProgramRequest, v1::ReleaseProgramResponse>(data, size, "ReleaseProgram",
                                                                      &ServiceCore::ReleaseProgram);
         break;
+      case 13:
+        if (v1::RegisterSharedMemoryRequest r; Parse(data, size, keep_id_, session_, &r)) {
+          std::string key = r.region().key();
+          if (!key.empty() && key[0] == '/') key.erase(0, 1);
+          r.mutable_region()->set_key(ShmPrefix() + key);
+          v1::RegisterSharedMemoryResponse resp;
+          Atomic("RegisterSharedMemory", r.session_id(), false,
+                 [&] { return Core().RegisterSharedMemory(r, &resp); });
+        }
+        break;
+      case 14:
+        Unary<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse>(
+            data, size, "UnregisterSharedMemory", &ServiceCore::UnregisterSharedMemory);
+        break;
     }
   }
 
@@ -250,6 +296,13 @@ class Sequence {
       release.set_program_id(p.program_id());
       v1::ReleaseProgramResponse released;
       Check(Core().ReleaseProgram(release, &released), "release program");
+    }
+    for (const v1::SharedMemoryInfo& region : info.shared_memory()) {
+      v1::UnregisterSharedMemoryRequest unregister;
+      unregister.set_session_id(session_);
+      unregister.set_name(region.name());
+      v1::UnregisterSharedMemoryResponse unregistered;
+      Check(Core().UnregisterSharedMemory(unregister, &unregistered), "unregister");
     }
     for (const v1::ContextInfo& c : info.contexts()) {
       if (c.state() != "open") continue;

@@ -3,6 +3,10 @@
 // the typed error a short wrong value gets, with its details intact, and it quotes the value
 // cut to a prefix with its length. The strings are found by walking the request descriptors,
 // so a string field added to a request is covered once its expected reason is in the table.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <map>
 #include <memory>
 #include <string>
@@ -123,6 +127,7 @@ const std::map<std::string, std::string>& ExpectedReasons() {
       {"PutTensor header.session_id", "SESSION_NOT_FOUND"},
       {"PutTensor header.device", "DEVICE_NOT_FOUND"},
       {"GetTensor session_id", "SESSION_NOT_FOUND"},
+      {"GetTensor shared_memory.region", "SHARED_MEMORY_NOT_FOUND"},
       {"Execute session_id", "SESSION_NOT_FOUND"},
       {"Execute calls[0].op", "UNKNOWN_OP"},
       {"Execute calls[0].attrs{key}", "BAD_ATTRIBUTE"},
@@ -138,12 +143,37 @@ const std::map<std::string, std::string>& ExpectedReasons() {
       {"CompileProgram calls[0].attrs.value.s", "BAD_ATTRIBUTE"},
       {"RunProgram session_id", "SESSION_NOT_FOUND"},
       {"ReleaseProgram session_id", "SESSION_NOT_FOUND"},
+      {"RegisterSharedMemory session_id", "SESSION_NOT_FOUND"},
+      {"RegisterSharedMemory region.name", "INVALID_REQUEST"},
+      {"RegisterSharedMemory region.key", "INVALID_REQUEST"},
+      {"UnregisterSharedMemory session_id", "SESSION_NOT_FOUND"},
+      {"UnregisterSharedMemory name", "SHARED_MEMORY_NOT_FOUND"},
   };
   return *table;
 }
 
+// A shared memory object for the regions of the shared memory RPCs' templates.
+constexpr char kRegionObjectPrefix[] = "/tensord-oversized-";
+
 class OversizedInputTest : public ServiceTest {
  protected:
+  // The server serves shared memory, so those RPCs' templates succeed.
+  static void SetUpTestSuite() {
+    ServerOptions options = TestServerOptions();
+    options.shared_memory = true;
+    options.shared_memory_key_prefix = kRegionObjectPrefix;
+    env_ = StartServer(options).release();
+    object_key_ = absl::StrCat(kRegionObjectPrefix, getpid());
+    const int fd = shm_open(object_key_.c_str(), O_RDWR | O_CREAT, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(ftruncate(fd, 4096), 0);
+    close(fd);
+  }
+  static void TearDownTestSuite() {
+    shm_unlink(object_key_.c_str());
+    ServiceTest::TearDownTestSuite();
+  }
+
   void SetUp() override {
     ServiceTest::SetUp();
     // A channel with no arguments: the limits of any gRPC client, not the tensord client's.
@@ -174,6 +204,26 @@ class OversizedInputTest : public ServiceTest {
     grpc::ClientContext sum_context;
     ASSERT_TRUE(stub_->Execute(&sum_context, sum, &summed).ok());
     root_ = summed.results(0).outputs(0).handle();
+    region_ = Registered();
+  }
+
+  // A request registering a new region of the object (under a name not used before).
+  std::unique_ptr<v1::RegisterSharedMemoryRequest> RegisterRegion() {
+    auto r = std::make_unique<v1::RegisterSharedMemoryRequest>();
+    r->set_session_id(session_id_);
+    r->mutable_region()->set_name(absl::StrCat("region-", ++regions_));
+    r->mutable_region()->set_key(object_key_);
+    r->mutable_region()->set_byte_size(64);
+    return r;
+  }
+  // The name of a newly registered region.
+  std::string Registered() {
+    std::unique_ptr<v1::RegisterSharedMemoryRequest> r = RegisterRegion();
+    v1::RegisterSharedMemoryResponse out;
+    grpc::ClientContext context;
+    const grpc::Status registered = stub_->RegisterSharedMemory(&context, *r, &out);
+    EXPECT_TRUE(registered.ok()) << registered.error_message();
+    return r->region().name();
   }
 
   // A request of `method` that succeeds as it stands, so each failure comes from the one slot.
@@ -204,6 +254,14 @@ class OversizedInputTest : public ServiceTest {
       auto r = std::make_unique<v1::GetTensorRequest>();
       r->set_session_id(session_id_);
       r->set_handle(x_);
+      r->mutable_shared_memory()->set_region(region_);
+      return r;
+    }
+    if (method == "RegisterSharedMemory") return RegisterRegion();
+    if (method == "UnregisterSharedMemory") {
+      auto r = std::make_unique<v1::UnregisterSharedMemoryRequest>();
+      r->set_session_id(session_id_);
+      r->set_name(Registered());
       return r;
     }
     if (method == "CloseAutodiffContext") {
@@ -373,6 +431,16 @@ class OversizedInputTest : public ServiceTest {
       v1::ReleaseProgramResponse out;
       return stub_->ReleaseProgram(&context, *as(&r), &out);
     }
+    if (method == "RegisterSharedMemory") {
+      v1::RegisterSharedMemoryRequest r;
+      v1::RegisterSharedMemoryResponse out;
+      return stub_->RegisterSharedMemory(&context, *as(&r), &out);
+    }
+    if (method == "UnregisterSharedMemory") {
+      v1::UnregisterSharedMemoryRequest r;
+      v1::UnregisterSharedMemoryResponse out;
+      return stub_->UnregisterSharedMemory(&context, *as(&r), &out);
+    }
     ADD_FAILURE() << "no way to send " << method << ": add it to Send and Template";
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);
   }
@@ -433,7 +501,12 @@ class OversizedInputTest : public ServiceTest {
   uint64_t x_ = 0;
   uint64_t context_id_ = 0;
   uint64_t root_ = 0;
+  std::string region_;  // registered in the session, for GetTensor's template
+  int regions_ = 0;
+  static std::string object_key_;
 };
+
+std::string OversizedInputTest::object_key_;
 
 TEST_F(OversizedInputTest, EveryQuotedStringOfEveryRpcIsCutAndTyped) {
   std::vector<std::string> slots = Drive(std::string(5000, 'x'));

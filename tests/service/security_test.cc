@@ -306,6 +306,45 @@ std::vector<std::pair<std::string, absl::Status>> CallsOn(v1::Tensord::Stub& stu
     v1::ReleaseProgramResponse resp;
     return stub.ReleaseProgram(&ctx, req, &resp);
   });
+  call("RegisterSharedMemory", [&](grpc::ClientContext& ctx) {
+    v1::RegisterSharedMemoryRequest req;
+    req.set_session_id(id);
+    req.mutable_region()->set_name("r");
+    req.mutable_region()->set_key("/tensord-security");
+    req.mutable_region()->set_byte_size(64);
+    v1::RegisterSharedMemoryResponse resp;
+    return stub.RegisterSharedMemory(&ctx, req, &resp);
+  });
+  call("UnregisterSharedMemory", [&](grpc::ClientContext& ctx) {
+    v1::UnregisterSharedMemoryRequest req;
+    req.set_session_id(id);
+    req.set_name("r");
+    v1::UnregisterSharedMemoryResponse resp;
+    return stub.UnregisterSharedMemory(&ctx, req, &resp);
+  });
+  call("GetTensor to shared memory", [&](grpc::ClientContext& ctx) {
+    v1::GetTensorRequest req;
+    req.set_session_id(id);
+    req.set_handle(handle);
+    req.mutable_shared_memory()->set_region("r");
+    auto reader = stub.GetTensor(&ctx, req);
+    v1::GetTensorResponse msg;
+    while (reader->Read(&msg)) {
+    }
+    return reader->Finish();
+  });
+  call("PutTensor from shared memory", [&](grpc::ClientContext& ctx) {
+    v1::PutTensorResponse resp;
+    auto writer = stub.PutTensor(&ctx, &resp);
+    v1::PutTensorRequest msg;
+    msg.mutable_header()->set_session_id(id);
+    msg.mutable_header()->set_dtype(v1::DTYPE_F32);
+    msg.mutable_header()->add_shape(1);
+    msg.mutable_header()->mutable_shared_memory()->set_region("r");
+    writer->Write(msg);
+    writer->WritesDone();
+    return writer->Finish();
+  });
   call("CloseSession", [&](grpc::ClientContext& ctx) {
     v1::CloseSessionRequest req;
     req.set_session_id(id);

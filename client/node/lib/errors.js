@@ -46,11 +46,14 @@ const REASON_CODES = Object.freeze({
   PERMISSION_DENIED: S.PERMISSION_DENIED,
   DEVICE_MISMATCH: S.INVALID_ARGUMENT,
   PROGRAM_NOT_FOUND: S.NOT_FOUND,
+  SHARED_MEMORY_NOT_FOUND: S.NOT_FOUND,
+  SHARED_MEMORY_UNAVAILABLE: S.FAILED_PRECONDITION,
 });
 // NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 const RESOURCES = {SESSION_NOT_FOUND: ['session', 'session_id'],
   TENSOR_NOT_FOUND: ['tensor', 'tensor_id'], CONTEXT_NOT_FOUND: ['context', 'context_id'],
-  DEVICE_NOT_FOUND: ['device', 'device'], PROGRAM_NOT_FOUND: ['program', 'program_id']};
+  DEVICE_NOT_FOUND: ['device', 'device'], PROGRAM_NOT_FOUND: ['program', 'program_id'],
+  SHARED_MEMORY_NOT_FOUND: ['shared_memory', 'region']};
 
 class TensordError extends Error {
   constructor(message, {code, reason = '', metadata = {}, fieldViolations = [], resource = null} =

@@ -13,11 +13,13 @@ from .dtypes import bfloat16, bool_, float16, float32, float64, int32, int64
 from .errors import *  # noqa: F401,F403  (TensordError and one subclass per ErrorReason)
 from .errors import REASON_CLASSES, BatchPendingError, TensordClientError, TensordError
 from .session import AutodiffContext, Session
+from .shared_memory import SharedMemory
 from .tensor import Tensor
 
 __version__ = "0.1.0"
 
-__all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "TensordError",
+__all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "SharedMemory",
+           "TensordError",
            "TensordClientError", "BatchPendingError", "REASON_CLASSES", "dtypes", "optim",
            "float32", "float64", "int32", "int64", "bool_", "bfloat16", "float16",
            *(cls.__name__ for cls in REASON_CLASSES.values())]

@@ -56,13 +56,16 @@ REASON_CODES: dict[str, grpc.StatusCode] = {
     "PERMISSION_DENIED": _C.PERMISSION_DENIED,
     "DEVICE_MISMATCH": _C.INVALID_ARGUMENT,
     "PROGRAM_NOT_FOUND": _C.NOT_FOUND,
+    "SHARED_MEMORY_NOT_FOUND": _C.NOT_FOUND,
+    "SHARED_MEMORY_UNAVAILABLE": _C.FAILED_PRECONDITION,
 }
 # NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 _RESOURCES = {"SESSION_NOT_FOUND": ("session", "session_id"),
               "TENSOR_NOT_FOUND": ("tensor", "tensor_id"),
               "CONTEXT_NOT_FOUND": ("context", "context_id"),
               "DEVICE_NOT_FOUND": ("device", "device"),
-              "PROGRAM_NOT_FOUND": ("program", "program_id")}
+              "PROGRAM_NOT_FOUND": ("program", "program_id"),
+              "SHARED_MEMORY_NOT_FOUND": ("shared_memory", "region")}
 
 
 class TensordError(Exception):

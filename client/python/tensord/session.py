@@ -575,6 +575,13 @@ class Session:
         self.flush_releases()
         return self._call("GetSessionInfo", service_pb2.GetSessionInfoRequest(session_id=self.id))
 
+    def shared_memory(self, nbytes: int, name: str | None = None):
+        """A same-host shared memory region of `nbytes` registered in this session, for puts
+        and gets that skip the gRPC streams (tensord.shared_memory.SharedMemory; the server
+        must run on this host with --shared-memory)."""
+        from .shared_memory import SharedMemory
+        return SharedMemory(self, nbytes, name)
+
     def keep_alive(self) -> int:
         return self._call("KeepAlive", service_pb2.KeepAliveRequest(session_id=self.id)).ttl_seconds
 
