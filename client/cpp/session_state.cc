@@ -1,5 +1,8 @@
 // SessionState: what Session, Tensor, Batch and AutodiffContext share.
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cstdint>
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/internal.h"
@@ -11,6 +14,18 @@ namespace internal {
 absl::Status NoSession() {
   return ClientError(::tensord::v1::SESSION_NOT_FOUND, "client: the session object was moved from",
                      {{"session_id", ""}});
+}
+
+void ReserveTensorBytes(std::string& bytes, size_t n) {
+  bytes.reserve(n);
+  constexpr size_t kHugePage = size_t{2} << 20;
+  if (n < 2 * kHugePage) return;
+  // madvise takes whole pages: the huge-page-aligned part of the buffer. Advice only; a
+  // kernel without transparent huge pages refuses it and the buffer works as before.
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t first = (begin + kHugePage - 1) & ~(kHugePage - 1);
+  const uintptr_t last = (begin + n) & ~(kHugePage - 1);
+  if (last > first) (void)madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 }
 
 absl::Status ServerAnswer(ErrorReason reason, const std::string& message,
@@ -85,7 +100,7 @@ absl::StatusOr<HostTensor> SessionState::Get(
     if (message.has_info() && !have_info) {
       info = message.info();
       have_info = true;
-      bytes.reserve(info.nbytes());
+      ReserveTensorBytes(bytes, info.nbytes());
     }
     bytes += message.chunk();
     if (progress && have_info && !message.chunk().empty()) progress(bytes.size(), info.nbytes());

@@ -183,7 +183,10 @@ absl::StatusOr<HostTensor> SharedMemory::Get(const Tensor& tensor, uint64_t offs
   if (absl::Status s = GetAt(tensor, offset); !s.ok()) return s;
   // The server checked that the tensor's bytes fit the region at `offset`.
   const size_t n = static_cast<size_t>(tensor.numel()) * DTypeSize(tensor.dtype());
-  return HostTensor(tensor.dtype(), tensor.shape(), std::string(data() + offset, n));
+  std::string bytes;
+  internal::ReserveTensorBytes(bytes, n);
+  bytes.append(data() + offset, n);
+  return HostTensor(tensor.dtype(), tensor.shape(), std::move(bytes));
 }
 
 }  // namespace tensord::client
