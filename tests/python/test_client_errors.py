@@ -231,3 +231,53 @@ def test_unknown_checkpointing_is_invalid_request_and_value_error(sess):
         sess.client._call("OpenAutodiffContext", service_pb2.OpenAutodiffContextRequest(
             session_id=sess.id, checkpointing=99))
     same_as_server(e, server)
+
+
+def _stream_replaced(sess, messages):
+    """Has sess's client answer GetTensor with `messages` (a server gone wrong)."""
+    real = sess.client._stream
+
+    def fake(method, request, timeout=None):
+        if method == "GetTensor":
+            return iter(messages)
+        return real(method, request, timeout)
+    sess.client._stream = fake
+    return real
+
+
+@pytest.mark.parametrize("chunks,expected", [([b"\0" * 12], 16), ([b"\0" * 16, b"\0" * 4], 16)])
+def test_get_of_the_wrong_byte_count_is_transfer_incomplete(sess, chunks, expected):
+    t = sess.tensor(np.arange(4, dtype=np.float32))
+    messages = [service_pb2.GetTensorResponse(info=t._info, chunk=chunks[0])]
+    messages += [service_pb2.GetTensorResponse(chunk=c) for c in chunks[1:]]
+    real = _stream_replaced(sess, messages)
+    try:
+        with pytest.raises(tensord.TransferIncomplete) as err:
+            t.numpy()
+    finally:
+        sess.client._stream = real
+    e = client_refusal(err, tensord.TransferIncomplete,
+                       {"tensor_id", "received_bytes", "expected_bytes"})
+    assert e.metadata["expected_bytes"] == str(expected)
+    assert e.metadata["received_bytes"] == str(sum(len(c) for c in chunks))
+
+
+def test_get_assembles_chunks_of_any_size(sess):
+    """Chunks split anywhere, even inside an element, before or with the info, make the
+    tensor's values: one copy per chunk into the array returned."""
+    values = np.arange(7, dtype=np.float64) * 1.5 - 2
+    t = sess.tensor(values)
+    raw = values.astype("<f8").tobytes()
+    cuts = [0, 3, 3, 17, 40, len(raw)]
+    parts = [raw[a:b] for a, b in zip(cuts, cuts[1:])]
+    messages = [service_pb2.GetTensorResponse(chunk=parts[0]),
+                service_pb2.GetTensorResponse(info=t._info, chunk=parts[1])]
+    messages += [service_pb2.GetTensorResponse(chunk=c) for c in parts[2:]]
+    real = _stream_replaced(sess, messages)
+    try:
+        got = t.numpy()
+    finally:
+        sess.client._stream = real
+    np.testing.assert_array_equal(got, values)
+    got[0] = 99.0  # the caller's own, writable array
+    np.testing.assert_array_equal(t.numpy(), values)

@@ -186,12 +186,14 @@ def bytes_to_array(raw, wire_dtype: int, shape) -> np.ndarray:
         if len(raw) != expected:
             raise ValueError(f"tensord: received {len(raw)} bytes for a bf16 tensor of shape "
                              f"{shape} ({expected} expected)")
-        return bf16_bits_to_float32(np.frombuffer(bytes(raw), dtype="<u2")).reshape(shape)
+        return bf16_bits_to_float32(np.frombuffer(raw, dtype="<u2")).reshape(shape)
     dt = from_wire(wire_dtype).newbyteorder("<")
     shape = tuple(int(s) for s in shape)
     expected = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     if len(raw) != expected:
         raise ValueError(f"tensord: received {len(raw)} bytes for a {dt} tensor of shape "
                          f"{shape} ({expected} expected)")
-    buf = raw if isinstance(raw, bytearray) else bytearray(raw)
+    # A writable buffer (the array the caller gets must be): a numpy buffer or bytearray is
+    # used as it is, anything else copied once.
+    buf = raw if isinstance(raw, (bytearray, np.ndarray)) else bytearray(raw)
     return np.frombuffer(buf, dtype=dt).reshape(shape).astype(dt.newbyteorder("="), copy=False)

@@ -342,26 +342,45 @@ class Session:
 
     def _download(self, handle: int) -> np.ndarray:
         self._check_open()
-        info, parts = None, []
+        # Each chunk is copied once, into a numpy buffer sized from the tensor's info (numpy
+        # asks for huge pages for a large one): joining the chunks and then copying them into a
+        # writable buffer cost two copies and two rounds of page faults.
+        info, out, filled, early = None, None, 0, []
         for msg in self.client._stream("GetTensor", service_pb2.GetTensorRequest(
                 session_id=self.id, handle=handle)):
-            if msg.HasField("info"):
+            if msg.HasField("info") and info is None:
                 info = msg.info
+                itemsize = 2 if info.dtype == tensor_pb2.DTYPE_BF16 else \
+                    dtypes.from_wire(info.dtype).itemsize
+                expected = int(np.prod(info.shape, dtype=np.int64)) * itemsize
+                out = np.empty(expected, dtype=np.uint8)
+                for chunk in early:
+                    filled = self._fill(handle, out, filled, chunk)
             if msg.chunk:
-                parts.append(msg.chunk)
+                if out is None:
+                    early.append(msg.chunk)
+                else:
+                    filled = self._fill(handle, out, filled, msg.chunk)
         if info is None:
             raise client_error("INTERNAL", f"tensord: GetTensor({handle}) returned no TensorInfo",
                                {"tensor_id": handle})
-        raw = bytearray(b"".join(parts))
-        itemsize = 2 if info.dtype == tensor_pb2.DTYPE_BF16 else \
-            dtypes.from_wire(info.dtype).itemsize
-        expected = int(np.prod(info.shape, dtype=np.int64)) * itemsize
-        if len(raw) != expected:
-            raise client_error(
-                "TRANSFER_INCOMPLETE", f"tensord: GetTensor({handle}) sent {len(raw)} bytes for "
-                f"shape {tuple(info.shape)} ({expected} bytes)",
-                {"tensor_id": handle, "received_bytes": len(raw), "expected_bytes": expected})
-        return dtypes.bytes_to_array(raw, info.dtype, info.shape)
+        if filled != out.size:
+            self._incomplete(handle, info, filled, out.size)
+        return dtypes.bytes_to_array(out, info.dtype, info.shape)
+
+    def _fill(self, handle, out, filled, chunk) -> int:
+        if len(chunk) > out.size - filled:
+            self._incomplete(handle, None, filled + len(chunk), out.size)
+        out[filled:filled + len(chunk)] = np.frombuffer(chunk, dtype=np.uint8)
+        return filled + len(chunk)
+
+    @staticmethod
+    def _incomplete(handle, info, received, expected):
+        shape = f" for shape {tuple(info.shape)}" if info is not None else ""
+        raise client_error(
+            "TRANSFER_INCOMPLETE", f"tensord: GetTensor({handle}) sent {received} bytes{shape} "
+            f"({expected} bytes)",
+            {"tensor_id": handle, "received_bytes": received, "expected_bytes": expected})
 
     def _backward(self, ctx, loss, seed, retain_graph):
         if isinstance(self._batch, ProgramTrace):

@@ -95,9 +95,12 @@ class SharedMemory:
         info = self.get_at(tensor, offset)
         nbytes = int(np.prod(info.shape, dtype=np.int64)) * (
             2 if info.dtype == tensor_pb2.DTYPE_BF16 else dtypes.from_wire(info.dtype).itemsize)
-        if not copy and info.dtype != tensor_pb2.DTYPE_BF16:
-            return self.array(dtypes.from_wire(info.dtype), info.shape, offset)
-        return dtypes.bytes_to_array(self._map[offset:offset + nbytes], info.dtype, info.shape)
+        if info.dtype == tensor_pb2.DTYPE_BF16:  # widened to float32: a new array either way
+            bits = np.frombuffer(self._map, dtype="<u2", count=nbytes // 2, offset=offset)
+            return dtypes.bf16_bits_to_float32(bits).reshape(tuple(info.shape))
+        view = self.array(dtypes.from_wire(info.dtype), info.shape, offset)
+        # One copy, into an array numpy allocates (with huge pages when large).
+        return view.astype(view.dtype.newbyteorder("="), copy=True) if copy else view
 
     def get_at(self, tensor, offset: int = 0):
         """Has the server write `tensor`'s bytes at `offset`; returns its TensorInfo."""
