@@ -132,39 +132,37 @@ absl::Status SharedMemoryRegion::CheckSpan(uint64_t offset, uint64_t n,
 }
 
 absl::Status SharedMemoryRegion::Read(uint64_t offset, uint64_t n, char* dst) const {
-  RETURN_IF_ERROR(CheckSpan(offset, n, "put"));
-  // The whole region, not only the span: a shrunk object fails every call alike, as the
-  // client was told at registration how much it must keep.
-  RETURN_IF_ERROR(CheckObjectHolds(spec_.offset + spec_.byte_size, "put"));
-  uint64_t done = 0;
-  while (done < n) {
-    const ssize_t got = pread(fd_, dst + done, std::min(n - done, kMaxIoBytes),
-                              static_cast<off_t>(spec_.offset + offset + done));
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      // End of file: the object was shrunk since it was registered.
-      RETURN_IF_ERROR(CheckObjectHolds(spec_.offset + offset + n, "put"));
-      return Unavailable(spec_, "open", absl::StrCat("put: read failed: ", std::strerror(errno)));
-    }
-    done += static_cast<uint64_t>(got);
-  }
-  return absl::OkStatus();
+  return Copy(offset, n, "put",
+              [&](uint64_t done, size_t len, off_t at) { return pread(fd_, dst + done, len, at); });
 }
 
 absl::Status SharedMemoryRegion::Write(uint64_t offset, uint64_t n, const char* src) const {
-  RETURN_IF_ERROR(CheckSpan(offset, n, "get"));
-  // A write past the end would grow a shrunk object silently; the client would then read
-  // zeros where it expects its tensor.
-  RETURN_IF_ERROR(CheckObjectHolds(spec_.offset + spec_.byte_size, "get"));
+  return Copy(offset, n, "get", [&](uint64_t done, size_t len, off_t at) {
+    return pwrite(fd_, src + done, len, at);
+  });
+}
+
+absl::Status SharedMemoryRegion::Copy(uint64_t offset, uint64_t n, const std::string& what,
+                                      const CopyStep& step) const {
+  RETURN_IF_ERROR(CheckSpan(offset, n, what));
+  // The whole region, not only the span: a shrunk object fails every call alike (the client
+  // registered how much it keeps), and a write past its end would grow it silently, leaving
+  // the client zeros where it expects its tensor.
+  const uint64_t region_end = spec_.offset + spec_.byte_size;
+  RETURN_IF_ERROR(CheckObjectHolds(region_end, what));
   uint64_t done = 0;
   while (done < n) {
-    const ssize_t put = pwrite(fd_, src + done, std::min(n - done, kMaxIoBytes),
+    const ssize_t moved = step(done, static_cast<size_t>(std::min(n - done, kMaxIoBytes)),
                                static_cast<off_t>(spec_.offset + offset + done));
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) {
-      return Unavailable(spec_, "open", absl::StrCat("get: write failed: ", std::strerror(errno)));
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0) {
+      // Short: the object was shrunk during the call.
+      RETURN_IF_ERROR(CheckObjectHolds(region_end, what));
+      return Unavailable(
+          spec_, "open",
+          absl::StrCat(what, ": ", moved < 0 ? std::strerror(errno) : "end of file"));
     }
-    done += static_cast<uint64_t>(put);
+    done += static_cast<uint64_t>(moved);
   }
   return absl::OkStatus();
 }

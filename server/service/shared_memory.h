@@ -11,7 +11,10 @@
 // computation. No gRPC types.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -64,6 +67,11 @@ class SharedMemoryRegion {
 
  private:
   SharedMemoryRegion(SharedMemorySpec spec, int fd) : spec_(std::move(spec)), fd_(fd) {}
+  // One pread or pwrite of `len` bytes, `done` bytes into the span, at file offset `at`.
+  using CopyStep = std::function<ssize_t(uint64_t done, size_t len, off_t at)>;
+  // Moves the span [offset, offset + n) in steps, checked against the region and the object.
+  absl::Status Copy(uint64_t offset, uint64_t n, const std::string& what,
+                    const CopyStep& step) const;
   // The object's size now; SHARED_MEMORY_UNAVAILABLE when it no longer holds `end` bytes.
   absl::Status CheckObjectHolds(uint64_t end, const std::string& what) const;
 

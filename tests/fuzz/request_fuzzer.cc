@@ -504,7 +504,8 @@ class Sequence {
     if (Get(get) != resp.tensor().nbytes()) Fail("a put's tensor reads back another size");
   }
 
-  // The bytes streamed; checks they are as many as the stream's TensorInfo says.
+  // The bytes moved; checks they are as many as the stream's TensorInfo says: all streamed,
+  // or none when they went to a shared memory region.
   uint64_t Get(const v1::GetTensorRequest& req) {
     uint64_t got = 0;
     int64_t announced = -1;
@@ -520,6 +521,11 @@ class Sequence {
       });
       return status;
     });
+    if (req.has_shared_memory()) {
+      if (got != 0) Fail("GetTensor to shared memory streamed " + std::to_string(got) + " bytes");
+      if (status.ok() && announced < 0) Fail("GetTensor to shared memory sent no TensorInfo");
+      return status.ok() ? static_cast<uint64_t>(announced) : 0;
+    }
     if (status.ok() && static_cast<int64_t>(got) != announced) {
       Fail("GetTensor streamed " + std::to_string(got) + " bytes of a tensor of " +
            std::to_string(announced));

@@ -222,30 +222,38 @@ std::vector<std::pair<std::string, absl::Status>> CallsOn(v1::Tensord::Stub& stu
     v1::KeepAliveResponse resp;
     return stub.KeepAlive(&ctx, req, &resp);
   });
-  call("GetTensor", [&](grpc::ClientContext& ctx) {
+  // A get streamed back, or written to shared memory region `region` when it is not empty.
+  auto get = [&](grpc::ClientContext& ctx, const std::string& region) {
     v1::GetTensorRequest req;
     req.set_session_id(id);
     req.set_handle(handle);
+    if (!region.empty()) req.mutable_shared_memory()->set_region(region);
     auto reader = stub.GetTensor(&ctx, req);
     v1::GetTensorResponse msg;
     while (reader->Read(&msg)) {
     }
     return reader->Finish();
-  });
-  call("PutTensor", [&](grpc::ClientContext& ctx) {
+  };
+  // A put of one f32 streamed in a chunk, or read from region `region` when it is not empty.
+  auto put = [&](grpc::ClientContext& ctx, const std::string& region) {
     v1::PutTensorResponse resp;
     auto writer = stub.PutTensor(&ctx, &resp);
     v1::PutTensorRequest msg;
     msg.mutable_header()->set_session_id(id);
     msg.mutable_header()->set_dtype(v1::DTYPE_F32);
     msg.mutable_header()->add_shape(1);
+    if (!region.empty()) msg.mutable_header()->mutable_shared_memory()->set_region(region);
     writer->Write(msg);
-    msg.Clear();
-    msg.set_chunk(std::string(4, '\0'));
-    writer->Write(msg);
+    if (region.empty()) {
+      msg.Clear();
+      msg.set_chunk(std::string(4, '\0'));
+      writer->Write(msg);
+    }
     writer->WritesDone();
     return writer->Finish();
-  });
+  };
+  call("GetTensor", [&](grpc::ClientContext& ctx) { return get(ctx, ""); });
+  call("PutTensor", [&](grpc::ClientContext& ctx) { return put(ctx, ""); });
   call("Execute", [&](grpc::ClientContext& ctx) {
     v1::ExecuteRequest req;
     req.set_session_id(id);
@@ -322,29 +330,8 @@ std::vector<std::pair<std::string, absl::Status>> CallsOn(v1::Tensord::Stub& stu
     v1::UnregisterSharedMemoryResponse resp;
     return stub.UnregisterSharedMemory(&ctx, req, &resp);
   });
-  call("GetTensor to shared memory", [&](grpc::ClientContext& ctx) {
-    v1::GetTensorRequest req;
-    req.set_session_id(id);
-    req.set_handle(handle);
-    req.mutable_shared_memory()->set_region("r");
-    auto reader = stub.GetTensor(&ctx, req);
-    v1::GetTensorResponse msg;
-    while (reader->Read(&msg)) {
-    }
-    return reader->Finish();
-  });
-  call("PutTensor from shared memory", [&](grpc::ClientContext& ctx) {
-    v1::PutTensorResponse resp;
-    auto writer = stub.PutTensor(&ctx, &resp);
-    v1::PutTensorRequest msg;
-    msg.mutable_header()->set_session_id(id);
-    msg.mutable_header()->set_dtype(v1::DTYPE_F32);
-    msg.mutable_header()->add_shape(1);
-    msg.mutable_header()->mutable_shared_memory()->set_region("r");
-    writer->Write(msg);
-    writer->WritesDone();
-    return writer->Finish();
-  });
+  call("GetTensor to shared memory", [&](grpc::ClientContext& ctx) { return get(ctx, "r"); });
+  call("PutTensor from shared memory", [&](grpc::ClientContext& ctx) { return put(ctx, "r"); });
   call("CloseSession", [&](grpc::ClientContext& ctx) {
     v1::CloseSessionRequest req;
     req.set_session_id(id);

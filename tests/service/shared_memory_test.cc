@@ -98,6 +98,26 @@ class SharedMemoryTest : public ServiceTest {
     }
     return tc::FromGrpcStatus(reader->Finish());
   }
+  // A put of `elements` f32 from `region` by hand, with a chunk after the header when `chunk`
+  // is not empty (which the server must refuse).
+  absl::Status RawPut(const std::string& region, int64_t elements, const std::string& chunk) {
+    grpc::ClientContext ctx;
+    v1::PutTensorResponse resp;
+    auto writer = RawStub()->PutTensor(&ctx, &resp);
+    v1::PutTensorRequest put;
+    put.mutable_header()->set_session_id(session().id());
+    put.mutable_header()->set_dtype(v1::DTYPE_F32);
+    put.mutable_header()->add_shape(elements);
+    put.mutable_header()->mutable_shared_memory()->set_region(region);
+    writer->Write(put);
+    if (!chunk.empty()) {
+      v1::PutTensorRequest next;
+      next.set_chunk(chunk);
+      writer->Write(next);
+    }
+    writer->WritesDone();
+    return tc::FromGrpcStatus(writer->Finish());
+  }
   size_t Tensors() {
     absl::StatusOr<tc::SessionInfo> info = session().Info();
     EXPECT_TRUE(info.ok()) << info.status();
@@ -212,18 +232,8 @@ TEST_F(SharedMemoryTest, AShrunkObjectFailsTheCallNotTheServer) {
   const size_t before = Tensors();
   EXPECT_TRUE(FailsWith(RawGet(t, "r", 0), kFailedPrecondition, v1::SHARED_MEMORY_UNAVAILABLE,
                         {{"region", "r"}, {"cause", "too_small"}, {"key", object.key()}}));
-  grpc::ClientContext ctx;
-  v1::PutTensorResponse resp;
-  auto writer = RawStub()->PutTensor(&ctx, &resp);
-  v1::PutTensorRequest put;
-  put.mutable_header()->set_session_id(session().id());
-  put.mutable_header()->set_dtype(v1::DTYPE_F32);
-  put.mutable_header()->add_shape(16);
-  put.mutable_header()->mutable_shared_memory()->set_region("r");
-  ASSERT_TRUE(writer->Write(put));
-  writer->WritesDone();
-  EXPECT_TRUE(FailsWith(tc::FromGrpcStatus(writer->Finish()), kFailedPrecondition,
-                        v1::SHARED_MEMORY_UNAVAILABLE, {{"cause", "too_small"}}));
+  EXPECT_TRUE(FailsWith(RawPut("r", 16, ""), kFailedPrecondition, v1::SHARED_MEMORY_UNAVAILABLE,
+                        {{"cause", "too_small"}}));
   EXPECT_EQ(Tensors(), before);
   // Grown back, the same region serves again.
   object.Resize(4096);
@@ -232,22 +242,12 @@ TEST_F(SharedMemoryTest, AShrunkObjectFailsTheCallNotTheServer) {
 
 TEST_F(SharedMemoryTest, APutFromSharedMemoryCarriesNoChunks) {
   ASSERT_OK_AND_ASSIGN(tc::SharedMemory shm, tc::SharedMemory::Create(session(), 4096));
-  grpc::ClientContext ctx;
-  v1::PutTensorResponse resp;
-  auto writer = RawStub()->PutTensor(&ctx, &resp);
-  v1::PutTensorRequest put;
-  put.mutable_header()->set_session_id(session().id());
-  put.mutable_header()->set_dtype(v1::DTYPE_F32);
-  put.mutable_header()->add_shape(4);
-  put.mutable_header()->mutable_shared_memory()->set_region(shm.name());
-  ASSERT_TRUE(writer->Write(put));
-  v1::PutTensorRequest chunk;
-  chunk.set_chunk(std::string(16, 'x'));
-  writer->Write(chunk);
-  writer->WritesDone();
-  EXPECT_TRUE(FailsWith(tc::FromGrpcStatus(writer->Finish()), kInvalidArgument, v1::INVALID_REQUEST,
-                        {{"field", "header.shared_memory"}}));
+  EXPECT_TRUE(FailsWith(RawPut(shm.name(), 4, std::string(16, 'x')), kInvalidArgument,
+                        v1::INVALID_REQUEST, {{"field", "header.shared_memory"}}));
   EXPECT_EQ(Tensors(), 0u);
+  // The header alone is a put.
+  EXPECT_OK(RawPut(shm.name(), 4, ""));
+  EXPECT_EQ(Tensors(), 1u);
 }
 
 TEST_F(SharedMemoryTest, RegistrationChecksNameKeyObjectAndLimit) {
