@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "client/cpp/internal.h"
 #include "client/cpp/tensord.h"
 #include "dnnl.hpp"
 #include "echo_service.h"
@@ -158,7 +159,9 @@ void Transfer(const std::shared_ptr<grpc::Channel>& channel, tc::Session& sessio
     auto reader = echo->Download(&ctx, req);
     tensord::bench::Blob blob;
     std::string received;
-    received.reserve(bytes);
+    // The buffer the client gives a received tensor (huge pages when large), so that both
+    // sides pay the same page faults.
+    tc::internal::ReserveTensorBytes(received, static_cast<size_t>(bytes));
     while (reader->Read(&blob)) received.append(blob.data());
     Check(reader->Finish(), "Echo.Download");
   });
