@@ -23,29 +23,26 @@ SharedMemorySpec SpecFromProto(const v1::SharedMemoryInfo& info) {
 absl::Status ServiceCore::RegisterSharedMemory(const v1::RegisterSharedMemoryRequest& req,
                                                v1::RegisterSharedMemoryResponse* resp) {
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
-  {
-    absl::MutexLock lock(&session->mu());
+  // LIMIT_EXCEEDED when the session holds its most regions; the caller holds the lock.
+  const auto check_room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(session->mu()) -> absl::Status {
     RETURN_IF_ERROR(session->CheckLive());
     const int64_t held = static_cast<int64_t>(session->shared_memory().size());
-    if (held >= config_.limits.max_shared_memory_regions_per_session) {
-      return LimitError("shared memory", "max_shared_memory_regions_per_session", held + 1,
-                        config_.limits.max_shared_memory_regions_per_session,
-                        "regions registered in the session");
-    }
+    if (held < config_.limits.max_shared_memory_regions_per_session) return absl::OkStatus();
+    return LimitError("shared memory", "max_shared_memory_regions_per_session", held + 1,
+                      config_.limits.max_shared_memory_regions_per_session,
+                      "regions registered in the session");
+  };
+  {
+    absl::MutexLock lock(&session->mu());
+    RETURN_IF_ERROR(check_room());
   }
   // Opening the object may block on the file system: done without the session's lock.
   std::shared_ptr<const SharedMemoryRegion> region;
   ASSIGN_OR_RETURN(region,
                    SharedMemoryRegion::Open(SpecFromProto(req.region()), config_.shared_memory));
   absl::MutexLock lock(&session->mu());
-  RETURN_IF_ERROR(session->CheckLive());
   // Checked again: another call of the session may have registered one meanwhile.
-  if (const int64_t held = static_cast<int64_t>(session->shared_memory().size());
-      held >= config_.limits.max_shared_memory_regions_per_session) {
-    return LimitError("shared memory", "max_shared_memory_regions_per_session", held + 1,
-                      config_.limits.max_shared_memory_regions_per_session,
-                      "regions registered in the session");
-  }
+  RETURN_IF_ERROR(check_room());
   FillSharedMemoryInfo(region->spec(), resp->mutable_region());
   return session->AddSharedMemory(std::move(region));
 }

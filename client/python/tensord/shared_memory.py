@@ -78,7 +78,7 @@ class SharedMemory:
         array, wire = dtypes.encode(value, dtype)
         flat = array.reshape(-1).view(np.uint8)
         if 0 <= offset and flat.size <= self.nbytes - offset:
-            self._map[offset:offset + flat.size] = flat.tobytes() if flat.size < 4096 else flat
+            self._map[offset:offset + flat.size] = flat
         # else: the server's answer names the region's bounds.
         return self._put(wire, array.shape, offset, requires_grad, ctx, device)
 
