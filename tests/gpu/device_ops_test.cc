@@ -321,6 +321,7 @@ TEST(DeviceOps, EveryListedOpIsCovered) {
   shape_test.insert(kProductOps.begin(), kProductOps.end());
   for (const auto& [op, attrs] : UnaryShapeCases()) shape_test.insert(op);
   for (const auto& [op, attrs] : kOptimizerCases) shape_test.insert(op);
+  for (const auto& [op, attrs] : GroupOpCases()) shape_test.insert(op);
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);
     if (def.internal) continue;  // reached through the backward rules of the ops above

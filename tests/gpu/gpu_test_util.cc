@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 #include "server/backends/registered_backends.h"
@@ -187,6 +188,47 @@ Gradients Backward(const std::string& op, const std::vector<Tensor>& inputs, con
     if (!r) return r;
   }
   return ::testing::AssertionSuccess();
+}
+
+const std::vector<std::pair<std::string, AttrMap>>& GroupOpCases() {
+  using Ints = std::vector<int64_t>;
+  const AttrMap none;
+  static const auto* cases = new std::vector<std::pair<std::string, AttrMap>>{
+      {"amax", none},
+      {"amax", {{"dim", Ints{0, 2}}}},
+      {"amin", {{"dim", Ints{-1}}, {"keepdim", true}}},
+      {"max", none},
+      {"max", {{"dim", int64_t{1}}}},
+      {"min", {{"dim", int64_t{-1}}, {"keepdim", true}}},
+      {"min", none},
+      {"argmax", none},
+      {"argmax", {{"dim", int64_t{1}}}},
+      {"argmin", {{"dim", int64_t{0}}, {"keepdim", true}}},
+      {"var", none},
+      {"var", {{"dim", Ints{1}}}},
+      {"var", {{"dim", Ints{0, 2}}, {"correction", 0.0}, {"keepdim", true}}},
+      {"std", {{"dim", Ints{2}}, {"unbiased", false}}},
+      {"std", {{"dim", Ints{0}}, {"correction", 2.0}}},  // divisor 0: inf / NaN
+      {"logsumexp", {{"dim", Ints{1}}}},
+      {"logsumexp", {{"dim", Ints{0, 2}}, {"keepdim", true}}},
+      {"norm", none},
+      {"norm", {{"p", 1.0}, {"dim", Ints{1}}}},
+      {"norm", {{"p", 0.0}, {"dim", Ints{2}}}},
+      {"norm", {{"p", std::numeric_limits<double>::infinity()}, {"dim", Ints{1}}}},
+      {"norm", {{"p", -std::numeric_limits<double>::infinity()}}},
+      {"norm", {{"p", 3.0}, {"dim", Ints{0, 1}}, {"keepdim", true}}},
+      {"norm", {{"p", 0.5}, {"dim", Ints{2}}}},
+      {"norm", {{"p", 1.5}, {"dim", Ints{2}}}},
+      {"softmax", {{"dim", int64_t{1}}}},
+      {"softmax", {{"dim", int64_t{-1}}, {"dtype", std::string("f64")}}},
+      {"log_softmax", {{"dim", int64_t{0}}}},
+      {"log_softmax", {{"dim", int64_t{-1}}}},
+      {"cumsum", {{"dim", int64_t{1}}}},
+      {"cumsum", {{"dim", int64_t{-1}}, {"dtype", std::string("f64")}}},
+      {"cumprod", {{"dim", int64_t{0}}}},
+      {"cumprod", {{"dim", int64_t{2}}}},
+  };
+  return *cases;
 }
 
 }  // namespace tensord::testing

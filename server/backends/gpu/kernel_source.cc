@@ -49,6 +49,8 @@ ushort td_f32_to_f16(float f) {
 }
 )";
 
+}  // namespace
+
 std::string StorageType(const Dialect& d, DType t) {
   switch (t) {
     case DType::kF32:
@@ -104,8 +106,6 @@ std::string OffsetLoop(const std::string& index, const std::string& rank,
   return s;
 }
 
-}  // namespace
-
 std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
   bool f64 = false, half = false;
   for (DType t : dtypes) {
@@ -157,49 +157,6 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
                     Load(k.inputs[i], absl::StrCat("in", i, "[o", i, "]")), ");\n");
   }
   absl::StrAppend(&s, "  out[i] = ", Store(d, k.output, absl::StrCat("(", k.expr, ")")), ";\n}\n");
-  return s;
-}
-
-std::string RenderReduction(const Dialect& d, const ReductionKernel& k) {
-  const bool is_float = IsFloat(k.input);
-  // Sums accumulate in the widest type of their kind: the order differs from the CPU's, the
-  // precision does not suffer for it.
-  std::string acc = is_float ? "double" : d.int64;
-  std::string init, step;
-  switch (k.combine) {
-    case Combine::kSum:
-    case Combine::kMean:
-      init = "0", step = "acc += v;";
-      break;
-    case Combine::kProd:
-      init = "1", step = "acc *= v;";
-      break;
-    case Combine::kAll:
-      acc = "int", init = "1", step = "acc = acc && (v != 0);";
-      break;
-    case Combine::kAny:
-      acc = "int", init = "0", step = "acc = acc || (v != 0);";
-      break;
-  }
-  std::vector<DType> all = {k.input, k.output};
-  if (is_float) all.push_back(DType::kF64);
-  std::string s = Preamble(d, all);
-  absl::StrAppend(&s, d.kernel, " ", k.name, "(", d.global, " ", StorageType(d, k.output),
-                  "* out, ", d.global, " const ", StorageType(d, k.input), "* in, ", d.global,
-                  " const ", d.int64, "* geom, const ", d.int64, " n_out, const int out_rank, ",
-                  "const int red_rank, const ", d.int64, " n_red) {\n  const ", d.int64,
-                  " i = ", d.global_id, ";\n  if (i >= n_out) return;\n  ", d.int64,
-                  " base = 0;\n");
-  absl::StrAppend(&s, OffsetLoop("i", "out_rank", "geom[", {"base"}, {"geom[out_rank + "}, d));
-  const std::string red_shape = "geom[2 * out_rank + ";
-  const std::string red_stride = "geom[2 * out_rank + red_rank + ";
-  absl::StrAppend(&s, "  ", acc, " acc = ", init, ";\n  for (", d.int64,
-                  " j = 0; j < n_red; ++j) {\n    ", d.int64, " off = base;\n");
-  absl::StrAppend(&s, OffsetLoop("j", "red_rank", red_shape, {"off"}, {red_stride}, d));
-  absl::StrAppend(&s, "    const ", ComputeType(d, k.input), " v = (", ComputeType(d, k.input),
-                  ")(", Load(k.input, "in[off]"), ");\n    ", step, "\n  }\n");
-  std::string result = k.combine == Combine::kMean ? "acc / (double)n_red" : "acc";
-  absl::StrAppend(&s, "  out[i] = ", Store(d, k.output, result), ";\n}\n");
   return s;
 }
 

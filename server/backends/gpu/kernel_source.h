@@ -1,5 +1,6 @@
 // Renders the source of generated GPU kernels: elementwise maps (unary, binary, ternary, casts,
-// fills) over broadcast operands and reductions along dimensions. Shapes and strides are
+// fills) over broadcast operands, and the pieces the other templates (reductions, optimizers)
+// share. Shapes and strides are
 // run-time arguments (a geometry buffer), so one kernel serves every shape and rank of its
 // (op, dtypes): few variants, each compiled once per process.
 #pragma once
@@ -42,17 +43,16 @@ struct ElementwiseKernel {
 };
 std::string RenderElementwise(const Dialect& dialect, const ElementwiseKernel& k);
 
-// A reduction out[i] = combine over the reduced index space of in. Kernel arguments: out, in,
-// the geometry (output-index shape and input strides, then reduced shape and input strides),
-// n_out, out_rank, red_rank, n_red.
-enum class Combine { kSum, kMean, kProd, kAll, kAny };
-struct ReductionKernel {
-  std::string name;
-  Combine combine = Combine::kSum;
-  DType input = DType::kF32;
-  DType output = DType::kF32;
-};
-std::string RenderReduction(const Dialect& dialect, const ReductionKernel& k);
+// The pieces every template renders with: a dtype's storage type, the type it computes in
+// (2-byte floats as float, bool as int), a load converting storage to that type, a store back,
+// and the loop adding each operand's offset for the linear `index` over `shape_at` dims.
+std::string StorageType(const Dialect& dialect, DType t);
+std::string ComputeType(const Dialect& dialect, DType t);
+std::string Load(DType t, const std::string& element);
+std::string Store(const Dialect& dialect, DType t, const std::string& value);
+std::string OffsetLoop(const std::string& index, const std::string& rank,
+                       const std::string& shape_at, const std::vector<std::string>& offsets,
+                       const std::vector<std::string>& stride_at, const Dialect& dialect);
 
 // Operand geometry: one iteration shape and, per operand, the element strides that walk it.
 // Adjacent dimensions every operand walks contiguously are merged, so same-shape operands

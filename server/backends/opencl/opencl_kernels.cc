@@ -11,8 +11,8 @@
 #include "server/backends/opencl/opencl_elementwise.h"
 #include "server/backends/opencl/opencl_linalg.h"
 #include "server/backends/opencl/opencl_optimizers.h"
+#include "server/backends/opencl/opencl_reductions.h"
 #include "server/core/status.h"
-#include "server/ops/reduction.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord::opencl {
@@ -35,11 +35,6 @@ const std::set<std::string>& CopyOps() {
                                                    "clone",   "to_dtype",  "assign"};
   return *s;
 }
-const std::set<std::string>& ReductionOps() {
-  static const auto* s = new std::set<std::string>{"sum", "mean", "prod", "all", "any"};
-  return *s;
-}
-
 // The compute dtype of an elementwise call and its expression, or nullopt.
 struct ElementwisePlan {
   gpu::ElementwiseExpr expr;
@@ -110,53 +105,6 @@ absl::Status RunFill(KernelCall& c, ClDevice& device) {
   return Fill(device, value, c.outputs[0]);
 }
 
-absl::StatusOr<std::vector<int64_t>> ReducedDims(const OpDef& op, const Attrs& attrs,
-                                                 int64_t rank) {
-  if (op.name == "prod") return SingleDimOrAll("prod", attrs, rank);
-  return ReductionDims(op.name, attrs, rank);
-}
-
-absl::Status RunReduction(KernelCall& c, ClDevice& device) {
-  const Tensor& x = c.inputs[0];
-  Tensor& out = c.outputs[0];
-  if (out.numel() == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReducedDims(c.op, c.attrs, x.rank()));
-  gpu::ReductionGeometry g = gpu::ReduceGeometry(x.shape(), dims);
-  const std::string& op = c.op.name;
-  gpu::ReductionKernel k;
-  k.combine = op == "sum"    ? gpu::Combine::kSum
-              : op == "mean" ? gpu::Combine::kMean
-              : op == "prod" ? gpu::Combine::kProd
-              : op == "all"  ? gpu::Combine::kAll
-                             : gpu::Combine::kAny;
-  k.input = x.dtype();
-  k.output = out.dtype();
-  k.name = KernelName(op, {k.input, k.output});
-  ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(k.name, k.name, [&k] {
-    return gpu::RenderReduction(gpu::OpenClDialect(), k);
-  }));
-  std::vector<int64_t> flat = g.kept.Flat();
-  const std::vector<int64_t> reduced = g.reduced.Flat();
-  flat.insert(flat.end(), reduced.begin(), reduced.end());
-  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(flat));
-  Operand geometry_arg = Operand::Owning(geom);
-  ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(x, device));
-  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  const int64_t n_red = NumElements(g.reduced.shape);
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(in_arg)
-      .AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(out.numel()))
-      .Add(static_cast<cl_int>(g.kept.shape.size()))
-      .Add(static_cast<cl_int>(g.reduced.shape.size()))
-      .Add(static_cast<cl_long>(x.numel() == 0 ? 0 : n_red));
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
-  return device.Launch(built->kernel, out.numel());
-}
-
 bool HasLowPrecision(absl::Span<const DType> dtypes) {
   for (DType d : dtypes) {
     if (IsLowPrecision(d)) return true;
@@ -168,7 +116,7 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
-         CopyOps().count(op.name) || ReductionOps().count(op.name) || IsProduct(op.name) ||
+         CopyOps().count(op.name) || IsGroupOp(op.name) || IsProduct(op.name) ||
          IsOptimizer(op.name);
 }
 
@@ -178,12 +126,14 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   for (DType d : q.dtypes) {
     if (d == DType::kF64 && !device.has_fp64()) return false;
   }
+  // Group kernels accumulate in double.
+  if (IsGroupOp(op) && !device.has_fp64()) return false;
   // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
   const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op);
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  if (ReductionOps().count(op) || IsOptimizer(op)) return true;
+  if (IsGroupOp(op) || IsOptimizer(op)) return true;
   if (IsProduct(op)) return SupportsProduct(q);
   if (q.outputs.empty()) return false;
   return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
@@ -197,7 +147,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   }
   if (FillOps().count(op)) return RunFill(c, device);
   if (CopyOps().count(op)) return RunCopy(c, device);
-  if (ReductionOps().count(op)) return RunReduction(c, device);
+  if (IsGroupOp(op)) return RunGroup(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
   std::optional<ElementwisePlan> plan =
