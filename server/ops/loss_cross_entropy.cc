@@ -166,6 +166,16 @@ std::vector<AttrSpec> NllAttrs() {
 
 }  // namespace
 
+absl::Status CheckClassIndex(const std::string& loss, int64_t t, int64_t classes,
+                             int64_t ignore_index) {
+  if (t == ignore_index || (t >= 0 && t < classes)) return absl::OkStatus();
+  return Error(
+      Reason::kIndexOutOfRange,
+      absl::StrCat(loss, ": target value ", t, " is out of range for ", classes,
+                   " classes (expected 0..", classes - 1, ", or ignore_index ", ignore_index, ")"),
+      {{"op", loss}, {"value", absl::StrCat(t)}, {"num_classes", absl::StrCat(classes)}});
+}
+
 void RegisterCrossEntropyOps(OpRegistry& r) {
   OpDef nll = PublicLoss("nll_loss");
   nll.doc = "input: log-probabilities [C] or [N, C, d1...]; target: class indices";

@@ -49,6 +49,12 @@ OpDef ElementwiseLossBackward(const std::string& forward, int min_inputs, int ma
 // `t` expanded to `shape` (a no-op when it has it already).
 absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape& shape);
 
+// cross_entropy / nll_loss (`loss` names the public op): OK for a class index in
+// [0, classes) or equal to ignore_index, else INDEX_OUT_OF_RANGE naming the value. Every
+// backend checks its targets with it, so the error is the same on every device.
+absl::Status CheckClassIndex(const std::string& loss, int64_t target, int64_t classes,
+                             int64_t ignore_index);
+
 // Family parts registered from RegisterReductionOps / RegisterLossOps.
 void RegisterMinMaxOps(OpRegistry& r);
 void RegisterStatisticOps(OpRegistry& r);

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/status.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_test_util.h"
 
@@ -79,6 +80,61 @@ TEST(DeviceReductions, GradientsMatchTheCpu) {
   for (const AttrMap& attrs : std::vector<AttrMap>{{}, {{"dim", int64_t{1}}}}) {
     EXPECT_TRUE(SameGradientsOnDevice(device, "prod", {Ties(DType::kF64, {2, 3, 4}, 23)}, attrs));
   }
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
+// cross_entropy and nll_loss with class-index targets (weights, ignore_index, label
+// smoothing, every reduction, a target out of range) and with probability targets.
+TEST(DeviceReductions, CrossEntropyMatchesTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  const Tensor weight = Values(DType::kF64, {5}, {0.5, 1.0, 2.0, 0.25, 1.5});
+  struct Case {
+    Shape input;
+    Tensor target;
+  };
+  const std::vector<Case> cases = {
+      {{4, 5}, Values(DType::kI64, {4}, {0, 4, 2, -100})},
+      {{2, 5, 3}, Values(DType::kI32, {2, 3}, {1, 0, 4, 3, 3, 2})},
+      {{5}, Values(DType::kI64, {}, {3})},
+      {{0, 5}, Values(DType::kI64, {0}, {})},
+  };
+  for (const std::string reduction : {"mean", "sum", "none"}) {
+    for (const Case& k : cases) {
+      for (bool weighted : {false, true}) {
+        for (double ls : {0.0, 0.1}) {
+          AttrMap attrs = {{"reduction", reduction}, {"label_smoothing", ls}};
+          const Tensor x = Random(DType::kF64, k.input, 40, -3, 3);
+          std::vector<Tensor> in = {x, k.target};
+          if (weighted) in.push_back(weight);
+          const std::string what = absl::StrCat(reduction, " ", ShapeToString(k.input),
+                                                weighted ? " weighted" : "", " ls=", ls);
+          EXPECT_TRUE(SameOnDevice(device, "cross_entropy", in, attrs, 8)) << what;
+          EXPECT_TRUE(SameGradientsOnDevice(device, "cross_entropy", in, attrs, 8)) << what;
+          in[0] = Run1("to_dtype", {x}, {{"dtype", std::string("f32")}});
+          if (weighted) in[2] = Run1("to_dtype", {weight}, {{"dtype", std::string("f32")}});
+          EXPECT_TRUE(SameOnDevice(device, "cross_entropy", in, attrs, 8)) << what << " f32";
+          if (ls == 0) {
+            in[0] = Run1("log_softmax", {x}, {{"dim", int64_t{k.input.size() == 1 ? 0 : 1}}});
+            if (weighted) in[2] = weight;
+            attrs.erase("label_smoothing");
+            EXPECT_TRUE(SameGradientsOnDevice(device, "nll_loss", in, attrs, 8)) << what;
+          }
+        }
+      }
+    }
+  }
+  // A target out of range: the same INDEX_OUT_OF_RANGE on both devices.
+  const Tensor x = Random(DType::kF32, {3, 4}, 41);
+  EXPECT_TRUE(SameOnDevice(device, "cross_entropy", {x, Values(DType::kI64, {3}, {0, 4, 1})}));
+  auto r = DeviceDispatcher().Call(
+      "cross_entropy", {MoveTo(x, device), MoveTo(Values(DType::kI64, {3}, {0, -2, 1}), device)},
+      {}, CallEnv{});
+  EXPECT_EQ(GetReason(r.status()), Reason::kIndexOutOfRange) << r.status();
+  // Probability targets compose log-softmax, mul and sum.
+  const Tensor p = Run1("softmax", {Random(DType::kF64, {3, 4}, 42)}, {{"dim", int64_t{1}}});
+  EXPECT_TRUE(SameGradientsOnDevice(device, "cross_entropy", {Random(DType::kF64, {3, 4}, 43), p},
+                                    {{"label_smoothing", 0.2}}, 8));
   EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
 }
 

@@ -84,13 +84,7 @@ struct Nll {
 
   double W(int64_t c) const { return weight ? weight[c] : 1.0; }
 
-  absl::Status RangeError(int64_t t) const {
-    return Error(
-        Reason::kIndexOutOfRange,
-        absl::StrCat(loss, ": target value ", t, " is out of range for ", s.size,
-                     " classes (expected 0..", s.size - 1, ", or ignore_index ", ignore, ")"),
-        {{"op", loss}, {"value", absl::StrCat(t)}, {"num_classes", absl::StrCat(s.size)}});
-  }
+  absl::Status RangeError(int64_t t) const { return CheckClassIndex(loss, t, s.size, ignore); }
 };
 
 absl::StatusOr<Nll> MakeNll(const KernelCall& c, const Tensor& logp, const Tensor* weight) {

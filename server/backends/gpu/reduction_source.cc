@@ -22,6 +22,7 @@ std::string EachMacro(const Dialect& d, const std::string& name, const std::stri
 std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
   std::vector<DType> all = k.walked;
   all.insert(all.end(), k.groups.begin(), k.groups.end());
+  all.insert(all.end(), k.tables.begin(), k.tables.end());
   all.push_back(k.output);
   all.push_back(k.compute);
   all.push_back(DType::kF64);  // accumulators and s0
@@ -37,6 +38,10 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
     absl::StrAppend(&s, "#define X", w, "(o) ((T)(", Load(k.walked[w], absl::StrCat("x", w, "[o]")),
                     "))\n");
   }
+  for (size_t t = 0; t < k.tables.size(); ++t) {
+    absl::StrAppend(&s, "#define A", t, "(k) ((double)(",
+                    Load(k.tables[t], absl::StrCat("table", t, "[k]")), "))\n");
+  }
   absl::StrAppend(&s, "#define OUT(v) out[i] = ", Store(d, k.output, "(v)"), "\n",
                   "#define OUT_AT(v) out[off] = ", Store(d, k.output, "(v)"), "\n",
                   "#define OUT_GET() ((double)(", Load(k.output, "out[off]"), "))\n",
@@ -51,6 +56,9 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
   }
   for (size_t g = 0; g < k.groups.size(); ++g) {
     absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.groups[g]), "* in_g", g);
+  }
+  for (size_t t = 0; t < k.tables.size(); ++t) {
+    absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.tables[t]), "* table", t);
   }
   absl::StrAppend(&s, ", ", d.global, " const ", L, "* geom, const ", L,
                   " n_groups, const int kept_rank, const int red_rank, const ", L,

@@ -22,6 +22,7 @@ namespace tensord::gpu {
 //   X0(off), X1(off) the walked inputs at `off`, as T
 //   g0, g1           the group's per-group inputs (gradient, result, index), in their
 //                    compute types
+//   A0(k)            table input 0 at any index k, as double (class weights)
 //   OUT(v)           writes the group's output element; OUT_AT(v) (inside EACH) the output
 //                    element at `off`, for outputs shaped like the walked inputs; OUT_GET()
 //                    reads that element back, as double
@@ -34,11 +35,13 @@ struct GroupKernel {
   std::string body;
   std::vector<DType> walked;  // storage dtypes of the walked inputs (at most 2)
   std::vector<DType> groups;  // storage dtypes of the per-group inputs (at most 2)
+  std::vector<DType> tables;  // storage dtypes of inputs read at any index
   DType compute = DType::kF32;
   DType output = DType::kF32;
   bool indices = false;  // a second output of int64 per group
 };
-// Kernel arguments: out, [indices], the walked inputs, the per-group inputs, the geometry
+// Kernel arguments: out, [indices], the walked inputs, the per-group inputs, the tables, the
+// geometry
 // (ReduceGeometry: kept shape and strides, then reduced shape and strides), n_groups (int64),
 // kept_rank, red_rank (int), n_red (int64), s0 (double).
 std::string RenderGroup(const Dialect& dialect, const GroupKernel& k);

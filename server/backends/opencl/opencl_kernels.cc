@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/kernel_source.h"
+#include "server/backends/opencl/opencl_cross_entropy.h"
 #include "server/backends/opencl/opencl_elementwise.h"
 #include "server/backends/opencl/opencl_linalg.h"
 #include "server/backends/opencl/opencl_optimizers.h"
@@ -116,8 +117,8 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
-         CopyOps().count(op.name) || IsGroupOp(op.name) || IsProduct(op.name) ||
-         IsOptimizer(op.name);
+         CopyOps().count(op.name) || IsGroupOp(op.name) || IsCrossEntropyOp(op.name) ||
+         IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -127,13 +128,13 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
     if (d == DType::kF64 && !device.has_fp64()) return false;
   }
   // Group kernels accumulate in double.
-  if (IsGroupOp(op) && !device.has_fp64()) return false;
+  if ((IsGroupOp(op) || IsCrossEntropyOp(op)) && !device.has_fp64()) return false;
   // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
   const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op);
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  if (IsGroupOp(op) || IsOptimizer(op)) return true;
+  if (IsGroupOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) return true;
   if (IsProduct(op)) return SupportsProduct(q);
   if (q.outputs.empty()) return false;
   return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
@@ -148,6 +149,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (FillOps().count(op)) return RunFill(c, device);
   if (CopyOps().count(op)) return RunCopy(c, device);
   if (IsGroupOp(op)) return RunGroup(c, device);
+  if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
   std::optional<ElementwisePlan> plan =

@@ -11,17 +11,9 @@ namespace tensord::opencl {
 
 bool IsGroupOp(const std::string& op) { return gpu::HasGroup(op); }
 
-absl::Status RunGroup(KernelCall& c, ClDevice& device) {
-  std::vector<int64_t> ranks;
-  std::vector<DType> dtypes;
-  for (const Tensor& t : c.inputs) {
-    ranks.push_back(t.rank());
-    dtypes.push_back(t.dtype());
-  }
-  Tensor& out = c.outputs[0];
-  ASSIGN_OR_RETURN(gpu::GroupPlan plan,
-                   gpu::PlanGroup(c.op.name, c.attrs, ranks, dtypes, out.dtype()));
-  const Tensor& walked = c.inputs[plan.walked[0]];
+absl::Status LaunchGroup(ClDevice& device, const std::string& op, const gpu::GroupPlan& plan,
+                         const std::vector<Tensor>& inputs, Tensor& out, Tensor* indices) {
+  const Tensor& walked = inputs[plan.walked[0]];
   const gpu::ReductionGeometry g = gpu::ReduceGeometry(walked.shape(), plan.dims);
   const int64_t n_groups = NumElements(g.kept.shape);
   if (n_groups == 0 || out.numel() == 0) return absl::OkStatus();
@@ -30,18 +22,19 @@ absl::Status RunGroup(KernelCall& c, ClDevice& device) {
   k.body = plan.body;
   k.compute = plan.compute;
   k.output = out.dtype();
-  k.indices = plan.indices;
-  std::vector<DType> key;
-  for (int w : plan.walked) k.walked.push_back(c.inputs[w].dtype());
-  for (int i : plan.groups) k.groups.push_back(c.inputs[i].dtype());
-  key.insert(key.end(), k.walked.begin(), k.walked.end());
+  k.indices = indices != nullptr;
+  for (int w : plan.walked) k.walked.push_back(inputs[w].dtype());
+  for (int i : plan.groups) k.groups.push_back(inputs[i].dtype());
+  for (int i : plan.tables) k.tables.push_back(inputs[i].dtype());
+  std::vector<DType> key = k.walked;
   key.insert(key.end(), k.groups.begin(), k.groups.end());
+  key.insert(key.end(), k.tables.begin(), k.tables.end());
   key.push_back(k.output);
   key.push_back(k.compute);
-  k.name = KernelName(c.op.name, key);
+  k.name = KernelName(op, key);
   // The name holds op and dtypes; the body tells apart an op's attribute forms (norm's p).
   ASSIGN_OR_RETURN(BuiltKernel * built,
-                   device.Kernel(absl::StrCat(k.name, "|", k.body), k.name,
+                   device.Kernel(absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
                                  [&k] { return gpu::RenderGroup(gpu::OpenClDialect(), k); }));
 
   std::vector<int64_t> flat = g.kept.Flat();
@@ -50,16 +43,16 @@ absl::Status RunGroup(KernelCall& c, ClDevice& device) {
   ASSIGN_OR_RETURN(cl_mem geom, device.Constants(flat));
   Operand geometry_arg = Operand::Owning(geom);
   std::vector<Operand> operands;
-  operands.reserve(1 + plan.walked.size() + plan.groups.size());
+  operands.reserve(2 + plan.walked.size() + plan.groups.size() + plan.tables.size());
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
   operands.push_back(std::move(out_arg));
-  if (plan.indices) {
-    ASSIGN_OR_RETURN(Operand idx_arg, Operand::Of(c.outputs[1], device));
+  if (indices != nullptr) {
+    ASSIGN_OR_RETURN(Operand idx_arg, Operand::Of(*indices, device));
     operands.push_back(std::move(idx_arg));
   }
-  for (const std::vector<int>* list : {&plan.walked, &plan.groups}) {
+  for (const std::vector<int>* list : {&plan.walked, &plan.groups, &plan.tables}) {
     for (int i : *list) {
-      ASSIGN_OR_RETURN(Operand o, Operand::Of(c.inputs[i], device));
+      ASSIGN_OR_RETURN(Operand o, Operand::Of(inputs[i], device));
       operands.push_back(std::move(o));
     }
   }
@@ -76,6 +69,20 @@ absl::Status RunGroup(KernelCall& c, ClDevice& device) {
     return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
   }
   return device.Launch(built->kernel, n_groups);
+}
+
+absl::Status RunGroup(KernelCall& c, ClDevice& device) {
+  std::vector<int64_t> ranks;
+  std::vector<DType> dtypes;
+  for (const Tensor& t : c.inputs) {
+    ranks.push_back(t.rank());
+    dtypes.push_back(t.dtype());
+  }
+  ASSIGN_OR_RETURN(gpu::GroupPlan plan,
+                   gpu::PlanGroup(c.op.name, c.attrs, ranks, dtypes, c.outputs[0].dtype()));
+  const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  return LaunchGroup(device, c.op.name, plan, inputs, c.outputs[0],
+                     plan.indices ? &c.outputs[1] : nullptr);
 }
 
 }  // namespace tensord::opencl
