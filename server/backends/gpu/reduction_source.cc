@@ -6,7 +6,7 @@
 namespace tensord::gpu {
 namespace {
 
-// A loop over the group as one macro line: `j` from `first` while `cond`, stepping `step`.
+// `name`(...): the for header `loop` over `j`, each element's offset `off`, then the statements.
 std::string EachMacro(const Dialect& d, const std::string& name, const std::string& loop) {
   const std::string offsets = OffsetLoop("j", "red_rank", "geom[2 * kept_rank + ", {"off"},
                                          {"geom[2 * kept_rank + red_rank + "}, d);

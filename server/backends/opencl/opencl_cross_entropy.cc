@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "server/backends/gpu/reduction_exprs.h"
+#include "server/backends/gpu/loss_exprs.h"
 #include "server/backends/opencl/opencl_reductions.h"
 #include "server/core/status.h"
 #include "server/ops/reduction.h"
