@@ -1,8 +1,7 @@
 // Renders the source of generated GPU kernels: elementwise maps (unary, binary, ternary, casts,
 // fills) over broadcast operands, and the pieces the other templates (reductions, optimizers)
-// share. Shapes and strides are
-// run-time arguments (a geometry buffer), so one kernel serves every shape and rank of its
-// (op, dtypes): few variants, each compiled once per process.
+// share. Shapes and strides are run-time arguments (a geometry buffer), so one kernel serves
+// every shape and rank of its (op, dtypes): few variants, each compiled once per process.
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,7 @@ namespace tensord::gpu {
 
 // cross_entropy_nll over log-probabilities [C] or [N, C, d...] (inputs: log_probs, target,
 // [weight]): each group is a sample's classes, its loss written per sample (f64 for a reduced
-// loss, summed by SumPlan afterwards). Targets are checked on the host before.
+// loss, summed by ScaledSumPlan afterwards). Targets are checked on the host before.
 GroupPlan NllLossPlan(const Attrs& attrs, int64_t rank, bool weighted);
 // cross_entropy_nll_backward (inputs: grad, log_probs, target, [weight]): the gradient of every
 // log-probability. A reduced loss's gradient scale (grad / total weight for mean) is s0.

@@ -25,6 +25,7 @@ struct Entry {
   bool compute_in_output;  // else in the first walked input's dtype
   std::function<std::string(const Attrs&)> body;
   std::function<absl::StatusOr<double>(const std::string& op, const Attrs&)> scalar = nullptr;
+  bool indices_with_dim = false;  // given a dim, a second output of indices (max, min)
 };
 
 std::function<std::string(const Attrs&)> Fixed(std::string body) {
@@ -54,6 +55,11 @@ std::string VarBody(bool is_std) {
 constexpr char kSoftmaxSums[] =
     "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
     "T s = 0; EACH(s += exp(X0(off) - m);) ";
+
+// The same with the sum in double (logsumexp, cross_entropy's log-softmax).
+constexpr char kLogSumExpSums[] =
+    "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
+    "double s = 0; EACH(s += (double)exp(X0(off) - m);) ";
 
 // torch's norm: inf / -inf the largest / smallest |x| (NaN wins), 0 the non-zero count.
 std::string NormBody(const Attrs& a) {
@@ -144,8 +150,8 @@ const std::map<std::string, Entry>& Table() {
       {"argmax", {D::kSingleOrAll, {0}, {}, false, Fixed(Extremum(true, false, "OUT(at);"))}},
       {"argmin", {D::kSingleOrAll, {0}, {}, false, Fixed(Extremum(false, false, "OUT(at);"))}},
       // With a dim: values and indices; without: one value (the plan drops the index).
-      {"max", {D::kSingleOrAll, {0}, {}, false, MaxMinBody(true)}},
-      {"min", {D::kSingleOrAll, {0}, {}, false, MaxMinBody(false)}},
+      {"max", {D::kSingleOrAll, {0}, {}, false, MaxMinBody(true), nullptr, true}},
+      {"min", {D::kSingleOrAll, {0}, {}, false, MaxMinBody(false), nullptr, true}},
       {"var", {D::kList, {0}, {}, false, Fixed(VarBody(false)), Correction}},
       {"std", {D::kList, {0}, {}, false, Fixed(VarBody(true)), Correction}},
       {"logsumexp",
@@ -153,9 +159,7 @@ const std::map<std::string, Entry>& Table() {
         {0},
         {},
         false,
-        Fixed("T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
-              "double s = 0; EACH(s += (double)exp(X0(off) - m);) "
-              "OUT(isfinite(m) ? (double)m + log(s) : (double)m);")}},
+        Fixed(absl::StrCat(kLogSumExpSums, "OUT(isfinite(m) ? (double)m + log(s) : (double)m);"))}},
       {"norm", {D::kList, {0}, {}, false, NormBody, P}},
       {"softmax",
        {D::kOne,
@@ -177,9 +181,9 @@ const std::map<std::string, Entry>& Table() {
         {0},
         {},
         false,
-        Fixed("T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
-              "double s = 0; EACH(s += (double)exp(X0(off) - m);) "
-              "const double l = (double)m + log(s); EACH(OUT_AT((double)X0(off) - l);)")}},
+        Fixed(absl::StrCat(kLogSumExpSums,
+                           "const double l = (double)m + log(s); "
+                           "EACH(OUT_AT((double)X0(off) - l);)"))}},
       // (grad, output): grad - exp(output) * sum(grad).
       {"cross_entropy_log_softmax_backward",
        {D::kOne,
@@ -283,7 +287,7 @@ absl::StatusOr<GroupPlan> PlanGroup(const std::string& op, const Attrs& attrs,
   plan.groups = e.groups;
   ASSIGN_OR_RETURN(plan.dims, GroupDims(op, e.dims, attrs, input_ranks[e.walked[0]]));
   plan.compute = e.compute_in_output ? output : input_dtypes[e.walked[0]];
-  plan.indices = (op == "max" || op == "min") && attrs.Has("dim");
+  plan.indices = e.indices_with_dim && attrs.Has("dim");
   plan.body = e.body(attrs);
   if (e.scalar) {
     ASSIGN_OR_RETURN(plan.scalar, e.scalar(op, attrs));

@@ -3,7 +3,6 @@
 // kernels compute them, so that NaNs, ties, empty groups and zeros come out the same.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
