@@ -1,6 +1,7 @@
 // Every op the accelerator backend lists, forward and gradient, against the CPU backend (the
 // idea of ggml's test-backend-ops): random values, broadcasting, 0-d and empty tensors,
 // number operands, inputs made non-contiguous by a transpose first, every dtype the op takes.
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -141,6 +142,11 @@ TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
       {"softplus", {{"beta", 2.0}, {"threshold", 1.0}}},
       {"leaky_relu", {{"negative_slope", 0.2}}},
       {"elu", {{"alpha", 0.7}}},
+      {"celu", {{"alpha", 0.7}}},
+      {"hardtanh", {{"min_val", -0.5}, {"max_val", 1.5}}},
+      {"softshrink", {{"lambd", 0.3}}},
+      {"hardshrink", {{"lambd", 1.2}}},
+      {"threshold", {{"threshold", 0.1}, {"value", -2.0}}},
       {"clamp", {{"min", -0.5}}},
       {"clamp", {{"max", 0.25}}},
       {"clamp", {{"min", 0.5}, {"max", -0.5}}},
@@ -170,6 +176,40 @@ TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
   EXPECT_EQ(GetReason(clamped.status()), Reason::kUnsupportedOnBackend);
   // A fractional bound gives an f32 output, which runs.
   EXPECT_TRUE(SameOnDevice(device, "clamp", {Input(DType::kI64, {3}, 60)}, {{"min", 0.5}}));
+}
+
+// The piecewise activations at their kinks, where each side of a comparison decides the value
+// or the gradient (PyTorch's branch choices), and at NaN and the infinities.
+TEST(DeviceOps, ActivationKinksMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const std::vector<double> points = {-3,  3,    0,  6,   -1,   1,   0.5,      -0.5,
+                                      0.1, -0.1, 20, -20, 1e-8, NAN, INFINITY, -INFINITY};
+  const std::vector<std::pair<std::string, AttrMap>> cases = {
+      {"relu6", {}},
+      {"hardtanh", {}},
+      {"selu", {}},
+      {"celu", {}},
+      {"hardsigmoid", {}},
+      {"hardswish", {}},
+      {"softshrink", {}},
+      {"hardshrink", {}},
+      {"mish", {}},
+      {"logsigmoid", {}},
+      {"threshold", {{"threshold", 0.5}, {"value", 7.0}}},
+      {"hardtanh", {{"min_val", -3.0}, {"max_val", 3.0}}},
+      {"softshrink", {{"lambd", 1.0}}},
+  };
+  for (const auto& [op, attrs] : cases) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      std::vector<double> at = points;
+      // mish's gradient at +-inf is inf * 0 on the CPU (NaN): only where the library's f32
+      // tanh(inf) is exactly 1, which OpenCL's precision rules do not promise.
+      if (op == "mish") at.resize(at.size() - 2);
+      const Tensor x = Values(dtype, {static_cast<int64_t>(at.size())}, at);
+      EXPECT_TRUE(SameOnDevice(device, op, {x}, attrs)) << op << " " << DTypeName(dtype);
+      EXPECT_TRUE(SameGradientsOnDevice(device, op, {x}, attrs)) << op << " " << DTypeName(dtype);
+    }
+  }
 }
 
 TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {
@@ -322,6 +362,7 @@ TEST(DeviceOps, EveryListedOpIsCovered) {
   for (const auto& [op, attrs] : UnaryShapeCases()) shape_test.insert(op);
   for (const auto& [op, attrs] : kOptimizerCases) shape_test.insert(op);
   for (const auto& [op, attrs] : GroupOpCases()) shape_test.insert(op);
+  for (const LayoutCase& c : LayoutOpCases()) shape_test.insert(c.op);
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);
     if (def.internal) continue;  // reached through the backward rules of the ops above

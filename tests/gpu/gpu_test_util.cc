@@ -231,4 +231,51 @@ const std::vector<std::pair<std::string, AttrMap>>& GroupOpCases() {
   return *cases;
 }
 
+const std::vector<LayoutCase>& LayoutOpCases() {
+  using Ints = std::vector<int64_t>;
+  const std::string constant = "constant";
+  static const auto* cases = new std::vector<LayoutCase>{
+      {"cat", {{2, 3}, {1, 3}, {0, 3}}, {{"dim", int64_t{0}}}},
+      {"cat", {{2, 1}, {2, 3}}, {{"dim", int64_t{-1}}}},
+      {"cat", {{0}, {2, 3}, {2, 2}}, {{"dim", int64_t{1}}}},  // the [0] input is skipped
+      {"stack", {{2, 3}, {2, 3}}, {{"dim", int64_t{0}}}},
+      {"stack", {{2, 3}, {2, 3}, {2, 3}}, {{"dim", int64_t{2}}}},
+      {"stack", {{}, {}}, {}},
+      {"split", {{5, 3}}, {{"split_size", Ints{2}}}},
+      {"split", {{2, 6}}, {{"split_size", Ints{1, 0, 5}}, {"dim", int64_t{1}}}},
+      {"chunk", {{2, 7}}, {{"chunks", int64_t{3}}, {"dim", int64_t{1}}}},
+      {"narrow", {{4, 5}}, {{"dim", int64_t{1}}, {"start", int64_t{1}}, {"length", int64_t{3}}}},
+      {"narrow", {{4, 5}}, {{"dim", int64_t{0}}, {"start", int64_t{-2}}, {"length", int64_t{2}}}},
+      {"slice", {{6, 4}}, {{"start", int64_t{1}}, {"end", int64_t{5}}, {"step", int64_t{2}}}},
+      {"slice",
+       {{3, 7}},
+       {{"dim", int64_t{-1}}, {"start", int64_t{-5}}, {"end", int64_t{100}}, {"step", int64_t{3}}}},
+      {"flip", {{2, 3, 4}}, {{"dims", Ints{0, 2}}}},
+      {"flip", {{3, 4}}, {{"dims", Ints{-1}}}},
+      {"roll", {{3, 4}}, {{"shifts", Ints{1, -2}}, {"dims", Ints{0, 1}}}},
+      {"roll", {{3, 4}}, {{"shifts", Ints{17}}}},  // the flattened tensor, past its size
+      {"repeat", {{2, 3}}, {{"repeats", Ints{2, 1, 3}}}},
+      {"tile", {{2, 3}}, {{"dims", Ints{2}}}},
+      {"tril", {{3, 4}}, {}},
+      {"tril", {{2, 3, 3}}, {{"diagonal", int64_t{-1}}}},
+      {"triu", {{3, 4}}, {{"diagonal", int64_t{1}}}},
+      {"triu", {{2, 4, 3}}, {{"diagonal", int64_t{-2}}}},
+      {"pad", {{2, 3, 4}}, {{"pad", Ints{1, 2}}, {"value", 1.5}}},
+      {"pad", {{2, 3, 4}}, {{"pad", Ints{-1, 2, 0, 1, 1, 0}}, {"mode", constant}}},
+      {"pad", {{2, 3, 4}}, {{"pad", Ints{2, 1}}, {"mode", std::string("reflect")}}},
+      {"pad", {{2, 3, 4}}, {{"pad", Ints{1, 3, 2, 1}}, {"mode", std::string("replicate")}}},
+      {"pad", {{2, 3, 4}}, {{"pad", Ints{1, 2, 2, 0}}, {"mode", std::string("reflect")}}},
+      {"pad", {{1, 2, 3, 4}}, {{"pad", Ints{3, 2, 1, 1}}, {"mode", std::string("circular")}}},
+      {"pad", {{2, 3, 5}}, {{"pad", Ints{-1, 2}}, {"mode", std::string("circular")}}},
+      {"diagonal", {{3, 4}}, {}},
+      {"diagonal", {{3, 4}}, {{"offset", int64_t{1}}}},
+      {"diagonal", {{4, 3}}, {{"offset", int64_t{-2}}}},
+      {"diagonal",
+       {{2, 3, 4}},
+       {{"offset", int64_t{1}}, {"dim1", int64_t{2}}, {"dim2", int64_t{0}}}},
+      {"diagonal", {{3, 4}}, {{"offset", int64_t{9}}}},  // past the matrix: empty
+  };
+  return *cases;
+}
+
 }  // namespace tensord::testing

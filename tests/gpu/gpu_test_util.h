@@ -57,4 +57,14 @@ std::set<std::string>& UnsupportedCalls();
 // device_reduction_test runs; the coverage test counts them as tested.
 const std::vector<std::pair<std::string, AttrMap>>& GroupOpCases();
 
+// The layout ops (joins, splits, slices, flips, rolls, repeats, triangles, pads, diagonals),
+// each with its inputs' shapes and an attribute form, that device_layout_test runs; the
+// coverage test counts them as tested.
+struct LayoutCase {
+  std::string op;
+  std::vector<Shape> inputs;
+  AttrMap attrs;
+};
+const std::vector<LayoutCase>& LayoutOpCases();
+
 }  // namespace tensord::testing

@@ -161,9 +161,6 @@ void AddBroadcastBias(const Tensor& bias, Tensor& out) {
       out.dtype(), [&] { BinaryLoop<T, T, T>(out, bias, out, [](T a, T b) { return a + b; }); });
 }
 
-// diagonal and diagonal_backward (linalg_diagonal_kernels.cc).
-void RegisterLinalgDiagonalKernels(KernelTable& t);
-
 void RegisterLinalgKernels(KernelTable& t) {
   for (const char* op : {"matmul", "mm", "bmm", "linear", "batch_matmul"}) {
     t.Add(op, std::string("loop_") + op, kFloat, [](KernelCall& call) -> absl::Status {
@@ -171,7 +168,6 @@ void RegisterLinalgKernels(KernelTable& t) {
       return RunLoopGemm<double>(call);
     });
   }
-  RegisterLinalgDiagonalKernels(t);
 }
 
 }  // namespace tensord::cpu

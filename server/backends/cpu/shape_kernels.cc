@@ -244,10 +244,9 @@ void RegisterShapeKernels(KernelTable& t) {
   t.Add("contiguous", "memcpy", kStorage, CopyKernel);
   t.Add("clone", "memcpy", kStorage, CopyKernel);
   t.Add("assign", "strided_assign", kStorage, AssignKernel);
-  RegisterShapeJoinKernels(t);
+  RegisterLayoutKernels(t);
   RegisterIndexingKernels(t);
   RegisterIndexingSelectKernels(t);
-  RegisterShapeRearrangeKernels(t);
   RegisterPadKernels(t);
   RegisterSortingKernels(t);
 }

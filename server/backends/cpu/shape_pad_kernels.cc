@@ -5,37 +5,11 @@
 #include <cstring>
 
 #include "server/backends/cpu/shape_kernels.h"
+#include "server/ops/layout_plan.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord::cpu {
 namespace {
-
-// Input position of each output position along one dim of size n. Reflect and replicate
-// mirror or clamp at the input's own ends; circular wraps within what is left after negative
-// pads cut (torch crops first, then wraps the cropped tensor).
-std::vector<int64_t> SourceMap(const std::string& mode, int64_t n, int64_t before, int64_t after,
-                               int64_t out) {
-  const int64_t lo = std::max<int64_t>(-before, 0), kept = n - lo - std::max<int64_t>(-after, 0);
-  std::vector<int64_t> map(out);
-  for (int64_t o = 0; o < out; ++o) {
-    int64_t i = o - before;
-    if (i < 0 || i >= n) {
-      if (mode == "reflect") {
-        i = i < 0 ? -i : 2 * (n - 1) - i;  // pads are smaller than n, so one bounce
-      } else if (mode == "replicate") {
-        i = std::clamp<int64_t>(i, 0, n - 1);
-      } else if (mode == "circular") {
-        i = lo + ((i - lo) % kept + kept) % kept;
-      } else {
-        i = -1;
-      }
-    } else if (mode == "circular") {
-      i = lo + ((i - lo) % kept + kept) % kept;
-    }
-    map[o] = i;
-  }
-  return map;
-}
 
 // Calls f(out_offset, in_offset or -1) for every output element, one row of the last dim at
 // a time; a 0-d tensor is one element.
@@ -49,7 +23,7 @@ void ForEachPadded(const Shape& in, const ops::PadSpec& s, F f) {
   }
   std::vector<std::vector<int64_t>> maps(rank);
   for (int64_t d = 0; d < rank; ++d)
-    maps[d] = SourceMap(s.mode, in[d], s.before[d], s.after[d], s.out[d]);
+    maps[d] = ops::PadSourceMap(s.mode, in[d], s.before[d], s.after[d], s.out[d]);
   const std::vector<int64_t> strides = ContiguousStrides(in);
   const int64_t cols = s.out[rank - 1];
   const std::vector<int64_t>& last = maps[rank - 1];

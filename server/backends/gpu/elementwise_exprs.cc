@@ -24,6 +24,18 @@ struct Entry {
 constexpr char kRemainder[] =
     "(fmod(a, b) != (T)0 && ((b < (T)0) != (fmod(a, b) < (T)0))) ? fmod(a, b) + b : fmod(a, b)";
 constexpr char kSigmoid[] = "((T)1 / ((T)1 + exp(-a)))";
+// selu's scale, and scale * alpha as the double product the CPU kernel rounds: literals the
+// compute type rounds once.
+#define SELU_SCALE "1.0507009873554804934193349852946"
+#define SELU_SCALE_ALPHA "1.7580993408473766"
+constexpr char kSelu[] = "a > (T)0 ? (T)" SELU_SCALE " * a : (T)" SELU_SCALE_ALPHA " * expm1(a)";
+constexpr char kSeluBackward[] =
+    "b > (T)0 ? a * (T)" SELU_SCALE " : a * (T)" SELU_SCALE_ALPHA " * exp(b)";
+// min(max(x, 0), 6) as std::max/std::min evaluate it: NaN stays NaN.
+#define MAX0(x) "((" x ") < (T)0 ? (T)0 : (" x "))"
+#define MIN6(x) "((T)6 < " x " ? (T)6 : " x ")"
+// softshrink and hardshrink share their gradient: zero on [-lambd, lambd].
+constexpr char kShrinkBackward[] = "(b >= -(T)s0 && b <= (T)s0) ? (T)0 : a";
 
 const std::map<std::string, Entry>& Table() {
   static const auto* table = new std::map<std::string, Entry>{
@@ -128,6 +140,62 @@ const std::map<std::string, Entry>& Table() {
       {"softsign_backward", {2, "a / (((T)1 + fabs(b)) * ((T)1 + fabs(b)))", ""}},
       {"tanhshrink", {1, "a - tanh(a)", ""}},
       {"tanhshrink_backward", {2, "a * tanh(b) * tanh(b)", ""}},
+      // The piecewise activations take the branch the CPU kernels take at every kink (after
+      // PyTorch's), and comparisons written so that NaN falls through to the input.
+      {"relu6", {1, "a < (T)0 ? (T)0 : (a > (T)6 ? (T)6 : a)", ""}},
+      {"relu6_backward", {2, "(b <= (T)0 || b >= (T)6) ? (T)0 : a", ""}},
+      {"hardtanh",
+       {1,
+        "a < (T)s0 ? (T)s0 : (a > (T)s1 ? (T)s1 : a)",
+        "",
+        ComputeIn::kOutput,
+        {"min_val", "max_val"}}},
+      {"hardtanh_backward",
+       {2,
+        "(b <= (T)s0 || b >= (T)s1) ? (T)0 : a",
+        "",
+        ComputeIn::kOutput,
+        {"min_val", "max_val"}}},
+      {"selu", {1, kSelu, ""}},
+      {"selu_backward", {2, kSeluBackward, ""}},
+      // 1/alpha as the CPU rounds it: from double once.
+      {"celu",
+       {1,
+        "a > (T)0 ? a : (T)s0 * expm1(a * (T)s1)",
+        "",
+        ComputeIn::kOutput,
+        {"alpha", "1/alpha"}}},
+      {"celu_backward",
+       {2, "b > (T)0 ? a : a * exp(b * (T)s0)", "", ComputeIn::kOutput, {"1/alpha"}}},
+      {"hardsigmoid", {1, "(" MIN6(MAX0("a + (T)3")) ") / (T)6", ""}},
+      {"hardsigmoid_backward", {2, "(b > (T)-3 && b < (T)3) ? a / (T)6 : (T)0", ""}},
+      {"hardswish", {1, "a * " MIN6(MAX0("a + (T)3")) " / (T)6", ""}},
+      {"hardswish_backward",
+       {2, "b < (T)-3 ? (T)0 : (b <= (T)3 ? a * (b / (T)3 + (T)0.5) : a)", ""}},
+      {"softshrink",
+       {1,
+        "a > (T)s0 ? a - (T)s0 : (a < -(T)s0 ? a + (T)s0 : a * (T)0)",
+        "",
+        ComputeIn::kOutput,
+        {"lambd"}}},
+      {"softshrink_backward", {2, kShrinkBackward, "", ComputeIn::kOutput, {"lambd"}}},
+      {"hardshrink",
+       {1, "(a >= -(T)s0 && a <= (T)s0) ? (T)0 : a", "", ComputeIn::kOutput, {"lambd"}}},
+      {"hardshrink_backward", {2, kShrinkBackward, "", ComputeIn::kOutput, {"lambd"}}},
+      {"threshold", {1, "a <= (T)s0 ? (T)s1 : a", "", ComputeIn::kOutput, {"threshold", "value"}}},
+      {"threshold_backward", {2, "b <= (T)s0 ? (T)0 : a", "", ComputeIn::kOutput, {"threshold"}}},
+      // mish(x) = x tanh(softplus(x)), softplus without a threshold as on the CPU.
+      {"mish", {1, "a * tanh(log1p(exp(a)))", ""}},
+      {"mish_backward",
+       {2,
+        "a * (tanh(log1p(exp(b))) + b * ((T)1 / ((T)1 + exp(-b))) * "
+        "((T)1 - tanh(log1p(exp(b))) * tanh(log1p(exp(b)))))",
+        ""}},
+      // min(x, 0) - log1p(exp(-|x|)), with std::min's NaN rule.
+      {"logsigmoid", {1, "((T)0 < a ? (T)0 : a) - log1p(exp(-fabs(a)))", ""}},
+      {"logsigmoid_backward",
+       {2, "b < (T)0 ? a / ((T)1 + exp(-fabs(b))) : a * exp(-fabs(b)) / ((T)1 + exp(-fabs(b)))",
+        ""}},
   };
   return *table;
 }
@@ -203,7 +271,12 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
     const std::string mode = attrs.GetString("rounding_mode");
     e.expr = mode == "trunc" ? "trunc(a / b)" : "floor(a / b)";
   }
-  for (const std::string& name : entry.scalars) e.scalars.push_back(attrs.GetFloat(name));
+  for (const std::string& name : entry.scalars) {
+    // "1/x": the reciprocal of attribute x, computed in double.
+    const bool reciprocal = name.rfind("1/", 0) == 0;
+    const double v = attrs.GetFloat(reciprocal ? name.substr(2) : name);
+    e.scalars.push_back(reciprocal ? 1.0 / v : v);
+  }
   return e;
 }
 

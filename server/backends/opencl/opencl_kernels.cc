@@ -10,6 +10,7 @@
 #include "server/backends/gpu/kernel_source.h"
 #include "server/backends/opencl/opencl_cross_entropy.h"
 #include "server/backends/opencl/opencl_elementwise.h"
+#include "server/backends/opencl/opencl_layout.h"
 #include "server/backends/opencl/opencl_linalg.h"
 #include "server/backends/opencl/opencl_optimizers.h"
 #include "server/backends/opencl/opencl_reductions.h"
@@ -117,8 +118,8 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
-         CopyOps().count(op.name) || IsGroupOp(op.name) || IsCrossEntropyOp(op.name) ||
-         IsProduct(op.name) || IsOptimizer(op.name);
+         CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsGroupOp(op.name) ||
+         IsCrossEntropyOp(op.name) || IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -130,11 +131,12 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   // Group kernels accumulate in double.
   if ((IsGroupOp(op) || IsCrossEntropyOp(op)) && !device.has_fp64()) return false;
   // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
-  const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op);
+  const bool storage_op =
+      FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op) || MovesBits(op);
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  if (IsGroupOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) return true;
+  if (IsLayoutKernelOp(op) || IsGroupOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) return true;
   if (IsProduct(op)) return SupportsProduct(q);
   if (q.outputs.empty()) return false;
   return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
@@ -148,6 +150,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   }
   if (FillOps().count(op)) return RunFill(c, device);
   if (CopyOps().count(op)) return RunCopy(c, device);
+  if (IsLayoutKernelOp(op)) return RunLayout(c, device);
   if (IsGroupOp(op)) return RunGroup(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);

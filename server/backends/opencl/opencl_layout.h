@@ -1,0 +1,19 @@
+// The layout ops on an OpenCL device: the window copies of their shared plan
+// (server/ops/layout_plan.h), tril/triu, and pad/pad_backward as one pass per padded dim.
+#pragma once
+
+#include <string>
+
+#include "server/backends/backend.h"
+#include "server/backends/opencl/opencl_runtime.h"
+
+namespace tensord::opencl {
+
+// Every op RunLayout runs.
+bool IsLayoutKernelOp(const std::string& op);
+// Those of them that move storage bits (every one but pad and pad_backward), so bf16 and f16
+// run without a trip through f32.
+bool MovesBits(const std::string& op);
+absl::Status RunLayout(KernelCall& c, ClDevice& device);
+
+}  // namespace tensord::opencl
