@@ -27,7 +27,7 @@ Tensor Permuted(DType dtype, const Shape& shape, uint32_t seed) {
 TEST(DeviceLayout, ForwardMatchesTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   UnsupportedCalls().clear();
-  for (const LayoutCase& c : LayoutOpCases()) {
+  for (const ShapedCase& c : LayoutOpCases()) {
     for (DType dtype : kDTypes) {
       const std::string what =
           absl::StrCat(c.op, " ", DTypeName(dtype), " ", ShapeToString(c.inputs[0]), " case ",
@@ -47,7 +47,7 @@ TEST(DeviceLayout, ForwardMatchesTheCpu) {
 TEST(DeviceLayout, GradientsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   UnsupportedCalls().clear();
-  for (const LayoutCase& c : LayoutOpCases()) {
+  for (const ShapedCase& c : LayoutOpCases()) {
     std::vector<Tensor> in;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
       in.push_back(Random(DType::kF64, c.inputs[i], 30 + i, -2, 2));

@@ -231,10 +231,10 @@ const std::vector<std::pair<std::string, AttrMap>>& GroupOpCases() {
   return *cases;
 }
 
-const std::vector<LayoutCase>& LayoutOpCases() {
+const std::vector<ShapedCase>& LayoutOpCases() {
   using Ints = std::vector<int64_t>;
   const std::string constant = "constant";
-  static const auto* cases = new std::vector<LayoutCase>{
+  static const auto* cases = new std::vector<ShapedCase>{
       {"cat", {{2, 3}, {1, 3}, {0, 3}}, {{"dim", int64_t{0}}}},
       {"cat", {{2, 1}, {2, 3}}, {{"dim", int64_t{-1}}}},
       {"cat", {{0}, {2, 3}, {2, 2}}, {{"dim", int64_t{1}}}},  // the [0] input is skipped
@@ -274,6 +274,117 @@ const std::vector<LayoutCase>& LayoutOpCases() {
        {{2, 3, 4}},
        {{"offset", int64_t{1}}, {"dim1", int64_t{2}}, {"dim2", int64_t{0}}}},
       {"diagonal", {{3, 4}}, {{"offset", int64_t{9}}}},  // past the matrix: empty
+  };
+  return *cases;
+}
+
+const std::vector<ShapedCase>& NormOpCases() {
+  using Ints = std::vector<int64_t>;
+  static const auto* cases = new std::vector<ShapedCase>{
+      {"layer_norm", {{2, 3, 4}, {4}, {4}}, {{"normalized_shape", Ints{4}}}},
+      {"layer_norm", {{2, 3, 4}, {3, 4}}, {{"normalized_shape", Ints{3, 4}}, {"eps", 1e-3}}},
+      {"layer_norm", {{2, 3, 4}}, {{"normalized_shape", Ints{2, 3, 4}}}},
+      {"layer_norm", {{5}, {5}, {5}}, {{"normalized_shape", Ints{5}}}},
+      {"layer_norm", {{0, 4}, {4}, {4}}, {{"normalized_shape", Ints{4}}}},
+      {"layer_norm", {{3, 1}, {1}, {1}}, {{"normalized_shape", Ints{1}}}},  // var 0: 1/sqrt(eps)
+  };
+  return *cases;
+}
+
+const std::vector<IndexingCase>& IndexingOpCases() {
+  // Indices in [0, size): i64 unless asked otherwise.
+  auto idx = [](Shape shape, int64_t size, uint32_t seed, DType dtype = DType::kI64) {
+    return Random(dtype, std::move(shape), seed, 0, static_cast<double>(size));
+  };
+  auto x = [](DType d, Shape shape, uint32_t seed) {
+    return Random(d, std::move(shape), seed, -3, 3);
+  };
+  const AttrMap dim0 = {{"dim", int64_t{0}}}, dim1 = {{"dim", int64_t{1}}};
+  static const auto* cases = new std::vector<IndexingCase>{
+      {"index_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {4, 5}, 1), idx({6}, 5, 2)};
+       },
+       dim1},
+      {"index_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {4, 5}, 3), idx({3}, 4, 4, DType::kI32)};
+       },
+       dim0},
+      {"index_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {4, 5}, 5), idx({0}, 4, 6)};
+       },
+       dim0},
+      {"gather",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 4}, 7), idx({3, 2}, 4, 8)};
+       },
+       dim1},
+      {"gather",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 5}, 9), idx({2, 3}, 3, 10, DType::kI32)};
+       },
+       dim0},
+      {"scatter",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 5}, 11), idx({3, 4}, 5, 12), x(d, {3, 6}, 13)};
+       },
+       dim1},
+      {"scatter",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {4, 3}, 14), idx({6, 2}, 4, 15), ScalarOperand(2.5)};
+       },
+       dim0},
+      {"scatter_add",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 5}, 16), idx({3, 4}, 5, 17), x(d, {3, 4}, 18)};
+       },
+       dim1},
+      {"scatter_add",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {2, 3}, 19), idx({5, 3}, 2, 20, DType::kI32),
+                                    x(d, {5, 3}, 21)};
+       },
+       dim0},
+      {"index_add",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {5, 3}, 22), idx({4}, 5, 23), x(d, {4, 3}, 24)};
+       },
+       {{"dim", int64_t{0}}, {"alpha", 2.0}}},
+      {"index_add",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {2, 4, 3}, 25), idx({6}, 4, 26), x(d, {2, 6, 3}, 27)};
+       },
+       dim1},
+      {"masked_fill",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 4}, 28), Random(DType::kBool, {4}, 29)};
+       },
+       {{"value", -1.5}}},
+      {"masked_fill",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 1}, 30), Random(DType::kBool, {3, 4}, 31)};
+       },
+       {{"value", 0.5}}},
+      {"one_hot",
+       [=](DType d) { return std::vector<Tensor>{idx({5}, 4, 32, IsInt(d) ? d : DType::kI64)}; },
+       {}},
+      {"one_hot",
+       [=](DType d) {
+         return std::vector<Tensor>{idx({2, 3}, 6, 33, IsInt(d) ? d : DType::kI32)};
+       },
+       {{"num_classes", int64_t{7}}}},
+      {"embedding",
+       [=](DType d) {
+         return std::vector<Tensor>{idx({2, 3}, 5, 34), x(d, {5, 4}, 35)};
+       },
+       {}},
+      {"embedding",
+       [=](DType d) {
+         return std::vector<Tensor>{idx({7}, 5, 36, DType::kI32), x(d, {5, 2}, 37)};
+       },
+       {{"padding_idx", int64_t{-4}}}},
   };
   return *cases;
 }

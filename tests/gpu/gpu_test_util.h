@@ -2,6 +2,7 @@
 // under test, moves, and comparisons of a call on the device with the same call on the CPU.
 #pragma once
 
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -57,14 +58,26 @@ std::set<std::string>& UnsupportedCalls();
 // device_reduction_test runs; the coverage test counts them as tested.
 const std::vector<std::pair<std::string, AttrMap>>& GroupOpCases();
 
-// The layout ops (joins, splits, slices, flips, rolls, repeats, triangles, pads, diagonals),
-// each with its inputs' shapes and an attribute form, that device_layout_test runs; the
-// coverage test counts them as tested.
-struct LayoutCase {
+// An op with its inputs' shapes and an attribute form.
+struct ShapedCase {
   std::string op;
   std::vector<Shape> inputs;
   AttrMap attrs;
 };
-const std::vector<LayoutCase>& LayoutOpCases();
+// The layout ops (joins, splits, slices, flips, rolls, repeats, triangles, pads, diagonals)
+// that device_layout_test runs, and the normalisations device_nn_test runs; the coverage test
+// counts them as tested.
+const std::vector<ShapedCase>& LayoutOpCases();
+const std::vector<ShapedCase>& NormOpCases();
+
+// The ops that index by tensors, each with a builder of its inputs for a value dtype (valid
+// indices, duplicates among those that write) and an attribute form, that
+// device_indexing_test runs; the coverage test counts them as tested.
+struct IndexingCase {
+  std::string op;
+  std::function<std::vector<Tensor>(DType)> inputs;
+  AttrMap attrs;
+};
+const std::vector<IndexingCase>& IndexingOpCases();
 
 }  // namespace tensord::testing

@@ -10,6 +10,7 @@
 
 #include "server/backends/cpu/loops.h"
 #include "server/backends/cpu/shape_kernels.h"
+#include "server/ops/index_checks.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord::cpu {
@@ -25,26 +26,6 @@ void WithIndex(const Tensor& index, F f) {
   }
 }
 
-// First index outside [0, size), reported with its position and the dim it indexes.
-template <typename I>
-absl::Status CheckIndices(const std::string& op, const I* idx, int64_t n, int64_t dim,
-                          int64_t size) {
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t v = static_cast<int64_t>(idx[i]);
-    if (v < 0 || v >= size) {
-      return Error(Reason::kIndexOutOfRange,
-                   absl::StrCat(op, ": index ", v, " (at position ", i,
-                                ") is out of range for dim ", dim, " of size ", size),
-                   {{"op", op},
-                    {"index", absl::StrCat(v)},
-                    {"position", absl::StrCat(i)},
-                    {"dim", absl::StrCat(dim)},
-                    {"size", absl::StrCat(size)}});
-    }
-  }
-  return absl::OkStatus();
-}
-
 // (outer, size, inner) of `shape` around `dim`; a 0-d tensor counts as one element.
 DimSplit Around(const Shape& shape, int64_t dim) {
   return shape.empty() ? DimSplit{} : SplitAt(shape, dim);
@@ -57,9 +38,7 @@ absl::Status IndexAlongDim(KernelCall& c, bool add, double alpha_value) {
   ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(c.op.name, "dim", c.attrs.GetInt("dim"), x.rank()));
   const DimSplit s = Around(x.shape(), dim);
   const int64_t n = index.numel();
-  absl::Status st;
-  WithIndex(index, [&](const auto* idx) { st = CheckIndices(c.op.name, idx, n, dim, s.size); });
-  RETURN_IF_ERROR(st);
+  RETURN_IF_ERROR(ops::CheckIndexRange(c.op.name, ops::IndexValues(index), dim, s.size));
   Tensor& out = c.outputs[0];
   if (add && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
@@ -104,42 +83,6 @@ absl::Status IndexAddInternalKernel(KernelCall& c) { return IndexAlongDim(c, tru
 
 enum class Scatter { kNone, kAdd, kAssign };
 
-// scatter's value (a number operand: an f64, i64 or bool wrapped scalar) as the input's T,
-// refused where T cannot hold it, as PyTorch's checked conversion of a Scalar refuses
-// (`value cannot be converted to type float without overflow`); a float written into an
-// integer input is truncated toward zero, as PyTorch does.
-template <typename T>
-absl::StatusOr<T> ValueAs(const std::string& op, const Tensor& value, DType dtype) {
-  bool fits = true;
-  T out{};
-  if (value.dtype() == DType::kBool) {
-    out = static_cast<T>(value.data<bool>()[0]);
-  } else if (value.dtype() == DType::kI64) {
-    const int64_t v = value.data<int64_t>()[0];
-    if constexpr (std::is_integral_v<T>) {
-      fits = v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
-    }
-    if (fits) out = static_cast<T>(v);
-  } else {
-    const double v = value.ElementAsDouble(0);
-    if constexpr (std::is_integral_v<T>) {
-      // [-2^d, 2^d) with d the value bits; NaN fails every comparison.
-      const double limit = std::ldexp(1.0, std::numeric_limits<T>::digits);
-      fits = v >= -limit && v < limit;
-    } else {
-      fits = !std::isfinite(v) || std::fabs(v) <= std::numeric_limits<T>::max();
-    }
-    if (fits) out = static_cast<T>(v);
-  }
-  if (!fits) {
-    return Error(Reason::kDtypeMismatch,
-                 absl::StrCat(op, ": value ", value.ElementAsDouble(0), " cannot be converted to ",
-                              DTypeName(dtype), " without overflow"),
-                 {{"op", op}, {"dtype", std::string(DTypeName(dtype))}});
-  }
-  return out;
-}
-
 // gather: out[p] = x[p with dim replaced by idx[p]]; the scatters write src[p] there instead
 // (added or assigned). The walk runs over the index's positions with x's strides, dim's stride
 // zeroed and added per element; src is read at the same position with its own strides, since
@@ -162,18 +105,15 @@ absl::Status GatherLike(KernelCall& c, Scatter scatter) {
     const Tensor& src = c.inputs[2];
     src_walk = ContiguousStrides(src.rank() ? src.shape() : Shape{1});
   }
+  RETURN_IF_ERROR(ops::CheckIndexRange(c.op.name, ops::IndexValues(index), dim, xs[dim]));
   absl::Status st;
-  WithIndex(index, [&](const auto* idx) {
-    st = CheckIndices(c.op.name, idx, index.numel(), dim, xs[dim]);
-  });
-  RETURN_IF_ERROR(st);
   Tensor& out = c.outputs[0];
   if (scatter != Scatter::kNone && x.nbytes()) std::memcpy(out.raw(), x.raw(), x.nbytes());
   const int64_t last = walk.back(), src_last = src_walk.back();
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
     T fill{};
     if (value) {
-      auto v = ValueAs<T>(c.op.name, c.inputs[2], x.dtype());
+      auto v = ops::ScatterValueAs<T>(c.op.name, c.inputs[2], x.dtype());
       if (!v.ok()) {
         st = v.status();
         return;
@@ -224,26 +164,8 @@ absl::Status MaskedFillKernel(KernelCall& c) {
 absl::Status OneHotKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   const int64_t n = x.numel();
-  int64_t classes = c.attrs.GetInt("num_classes");
-  absl::Status st;
-  WithIndex(x, [&](const auto* v) {
-    int64_t max = -1;
-    for (int64_t i = 0; i < n && st.ok(); ++i) {
-      if (v[i] < 0) {
-        st = Error(
-            Reason::kIndexOutOfRange,
-            absl::StrCat("one_hot: class value ", v[i], " (at position ", i,
-                         ") is negative; class values must be in [0, num_classes)"),
-            {{"op", "one_hot"}, {"index", absl::StrCat(v[i])}, {"position", absl::StrCat(i)}});
-      }
-      max = std::max<int64_t>(max, v[i]);
-    }
-    if (classes == -1) classes = max + 1;
-    if (st.ok() && max >= classes) {
-      st = CheckIndices("one_hot", v, n, x.rank(), classes);
-    }
-  });
-  RETURN_IF_ERROR(st);
+  ASSIGN_OR_RETURN(int64_t classes, ops::OneHotClasses(ops::IndexValues(x),
+                                                       c.attrs.GetInt("num_classes"), x.rank()));
   Tensor& out = c.outputs[0];
   if (!out.defined()) {
     Shape shape = x.shape();

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/loops.h"
+#include "server/ops/index_checks.h"
 
 namespace tensord::cpu {
 namespace {
@@ -80,12 +81,6 @@ absl::Status LayerNormBackward(KernelCall& c) {
   return absl::OkStatus();
 }
 
-absl::Status IndexError(const std::string& op, int64_t index, int64_t count) {
-  return Error(Reason::kIndexOutOfRange,
-               absl::StrCat(op, ": index ", index, " is out of range for ", count, " embeddings"),
-               {{"op", op}, {"index", absl::StrCat(index)}, {"size", absl::StrCat(count)}});
-}
-
 template <typename I>
 absl::Status EmbeddingForward(KernelCall& c) {
   const Tensor& idx = c.inputs[0];
@@ -94,10 +89,10 @@ absl::Status EmbeddingForward(KernelCall& c) {
   const size_t row_bytes = static_cast<size_t>(d) * DTypeSize(w.dtype());
   const char* src = static_cast<const char*>(w.raw());
   char* dst = static_cast<char*>(c.outputs[0].raw());
+  RETURN_IF_ERROR(ops::CheckEmbeddingIndices("embedding", ops::IndexValues(idx), v));
   const I* ids = idx.data<I>();
   for (int64_t i = 0; i < idx.numel(); ++i) {
     const int64_t k = static_cast<int64_t>(ids[i]);
-    if (k < 0 || k >= v) return IndexError("embedding", k, v);
     if (row_bytes) std::memcpy(dst + i * row_bytes, src + k * row_bytes, row_bytes);
   }
   return absl::OkStatus();
@@ -114,12 +109,12 @@ absl::Status EmbeddingBackward(KernelCall& c) {
     pad = c.attrs.GetInt("padding_idx");
     if (pad < 0) pad += v;
   }
+  RETURN_IF_ERROR(ops::CheckEmbeddingIndices("embedding_backward", ops::IndexValues(idx), v));
   T* out = gw.data<T>();
   std::fill(out, out + gw.numel(), T(0));
   const I* ids = idx.data<I>();
   for (int64_t i = 0; i < idx.numel(); ++i) {
     const int64_t k = static_cast<int64_t>(ids[i]);
-    if (k < 0 || k >= v) return IndexError("embedding_backward", k, v);
     if (k == pad) continue;  // the padding row gets no gradient
     const T* gi = g.data<T>() + i * d;
     T* row = out + k * d;

@@ -70,6 +70,10 @@ const std::map<std::string, Entry>& Table() {
       {"isinf", {1, "isinf(a)", "0", ComputeIn::kInput}},
       {"isfinite", {1, "isfinite(a)", "1", ComputeIn::kInput}},
       {"where", {3, "a != (T)0 ? b : c", "a != 0 ? b : c"}},
+      // PyTorch's lerp: the formula switches at |weight| = 0.5 so that weight 1 gives `end`.
+      {"lerp", {3, "fabs(c) < (T)0.5 ? a + c * (b - a) : b - (b - a) * ((T)1 - c)", ""}},
+      {"masked_fill",
+       {2, "b != (T)0 ? (T)s0 : a", "b != 0 ? (T)s0 : a", ComputeIn::kOutput, {"value"}}},
       // Unary arithmetic and rounding.
       {"neg", {1, "-a", "-a"}},
       {"abs", {1, "fabs(a)", "a < 0 ? -a : a"}},
@@ -264,6 +268,11 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
   e.compute = entry.compute;
   e.expr = is_float ? entry.float_expr : entry.int_expr;
   if (e.expr.empty()) return std::nullopt;
+  // A bool input is filled with value != 0 (a cast of 0.5 to int would give false).
+  if (op == "masked_fill" && compute == DType::kBool) {
+    e.scalars = {attrs.GetFloat("value") != 0 ? 1.0 : 0.0};
+    return e;
+  }
   // ~ on bool is logical negation (as PyTorch's bitwise_not on bool tensors).
   if (op == "bitwise_not" && compute == DType::kBool) e.expr = "a == 0";
   // div with a rounding mode: floats only (integer division by zero is an error on the CPU).

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "server/backends/gpu/loss_exprs.h"
+#include "server/backends/opencl/opencl_elementwise.h"
 #include "server/backends/opencl/opencl_reductions.h"
 #include "server/core/status.h"
 #include "server/ops/reduction.h"
@@ -12,11 +13,7 @@ namespace {
 
 // The values of `t` (targets, class weights), read from the device.
 absl::StatusOr<std::vector<double>> ReadValues(const Tensor& t, ClDevice& device) {
-  if (t.nbytes() == 0 || t.storage()->on_host()) return t.ToDoubles();
-  ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t.dtype(), t.shape()));
-  cl_int err = clEnqueueReadBuffer(device.queue(), static_cast<cl_mem>(const_cast<void*>(t.raw())),
-                                   CL_TRUE, 0, t.nbytes(), host.raw(), 0, nullptr, nullptr);
-  if (err != CL_SUCCESS) return ClError(err, "reading the targets", device.name());
+  ASSIGN_OR_RETURN(Tensor host, ReadToHost(t, device));
   return host.ToDoubles();
 }
 

@@ -10,6 +10,15 @@ std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) 
   return name;
 }
 
+absl::StatusOr<Tensor> ReadToHost(const Tensor& t, ClDevice& device) {
+  if (t.nbytes() == 0 || t.storage()->on_host()) return t;
+  ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t.dtype(), t.shape()));
+  cl_int err = clEnqueueReadBuffer(device.queue(), static_cast<cl_mem>(const_cast<void*>(t.raw())),
+                                   CL_TRUE, 0, t.nbytes(), host.raw(), 0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return ClError(err, "reading indices to the host", device.name());
+  return host;
+}
+
 // out[i] = expr over `inputs` walked by `geometry` (per input strides).
 absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::ElementwiseExpr& expr,
                        DType compute, const std::vector<Tensor>& inputs,

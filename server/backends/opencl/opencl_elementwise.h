@@ -89,6 +89,10 @@ class Args {
   cl_int err_ = CL_SUCCESS;
 };
 
+// `t` in host memory: itself when it is there, else a blocking read of its block (indices and
+// targets a backend checks before any kernel runs).
+absl::StatusOr<Tensor> ReadToHost(const Tensor& t, ClDevice& device);
+
 // A kernel name unique to an op and the dtypes its source was rendered for.
 std::string KernelName(const std::string& op, const std::vector<DType>& dtypes);
 

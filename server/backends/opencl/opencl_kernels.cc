@@ -10,8 +10,10 @@
 #include "server/backends/gpu/kernel_source.h"
 #include "server/backends/opencl/opencl_cross_entropy.h"
 #include "server/backends/opencl/opencl_elementwise.h"
+#include "server/backends/opencl/opencl_indexing.h"
 #include "server/backends/opencl/opencl_layout.h"
 #include "server/backends/opencl/opencl_linalg.h"
+#include "server/backends/opencl/opencl_norms.h"
 #include "server/backends/opencl/opencl_optimizers.h"
 #include "server/backends/opencl/opencl_reductions.h"
 #include "server/core/status.h"
@@ -118,8 +120,9 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
-         CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsGroupOp(op.name) ||
-         IsCrossEntropyOp(op.name) || IsProduct(op.name) || IsOptimizer(op.name);
+         CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
+         IsGroupOp(op.name) || IsNormOp(op.name) || IsCrossEntropyOp(op.name) ||
+         IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -129,14 +132,17 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
     if (d == DType::kF64 && !device.has_fp64()) return false;
   }
   // Group kernels accumulate in double.
-  if ((IsGroupOp(op) || IsCrossEntropyOp(op)) && !device.has_fp64()) return false;
+  if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op)) && !device.has_fp64()) return false;
   // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
-  const bool storage_op =
-      FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op) || MovesBits(op);
+  const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op) ||
+                          MovesBits(op) || ReadsThroughIndex(op);
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  if (IsLayoutKernelOp(op) || IsGroupOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) return true;
+  if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) ||
+      IsCrossEntropyOp(op) || IsOptimizer(op)) {
+    return true;
+  }
   if (IsProduct(op)) return SupportsProduct(q);
   if (q.outputs.empty()) return false;
   return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
@@ -151,7 +157,9 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (FillOps().count(op)) return RunFill(c, device);
   if (CopyOps().count(op)) return RunCopy(c, device);
   if (IsLayoutKernelOp(op)) return RunLayout(c, device);
+  if (IsIndexingOp(op)) return RunIndexing(c, device);
   if (IsGroupOp(op)) return RunGroup(c, device);
+  if (IsNormOp(op)) return RunNorm(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
