@@ -1,6 +1,10 @@
-// The neural-network ops on the accelerator against the CPU backend: the normalisations,
-// forward on every float dtype and gradients (input and parameters) in f64, with empty
-// batches, a whole-tensor normalisation and rows of one element.
+// The neural-network ops on the accelerator against the CPU backend: layer_norm, the
+// convolutions and the pools (max with ties and NaN, avg with every divisor rule, adaptive),
+// forward on every float dtype and gradients (input and parameters) in f64, with empty batches, a
+// whole-tensor normalisation, rows of one element, groups, strides, dilation, padding (numbers and
+// "same"), ceil_mode, return_indices and unbatched inputs.
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 #include "tests/gpu/gpu_test_util.h"
@@ -9,17 +13,17 @@
 namespace tensord::testing {
 namespace {
 
-TEST(DeviceNn, NormalisationsMatchTheCpu) {
+TEST(DeviceNn, NormalisationsConvolutionsAndPoolsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   UnsupportedCalls().clear();
-  for (const ShapedCase& c : NormOpCases()) {
-    const std::string what = absl::StrCat(c.op, " case ", &c - &NormOpCases()[0]);
+  for (const ShapedCase& c : NnOpCases()) {
+    const std::string what = absl::StrCat(c.op, " case ", &c - &NnOpCases()[0]);
     for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
       std::vector<Tensor> in;
       for (size_t i = 0; i < c.inputs.size(); ++i) {
         in.push_back(Random(dtype, c.inputs[i], 10 + i, -2, 2));
       }
-      // Sums over a row in another order than oneDNN's f32 kernel: a few ulps.
+      // Sums in another order than oneDNN's f32 kernels: a few ulps.
       EXPECT_TRUE(SameOnDevice(device, c.op, in, c.attrs, 8)) << what << " " << DTypeName(dtype);
     }
     std::vector<Tensor> in;
@@ -29,6 +33,24 @@ TEST(DeviceNn, NormalisationsMatchTheCpu) {
     EXPECT_TRUE(SameGradientsOnDevice(device, c.op, in, c.attrs, 8)) << what;
   }
   EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
+// The first maximum of a window wins a tie and a NaN replaces what came before it, in the
+// values, the indices and the gradient.
+TEST(DeviceNn, MaxPoolTiesAndNanMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const std::vector<double> v = {1, 3, 3, 0, 2, 3, NAN, 1, 3, 3, 2, 2, 0, 1, 2, 2};
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    const Tensor x = Values(dtype, {1, 1, 4, 4}, v);
+    const AttrMap attrs = {{"kernel_size", std::vector<int64_t>{2}},
+                           {"stride", std::vector<int64_t>{1}},
+                           {"return_indices", true}};
+    EXPECT_TRUE(SameOnDevice(device, "max_pool2d", {x}, attrs)) << DTypeName(dtype);
+    EXPECT_TRUE(SameGradientsOnDevice(device, "max_pool2d", {x}, attrs)) << DTypeName(dtype);
+    EXPECT_TRUE(SameGradientsOnDevice(device, "adaptive_max_pool2d", {x},
+                                      {{"output_size", std::vector<int64_t>{2, 3}}}))
+        << DTypeName(dtype);
+  }
 }
 
 }  // namespace

@@ -363,7 +363,7 @@ TEST(DeviceOps, EveryListedOpIsCovered) {
   for (const auto& [op, attrs] : kOptimizerCases) shape_test.insert(op);
   for (const auto& [op, attrs] : GroupOpCases()) shape_test.insert(op);
   for (const ShapedCase& c : LayoutOpCases()) shape_test.insert(c.op);
-  for (const ShapedCase& c : NormOpCases()) shape_test.insert(c.op);
+  for (const ShapedCase& c : NnOpCases()) shape_test.insert(c.op);
   for (const IndexingCase& c : IndexingOpCases()) shape_test.insert(c.op);
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);

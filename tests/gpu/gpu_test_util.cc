@@ -278,7 +278,7 @@ const std::vector<ShapedCase>& LayoutOpCases() {
   return *cases;
 }
 
-const std::vector<ShapedCase>& NormOpCases() {
+const std::vector<ShapedCase>& NnOpCases() {
   using Ints = std::vector<int64_t>;
   static const auto* cases = new std::vector<ShapedCase>{
       {"layer_norm", {{2, 3, 4}, {4}, {4}}, {{"normalized_shape", Ints{4}}}},
@@ -287,6 +287,42 @@ const std::vector<ShapedCase>& NormOpCases() {
       {"layer_norm", {{5}, {5}, {5}}, {{"normalized_shape", Ints{5}}}},
       {"layer_norm", {{0, 4}, {4}, {4}}, {{"normalized_shape", Ints{4}}}},
       {"layer_norm", {{3, 1}, {1}, {1}}, {{"normalized_shape", Ints{1}}}},  // var 0: 1/sqrt(eps)
+      {"conv2d", {{2, 3, 5, 6}, {4, 3, 3, 3}, {4}}, {{"padding", Ints{1}}}},
+      {"conv2d",
+       {{1, 4, 7, 7}, {6, 2, 3, 2}},
+       {{"groups", int64_t{2}},
+        {"stride", Ints{2, 1}},
+        {"padding", Ints{1, 0}},
+        {"dilation", Ints{2, 1}}}},
+      {"conv2d", {{3, 5, 5}, {2, 3, 1, 1}}, {}},  // unbatched
+      {"conv2d", {{2, 2, 4, 4}, {2, 2, 4, 4}, {2}}, {{"stride", Ints{2}}}},
+      {"conv2d", {{0, 3, 4, 4}, {2, 3, 3, 3}}, {}},
+      {"conv2d", {{1, 2, 5, 4}, {3, 2, 2, 3}}, {{"padding", std::string("same")}}},
+      {"conv1d", {{2, 3, 8}, {4, 3, 3}, {4}}, {{"padding", Ints{1}}, {"stride", Ints{2}}}},
+      {"max_pool2d", {{2, 3, 6, 7}}, {{"kernel_size", Ints{3}}}},
+      {"max_pool2d",
+       {{1, 2, 7, 8}},
+       {{"kernel_size", Ints{3, 2}},
+        {"stride", Ints{2, 3}},
+        {"padding", Ints{1}},
+        {"dilation", Ints{2, 1}},
+        {"ceil_mode", true},
+        {"return_indices", true}}},
+      {"max_pool2d", {{3, 5, 5}}, {{"kernel_size", Ints{2}}, {"stride", Ints{1}}}},  // unbatched
+      {"avg_pool2d", {{2, 3, 6, 7}}, {{"kernel_size", Ints{3}}, {"padding", Ints{1}}}},
+      {"avg_pool2d",
+       {{1, 2, 7, 8}},
+       {{"kernel_size", Ints{3, 2}},
+        {"stride", Ints{2}},
+        {"padding", Ints{1, 1}},
+        {"ceil_mode", true},
+        {"count_include_pad", false}}},
+      {"avg_pool2d", {{2, 2, 5, 5}}, {{"kernel_size", Ints{2}}, {"divisor_override", int64_t{3}}}},
+      {"adaptive_avg_pool2d", {{2, 3, 7, 5}}, {{"output_size", Ints{3, 2}}}},
+      {"adaptive_max_pool2d",
+       {{2, 3, 7, 5}},
+       {{"output_size", Ints{4, 3}}, {"return_indices", true}}},
+      {"max_pool2d", {{0, 3, 4, 4}}, {{"kernel_size", Ints{2}}}},
   };
   return *cases;
 }

@@ -68,7 +68,7 @@ struct ShapedCase {
 // that device_layout_test runs, and the normalisations device_nn_test runs; the coverage test
 // counts them as tested.
 const std::vector<ShapedCase>& LayoutOpCases();
-const std::vector<ShapedCase>& NormOpCases();
+const std::vector<ShapedCase>& NnOpCases();
 
 // The ops that index by tensors, each with a builder of its inputs for a value dtype (valid
 // indices, duplicates among those that write) and an attribute form, that

@@ -189,15 +189,12 @@ struct WeightFn {
 
 }  // namespace
 
-void RegisterPoolAdaptiveKernels(KernelTable& t);  // nn_pool_adaptive_kernels.cc
-
 void RegisterConvNdTransposeKernels(KernelTable& t) {
   for (const std::string op : {"conv3d", "conv_transpose2d"}) {
     t.Add(op, "loop_" + op, kFloat, ByDtype<ForwardFn>());
     t.Add(op + "_backward_input", "loop_" + op + "_backward_input", kFloat, ByDtype<InputFn>());
     t.Add(op + "_backward_weight", "loop_" + op + "_backward_weight", kFloat, ByDtype<WeightFn>());
   }
-  RegisterPoolAdaptiveKernels(t);
 }
 
 }  // namespace tensord::cpu

@@ -16,10 +16,9 @@ void RegisterPoolKernels(KernelTable& t);  // nn_pool_kernels.cc
 // divisor of avg_pool2d, divisor_override).
 absl::Status LoopLayerNorm(KernelCall& c);
 absl::Status LoopLayerNormBackward(KernelCall& c);
-absl::Status LoopMaxPool2d(KernelCall& c);
-absl::Status LoopMaxPool2dBackward(KernelCall& c);
-absl::Status LoopAvgPool2d(KernelCall& c);
-absl::Status LoopAvgPool2dBackward(KernelCall& c);
+// Any 2-d pool (max, avg, adaptive) and its _backward, by the call's op.
+absl::Status LoopPool2d(KernelCall& c);
+absl::Status LoopPool2dBackward(KernelCall& c);
 
 // The indices output of a max pool called with return_indices (its second output), or null.
 inline int64_t* PoolIndices(KernelCall& c) {

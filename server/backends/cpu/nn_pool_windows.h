@@ -1,8 +1,7 @@
 // The loops every 2-d pooling kernel runs, whatever its windows: max pooling (forward and the
 // gradient to the first maximum) and average pooling (forward and the spread-out gradient) over
-// the windows a window rule gives. max_pool2d / avg_pool2d (nn_pool_kernels.cc: strides,
-// padding, dilation, ceil_mode, PyTorch's avg divisors) and the adaptive pools
-// (nn_pool_adaptive_kernels.cc: windows of varying size) differ only in that rule.
+// the windows of ops/nn_pool_windows.h, where max_pool2d, avg_pool2d and the adaptive pools
+// differ.
 #pragma once
 
 #include <algorithm>
@@ -12,26 +11,16 @@
 #include <vector>
 
 #include "server/ops/nn_geometry.h"
+#include "server/ops/nn_pool_windows.h"
 
 namespace tensord::cpu {
 
-// The input rows hs, hs + dh, ... < he and columns ws, ws + dw, ... < we of output element
-// (oh, ow), and the divisor of its average. An empty window averages to 0.
-struct PoolWindow {
-  int64_t hs, he, ws, we;
-  int64_t dh = 1, dw = 1;
-  int64_t divisor = 1;
-};
+using nn::PoolWindow;
 
-// Calls f(plane, out_offset_in_plane, window) for every output element; window(oh, ow) gives
-// the window, the same in every plane, so it is computed once per output position.
-template <typename Rule, typename F>
-void ForEachPoolWindow(const nn::Nchw& x, const nn::Nchw& y, Rule window, F f) {
-  std::vector<PoolWindow> windows;
-  windows.reserve(static_cast<size_t>(y.h * y.w));
-  for (int64_t oh = 0; oh < y.h; ++oh) {
-    for (int64_t ow = 0; ow < y.w; ++ow) windows.push_back(window(oh, ow));
-  }
+// Calls f(plane, out_offset_in_plane, window) for every output element; `windows` holds the
+// window of each output position (nn::PoolWindows), the same in every plane.
+template <typename F>
+void ForEachPoolWindow(const nn::Nchw& x, const std::vector<PoolWindow>& windows, F f) {
   for (int64_t pl = 0; pl < x.n * x.c; ++pl) {
     for (size_t o = 0; o < windows.size(); ++o) f(pl, static_cast<int64_t>(o), windows[o]);
   }
@@ -57,11 +46,11 @@ int64_t WindowArgMax(const T* plane, int64_t width, const PoolWindow& w) {
 
 // indices (null: not wanted) receives each maximum's offset in its input plane, PyTorch's
 // return_indices output.
-template <typename T, typename Rule>
+template <typename T>
 void MaxPoolForward(const T* x, T* y, int64_t* indices, const nn::Nchw& xd, const nn::Nchw& yd,
-                    Rule window) {
+                    const std::vector<PoolWindow>& windows) {
   const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
-  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+  ForEachPoolWindow(xd, windows, [&](int64_t pl, int64_t o, const PoolWindow& w) {
     const T* p = x + pl * in_plane;
     const int64_t at = WindowArgMax(p, xd.w, w);
     y[pl * out_plane + o] = p[at];
@@ -70,21 +59,22 @@ void MaxPoolForward(const T* x, T* y, int64_t* indices, const nn::Nchw& xd, cons
 }
 
 // gx (zeroed here) receives each output's gradient at its window's first maximum.
-template <typename T, typename Rule>
+template <typename T>
 void MaxPoolBackward(const T* gy, const T* x, T* gx, const nn::Nchw& xd, const nn::Nchw& yd,
-                     Rule window) {
+                     const std::vector<PoolWindow>& windows) {
   const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
   std::fill(gx, gx + xd.n * xd.c * in_plane, T(0));
-  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+  ForEachPoolWindow(xd, windows, [&](int64_t pl, int64_t o, const PoolWindow& w) {
     const int64_t plane = pl * in_plane;
     gx[plane + WindowArgMax(x + plane, xd.w, w)] += gy[pl * out_plane + o];
   });
 }
 
-template <typename T, typename Rule>
-void AvgPoolForward(const T* x, T* y, const nn::Nchw& xd, const nn::Nchw& yd, Rule window) {
+template <typename T>
+void AvgPoolForward(const T* x, T* y, const nn::Nchw& xd, const nn::Nchw& yd,
+                    const std::vector<PoolWindow>& windows) {
   const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
-  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+  ForEachPoolWindow(xd, windows, [&](int64_t pl, int64_t o, const PoolWindow& w) {
     const T* p = x + pl * in_plane;
     T sum = 0;
     for (int64_t ih = w.hs; ih < w.he; ih += w.dh) {
@@ -95,11 +85,12 @@ void AvgPoolForward(const T* x, T* y, const nn::Nchw& xd, const nn::Nchw& yd, Ru
 }
 
 // gx (zeroed here) receives each output's gradient divided by its divisor over its window.
-template <typename T, typename Rule>
-void AvgPoolBackward(const T* gy, T* gx, const nn::Nchw& xd, const nn::Nchw& yd, Rule window) {
+template <typename T>
+void AvgPoolBackward(const T* gy, T* gx, const nn::Nchw& xd, const nn::Nchw& yd,
+                     const std::vector<PoolWindow>& windows) {
   const int64_t in_plane = xd.h * xd.w, out_plane = yd.h * yd.w;
   std::fill(gx, gx + xd.n * xd.c * in_plane, T(0));
-  ForEachPoolWindow(xd, yd, window, [&](int64_t pl, int64_t o, const PoolWindow& w) {
+  ForEachPoolWindow(xd, windows, [&](int64_t pl, int64_t o, const PoolWindow& w) {
     T* p = gx + pl * in_plane;
     const T g = gy[pl * out_plane + o] / T(w.divisor);
     for (int64_t ih = w.hs; ih < w.he; ih += w.dh) {

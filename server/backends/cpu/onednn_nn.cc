@@ -142,10 +142,10 @@ absl::Status PoolForward(KernelCall& c, bool max_pool) {
   const std::string& op = c.op.name;
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[0].shape(), c.outputs[0].shape(), c.attrs, max_pool));
-  if (!s.exact) return LoopAvgPool2d(c);
+  if (!s.exact) return LoopPool2d(c);
   // oneDNN's max drops NaNs; PyTorch's max pooling propagates them. Its workspace is no
   // index output either, so return_indices takes the loop too.
-  if (max_pool && (HasNan(c.inputs[0]) || c.outputs.size() > 1)) return LoopMaxPool2d(c);
+  if (max_pool && (HasNan(c.inputs[0]) || c.outputs.size() > 1)) return LoopPool2d(c);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_fwd|" + s.key, [&] {
     auto pd = PoolForwardPd(s, prop_kind::forward_inference, Attr());
@@ -159,8 +159,8 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   const std::string& op = c.op.name;
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[1].shape(), c.inputs[0].shape(), c.attrs, max_pool));
-  if (!s.exact) return LoopAvgPool2dBackward(c);
-  if (max_pool && HasNan(c.inputs[1])) return LoopMaxPool2dBackward(c);
+  if (!s.exact) return LoopPool2dBackward(c);
+  if (max_pool && HasNan(c.inputs[1])) return LoopPool2dBackward(c);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
     using B = dnnl::pooling_v2_backward;

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/kernel_source.h"
+#include "server/backends/opencl/opencl_conv.h"
 #include "server/backends/opencl/opencl_cross_entropy.h"
 #include "server/backends/opencl/opencl_elementwise.h"
 #include "server/backends/opencl/opencl_indexing.h"
@@ -15,6 +16,7 @@
 #include "server/backends/opencl/opencl_linalg.h"
 #include "server/backends/opencl/opencl_norms.h"
 #include "server/backends/opencl/opencl_optimizers.h"
+#include "server/backends/opencl/opencl_pool.h"
 #include "server/backends/opencl/opencl_reductions.h"
 #include "server/core/status.h"
 #include "server/ops/shape_ops.h"
@@ -121,8 +123,8 @@ bool HasLowPrecision(absl::Span<const DType> dtypes) {
 bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
          CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
-         IsGroupOp(op.name) || IsNormOp(op.name) || IsCrossEntropyOp(op.name) ||
-         IsProduct(op.name) || IsOptimizer(op.name);
+         IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
+         IsCrossEntropyOp(op.name) || IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -139,8 +141,8 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
-  if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) ||
-      IsCrossEntropyOp(op) || IsOptimizer(op)) {
+  if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||
+      IsPoolOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
     return true;
   }
   if (IsProduct(op)) return SupportsProduct(q);
@@ -160,6 +162,8 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsIndexingOp(op)) return RunIndexing(c, device);
   if (IsGroupOp(op)) return RunGroup(c, device);
   if (IsNormOp(op)) return RunNorm(c, device);
+  if (IsConvOp(op)) return RunConv(c, device);
+  if (IsPoolOp(op)) return RunPool(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
