@@ -269,6 +269,54 @@ TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {
   }
 }
 
+// The creation ops that compute values, and the random ones: with a seed, the same stream on
+// both devices (rand and dropout exactly, randn up to the device's log, cos and sin).
+const std::vector<std::pair<std::string, AttrMap>> kComputedCreationCases = {
+    {"arange", {{"end", int64_t{7}}}},
+    {"arange", {{"start", 2.5}, {"end", -3.0}, {"step", -0.75}}},
+    {"arange",
+     {{"start", int64_t{-4}},
+      {"end", int64_t{20}},
+      {"step", int64_t{3}},
+      {"dtype", std::string("i32")}}},
+    {"arange", {{"start", 0.5}, {"end", 4.0}, {"dtype", std::string("i64")}}},
+    {"arange", {{"end", 5.0}, {"dtype", std::string("f64")}}},
+    {"arange", {{"end", 0.0}}},
+    {"eye", {{"n", int64_t{4}}}},
+    {"eye", {{"n", int64_t{3}}, {"m", int64_t{5}}, {"dtype", std::string("i64")}}},
+    {"eye", {{"n", int64_t{4}}, {"m", int64_t{2}}, {"dtype", std::string("bf16")}}},
+    {"rand", {{"shape", std::vector<int64_t>{3, 5}}, {"seed", int64_t{7}}}},
+    {"rand",
+     {{"shape", std::vector<int64_t>{9}}, {"seed", int64_t{-3}}, {"dtype", std::string("f64")}}},
+    {"randn", {{"shape", std::vector<int64_t>{4, 3}}, {"seed", int64_t{11}}}},
+    {"randn",
+     {{"shape", std::vector<int64_t>{7}}, {"seed", int64_t{12}}, {"dtype", std::string("f64")}}},
+};
+
+TEST(DeviceOps, ComputedAndRandomCreationMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  for (const auto& [op, attrs] : kComputedCreationCases) {
+    EXPECT_TRUE(SameOnDevice(device, op, {}, attrs, op == "randn" ? 64 : 1)) << op;
+  }
+  // dropout's mask comes from its seed: the same elements dropped, forward and backward.
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    const AttrMap attrs = {{"p", 0.3}, {"seed", int64_t{5}}};
+    const Tensor x = Input(dtype, {6, 7}, 120);
+    EXPECT_TRUE(SameOnDevice(device, "dropout", {x}, attrs)) << DTypeName(dtype);
+    if (dtype == DType::kF64) EXPECT_TRUE(SameGradientsOnDevice(device, "dropout", {x}, attrs));
+  }
+  // Without a seed, two draws differ.
+  CallEnv env;
+  env.device = device;
+  auto a = DeviceDispatcher().Call("rand", {}, {{"shape", std::vector<int64_t>{8}}}, env);
+  auto b = DeviceDispatcher().Call("rand", {}, {{"shape", std::vector<int64_t>{8}}}, env);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ((*a)[0].device(), device);
+  EXPECT_FALSE(AllClose(MoveTo((*a)[0], kHostDevice), MoveTo((*b)[0], kHostDevice), 0, 0));
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
 TEST(DeviceOps, MatrixProductsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   const std::vector<std::pair<std::string, std::vector<Shape>>> cases = {
@@ -361,6 +409,7 @@ TEST(DeviceOps, EveryListedOpIsCovered) {
   shape_test.insert(kProductOps.begin(), kProductOps.end());
   for (const auto& [op, attrs] : UnaryShapeCases()) shape_test.insert(op);
   for (const auto& [op, attrs] : kOptimizerCases) shape_test.insert(op);
+  for (const auto& [op, attrs] : kComputedCreationCases) shape_test.insert(op);
   for (const auto& [op, attrs] : GroupOpCases()) shape_test.insert(op);
   for (const ShapedCase& c : LayoutOpCases()) shape_test.insert(c.op);
   for (const ShapedCase& c : NnOpCases()) shape_test.insert(c.op);

@@ -1,11 +1,10 @@
 // Kernels for creation ops.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <random>
 
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
+#include "server/ops/random_stream.h"
 
 namespace tensord::cpu {
 namespace {
@@ -63,17 +62,11 @@ absl::Status EyeKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
-// SplitMix64: tiny, fast, and the same stream on every platform for a given seed (the standard
-// library's distributions are implementation-defined, so they are not used).
+// The stream of ops/random_stream.h, drawn in order.
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  explicit Rng(uint64_t start) : start_(start) {}
+  uint64_t Next() { return ops::StreamValue(start_, ++k_); }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1p-53; }  // [0, 1)
   float UniformF() { return static_cast<float>(Next() >> 40) * 0x1p-24f; }  // [0, 1) in f32
   // Unbiased integer in [0, range) by rejecting the short last bucket.
@@ -85,20 +78,11 @@ class Rng {
   }
 
  private:
-  uint64_t state_;
+  uint64_t start_;
+  uint64_t k_ = 0;
 };
 
-// The seed attribute, or a fresh seed from a process-wide source: random_device once, then a
-// counter, so concurrent calls never share a stream.
-Rng MakeRng(const Attrs& attrs) {
-  if (attrs.Has("seed")) return Rng(static_cast<uint64_t>(attrs.GetInt("seed")));
-  static std::atomic<uint64_t> next{[] {
-    std::random_device rd;
-    return (static_cast<uint64_t>(rd()) << 32) ^ rd();
-  }()};
-  Rng mix(next.fetch_add(1));
-  return Rng(mix.Next());
-}
+Rng MakeRng(const Attrs& attrs) { return Rng(ops::StreamStart(attrs)); }
 
 absl::Status RandKernel(KernelCall& c) {
   Tensor& out = c.outputs[0];

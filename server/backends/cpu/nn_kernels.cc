@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/loops.h"
 #include "server/ops/index_checks.h"
+#include "server/ops/random_stream.h"
 
 namespace tensord::cpu {
 namespace {
@@ -126,13 +127,13 @@ absl::Status EmbeddingBackward(KernelCall& c) {
 template <typename T>
 absl::Status NativeDropout(KernelCall& c) {
   const double p = c.attrs.GetFloat("p");
-  const uint64_t seed = DropoutSeed(c.attrs.GetInt("seed"));
+  const uint64_t seed = ops::DropoutStreamStart(c.attrs.GetInt("seed"));
   // Multiplying (rather than selecting) keeps torch's NaN * 0 = NaN for dropped NaNs.
   const T scale = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
   const T* x = c.inputs[0].data<T>();
   T* y = c.outputs[0].data<T>();
   const int64_t n = c.outputs[0].numel();
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (DropoutKeep(seed, i, p) ? scale : T(0));
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (ops::DropoutKeep(seed, i, p) ? scale : T(0));
   return absl::OkStatus();
 }
 

@@ -25,21 +25,6 @@ inline int64_t* PoolIndices(KernelCall& c) {
   return c.outputs.size() > 1 ? c.outputs[1].data<int64_t>() : nullptr;
 }
 
-// Dropout's mask: element i is kept when a counter-based hash of (seed, i) maps to a uniform
-// value >= p. Pure in (seed, i), so a recomputed forward and the backward see the same mask
-// regardless of threading or call order.
-inline uint64_t SplitMix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-inline bool DropoutKeep(uint64_t mixed_seed, int64_t i, double p) {
-  const uint64_t z =
-      SplitMix64(mixed_seed + (static_cast<uint64_t>(i) + 1) * 0x9E3779B97F4A7C15ull);
-  return static_cast<double>(z >> 11) * 0x1.0p-53 >= p;
-}
-inline uint64_t DropoutSeed(int64_t seed) { return SplitMix64(static_cast<uint64_t>(seed)); }
-
 // Row statistics of layer_norm: mean and biased variance, accumulated in double (two passes).
 template <typename T>
 void RowMoments(const T* x, int64_t n, double* mean, double* var) {

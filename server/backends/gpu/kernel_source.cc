@@ -122,10 +122,15 @@ std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
 }
 
 const Dialect& OpenClDialect() {
-  static const Dialect* d =
-      new Dialect{"__kernel void", "__global", "get_global_id(0)",
-                  "long",          "",         "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
-                  "as_float",      "as_uint"};
+  static const Dialect* d = new Dialect{"__kernel void",
+                                        "__global",
+                                        "get_global_id(0)",
+                                        "long",
+                                        "ulong",
+                                        "",
+                                        "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
+                                        "as_float",
+                                        "as_uint"};
   return *d;
 }
 

@@ -20,6 +20,7 @@ struct Dialect {
   std::string global;             // "__global"
   std::string global_id;          // "get_global_id(0)"
   std::string int64;              // "long"
+  std::string uint64;             // "ulong"
   std::string preamble;           // what every source starts with
   std::string fp64_enable;        // what a source using f64 adds
   std::string as_float, as_uint;  // bit casts between float and uint32

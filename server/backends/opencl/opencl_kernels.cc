@@ -9,6 +9,7 @@
 #include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/kernel_source.h"
 #include "server/backends/opencl/opencl_conv.h"
+#include "server/backends/opencl/opencl_creation.h"
 #include "server/backends/opencl/opencl_cross_entropy.h"
 #include "server/backends/opencl/opencl_elementwise.h"
 #include "server/backends/opencl/opencl_indexing.h"
@@ -124,7 +125,8 @@ bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
          CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
          IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
-         IsCrossEntropyOp(op.name) || IsProduct(op.name) || IsOptimizer(op.name);
+         IsComputedCreationOp(op.name) || IsCrossEntropyOp(op.name) || IsProduct(op.name) ||
+         IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -133,8 +135,11 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   for (DType d : q.dtypes) {
     if (d == DType::kF64 && !device.has_fp64()) return false;
   }
-  // Group kernels accumulate in double.
-  if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op)) && !device.has_fp64()) return false;
+  // Group kernels accumulate in double; the computed creation ops compute in it.
+  if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op) || IsComputedCreationOp(op)) &&
+      !device.has_fp64()) {
+    return false;
+  }
   // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
   const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op) ||
                           MovesBits(op) || ReadsThroughIndex(op);
@@ -142,7 +147,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
   if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||
-      IsPoolOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
+      IsPoolOp(op) || IsComputedCreationOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
     return true;
   }
   if (IsProduct(op)) return SupportsProduct(q);
@@ -164,6 +169,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsNormOp(op)) return RunNorm(c, device);
   if (IsConvOp(op)) return RunConv(c, device);
   if (IsPoolOp(op)) return RunPool(c, device);
+  if (IsComputedCreationOp(op)) return RunComputedCreation(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
