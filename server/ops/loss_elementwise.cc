@@ -98,6 +98,26 @@ absl::StatusOr<std::vector<Tensor>> BceWithLogitsLoss(OpRunner& run, absl::Span<
 
 }  // namespace
 
+absl::Status CheckProbabilities(const Tensor& x) {
+  absl::Status status = absl::OkStatus();
+  TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
+    const T* p = x.data<T>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      if (!(p[i] >= 0 && p[i] <= 1)) {
+        status = Error(Reason::kInvalidRequest,
+                       absl::StrCat("binary_cross_entropy: all elements of input should be "
+                                    "between 0 and 1 (probabilities), got ",
+                                    static_cast<double>(p[i]), " at flat index ", i),
+                       {{"op", "binary_cross_entropy"},
+                        {"value", absl::StrCat(static_cast<double>(p[i]))},
+                        {"index", absl::StrCat(i)}});
+        return;
+      }
+    }
+  });
+  return status;
+}
+
 OpDef ElementwiseLoss(const std::string& name, int min_inputs, int max_inputs,
                       std::vector<std::string> input_names, std::vector<AttrSpec> attrs) {
   OpDef d = NewInternalOp(name, "loss", std::move(input_names), kFloat, Marking::kDifferentiable);

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/core/shape.h"
+#include "server/core/tensor.h"
 #include "server/ops/attrs.h"
 #include "server/ops/op_def.h"
 #include "server/ops/registry.h"
@@ -54,6 +55,10 @@ absl::StatusOr<Tensor> ExpandToShape(OpRunner& run, const Tensor& t, const Shape
 // backend checks its targets with it, so the error is the same on every device.
 absl::Status CheckClassIndex(const std::string& loss, int64_t target, int64_t classes,
                              int64_t ignore_index);
+
+// binary_cross_entropy's input (in host memory): INVALID_REQUEST naming the first element that
+// is no probability in [0, 1] (NaN included). Every backend checks with it.
+absl::Status CheckProbabilities(const Tensor& input);
 
 // Family parts registered from RegisterReductionOps / RegisterLossOps.
 void RegisterMinMaxOps(OpRegistry& r);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/reduction_kernels.h"
+#include "server/ops/reduction.h"
 
 namespace tensord::cpu {
 namespace {
@@ -43,26 +44,6 @@ double ClampedLog1m(double v) { return std::max(std::log1p(-v), -100.0); }
 double SoftplusNeg(double x) { return std::max(-x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
 double SigmoidNeg(double x) {
   return x >= 0 ? std::exp(-x) / (1 + std::exp(-x)) : 1 / (1 + std::exp(x));
-}
-
-absl::Status CheckProbabilities(const Tensor& x) {
-  absl::Status status = absl::OkStatus();
-  TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
-    const T* p = x.data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      if (!(p[i] >= 0 && p[i] <= 1)) {
-        status = Error(Reason::kInvalidRequest,
-                       absl::StrCat("binary_cross_entropy: all elements of input should be "
-                                    "between 0 and 1 (probabilities), got ",
-                                    static_cast<double>(p[i]), " at flat index ", i),
-                       {{"op", "binary_cross_entropy"},
-                        {"value", absl::StrCat(static_cast<double>(p[i]))},
-                        {"index", absl::StrCat(i)}});
-        return;
-      }
-    }
-  });
-  return status;
 }
 
 absl::Status L1(KernelCall& c) {

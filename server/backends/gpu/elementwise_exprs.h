@@ -20,8 +20,8 @@ enum class ComputeIn {
 };
 
 struct ElementwiseExpr {
-  int arity = 1;  // operands a, b, c
-  // A C expression (valid in OpenCL C and CUDA C) over `a`, `b`, `c` of type `T` (the
+  int arity = 1;  // operands a, b, c, d
+  // A C expression (valid in OpenCL C and CUDA C) over `a`, `b`, `c`, `d` of type `T` (the
   // compute type) and the float attributes `s0`, `s1`, `s2` (see `scalars`).
   std::string expr;
   ComputeIn compute = ComputeIn::kOutput;

@@ -156,8 +156,8 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
     absl::StrAppend(&s, "  ", d.int64, " o", i, " = 0;\n");
   }
   if (!k.inputs.empty()) absl::StrAppend(&s, OffsetLoop("i", "rank", "geom[", offsets, strides, d));
-  const char* names[] = {"a", "b", "c"};
-  for (size_t i = 0; i < k.inputs.size() && i < 3; ++i) {
+  const char* names[] = {"a", "b", "c", "d"};
+  for (size_t i = 0; i < k.inputs.size() && i < 4; ++i) {
     absl::StrAppend(&s, "  const T ", names[i], " = (T)(",
                     Load(k.inputs[i], absl::StrCat("in", i, "[o", i, "]")), ");\n");
   }

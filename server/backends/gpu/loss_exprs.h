@@ -1,7 +1,13 @@
-// The class-index losses a GPU backend generates (cross_entropy_nll and its gradient) as plans
-// of the group template: a group is one sample's classes.
+// The losses a GPU backend generates: the class-index losses (cross_entropy_nll and its
+// gradient) as plans of the group template, where a group is one sample's classes, and the
+// pointwise parts of the other losses as elementwise expressions.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/reduction_exprs.h"
 
 namespace tensord::gpu {
@@ -15,5 +21,14 @@ GroupPlan NllLossPlan(const Attrs& attrs, int64_t rank, bool weighted);
 GroupPlan NllBackwardPlan(const Attrs& attrs, int64_t rank, bool weighted);
 // The sum of every element of input 0 divided by s0.
 GroupPlan ScaledSumPlan(int64_t rank, double divisor);
+
+// The pointwise loss ops (l1_loss_elementwise, binary_cross_entropy_elementwise and
+// _with_logits, smooth_l1_loss, huber_loss, kl_div, each with its _backward): one expression
+// per output, in double (the kernel computes in f64, as the CPU loops), the formulas and
+// branch choices of the CPU kernels. `inputs` counts the call's operands (an optional
+// pos_weight). nullopt for another op.
+bool IsPointwiseLoss(const std::string& op);
+std::optional<std::vector<ElementwiseExpr>> PointwiseLoss(const std::string& op, const Attrs& attrs,
+                                                          int inputs);
 
 }  // namespace tensord::gpu

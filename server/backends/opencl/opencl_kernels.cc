@@ -15,6 +15,7 @@
 #include "server/backends/opencl/opencl_indexing.h"
 #include "server/backends/opencl/opencl_layout.h"
 #include "server/backends/opencl/opencl_linalg.h"
+#include "server/backends/opencl/opencl_losses.h"
 #include "server/backends/opencl/opencl_norms.h"
 #include "server/backends/opencl/opencl_optimizers.h"
 #include "server/backends/opencl/opencl_pool.h"
@@ -125,8 +126,8 @@ bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
          CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
          IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
-         IsComputedCreationOp(op.name) || IsCrossEntropyOp(op.name) || IsProduct(op.name) ||
-         IsOptimizer(op.name);
+         IsComputedCreationOp(op.name) || IsPointwiseLossOp(op.name) || IsCrossEntropyOp(op.name) ||
+         IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -136,7 +137,8 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
     if (d == DType::kF64 && !device.has_fp64()) return false;
   }
   // Group kernels accumulate in double; the computed creation ops compute in it.
-  if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op) || IsComputedCreationOp(op)) &&
+  if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op) || IsComputedCreationOp(op) ||
+       IsPointwiseLossOp(op)) &&
       !device.has_fp64()) {
     return false;
   }
@@ -147,7 +149,8 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
   if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||
-      IsPoolOp(op) || IsComputedCreationOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
+      IsPoolOp(op) || IsComputedCreationOp(op) || IsPointwiseLossOp(op) || IsCrossEntropyOp(op) ||
+      IsOptimizer(op)) {
     return true;
   }
   if (IsProduct(op)) return SupportsProduct(q);
@@ -170,6 +173,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsConvOp(op)) return RunConv(c, device);
   if (IsPoolOp(op)) return RunPool(c, device);
   if (IsComputedCreationOp(op)) return RunComputedCreation(c, device);
+  if (IsPointwiseLossOp(op)) return RunPointwiseLoss(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
