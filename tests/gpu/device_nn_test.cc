@@ -53,5 +53,50 @@ TEST(DeviceNn, MaxPoolTiesAndNanMatchTheCpu) {
   }
 }
 
+// batch_norm in training (batch statistics, with and without running statistics to update)
+// and in evaluation (the running statistics), forward and gradients.
+TEST(DeviceNn, BatchNormMatchesTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  for (const Shape& shape : {Shape{4, 3, 5, 2}, Shape{6, 3}, Shape{2, 3, 7}}) {
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      const Tensor x = Random(dtype, shape, 1, -2, 2);
+      const Tensor w = Random(dtype, {3}, 2, 0.5, 1.5), b = Random(dtype, {3}, 3, -1, 1);
+      const Tensor mean = Random(dtype, {3}, 4, -0.5, 0.5), var = Random(dtype, {3}, 5, 0.5, 2);
+      const Tensor none = Random(dtype, {0}, 6);
+      const std::string what = absl::StrCat(ShapeToString(shape), " ", DTypeName(dtype));
+      const AttrMap train = {{"training", true}, {"momentum", 0.2}, {"eps", 1e-3}};
+      const AttrMap eval = {{"training", false}};
+      EXPECT_TRUE(SameOnDevice(device, "batch_norm", {x, none, none, w, b}, train, 8)) << what;
+      EXPECT_TRUE(SameOnDevice(device, "batch_norm", {x, mean, var, w, b}, train, 8)) << what;
+      EXPECT_TRUE(SameOnDevice(device, "batch_norm", {x, mean, var, w, b}, eval, 8)) << what;
+      // The running statistics are updated in place on the device as on the CPU.
+      Tensor cpu_mean = Run1("clone", {mean}), cpu_var = Run1("clone", {var});
+      Tensor dev_mean = MoveTo(mean, device), dev_var = MoveTo(var, device);
+      CallEnv env;
+      ASSERT_TRUE(
+          DeviceDispatcher().Call("batch_norm", {x, cpu_mean, cpu_var, w, b}, train, env).ok());
+      ASSERT_TRUE(
+          DeviceDispatcher()
+              .Call("batch_norm",
+                    {MoveTo(x, device), dev_mean, dev_var, MoveTo(w, device), MoveTo(b, device)},
+                    train, env)
+              .ok());
+      const Tolerance tol = ToleranceFor(dtype);
+      EXPECT_TRUE(AllClose(MoveTo(dev_mean, kHostDevice), cpu_mean, 8 * tol.rtol, 8 * tol.atol))
+          << what;
+      EXPECT_TRUE(AllClose(MoveTo(dev_var, kHostDevice), cpu_var, 8 * tol.rtol, 8 * tol.atol))
+          << what;
+      if (dtype == DType::kF64) {
+        EXPECT_TRUE(SameGradientsOnDevice(device, "batch_norm", {x, none, none, w, b}, train, 8))
+            << what;
+        EXPECT_TRUE(SameGradientsOnDevice(device, "batch_norm", {x, mean, var, w, b}, eval, 8))
+            << what;
+      }
+    }
+  }
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
 }  // namespace
 }  // namespace tensord::testing

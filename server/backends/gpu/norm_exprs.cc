@@ -89,4 +89,66 @@ GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype) {
   return plan;
 }
 
+std::vector<int64_t> ChannelDims(int64_t rank) {
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0};
+  plan.tables = {1, 2};
+  if (!training) plan.tables.insert(plan.tables.end(), {3, 4});
+  plan.dims = ChannelDims(rank);
+  plan.compute = dtype;
+  plan.scalar = eps;
+  plan.body = absl::StrCat(training ? kRowMoments : "const double mean = A2(i), var = A3(i); ",
+                           "const double scale = A0(i) / sqrt(var + s0); const double shift = "
+                           "A1(i) - mean * scale; EACH(OUT_AT((double)X0(off) * scale + shift);)");
+  return plan;
+}
+
+GroupPlan BatchNormStatPlan(int64_t rank, bool training, bool var, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0};
+  plan.dims = ChannelDims(rank);
+  plan.compute = dtype;
+  if (training) {
+    plan.body = absl::StrCat(kRowMoments, var ? "OUT(var);" : "OUT(mean);");
+  } else {
+    plan.tables = {var ? 4 : 3};
+    plan.body = "OUT(A0(i));";
+  }
+  return plan;
+}
+
+GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {1, 0};  // X0 = x, X1 = grad
+  plan.tables = {2, 3, 4};
+  plan.dims = ChannelDims(rank);
+  plan.compute = dtype;
+  plan.scalar = eps;
+  // sum(gy) and sum(gy * xhat) over the channel; training differentiates through the batch
+  // mean and variance as well.
+  plan.body =
+      "const double mu = A1(i); const double invstd = 1.0 / sqrt(A2(i) + s0); double sum_g = 0, "
+      "sum_gx = 0; EACH(sum_g += (double)X1(off); sum_gx += (double)X1(off) * ((double)X0(off) - "
+      "mu) * invstd;) ";
+  if (part == 1) {
+    absl::StrAppend(&plan.body, "OUT(sum_gx);");
+  } else if (part == 2) {
+    absl::StrAppend(&plan.body, "OUT(sum_g);");
+  } else {
+    absl::StrAppend(
+        &plan.body, "const double k = A0(i) * invstd; const double mean_g = ",
+        training ? "n_red > 0 ? sum_g / (double)n_red : 0.0" : "0.0",
+        "; const double mean_gx = ", training ? "n_red > 0 ? sum_gx / (double)n_red : 0.0" : "0.0",
+        "; EACH(const double xhat = ((double)X0(off) - mu) * invstd; OUT_AT(k * "
+        "((double)X1(off) - mean_g - xhat * mean_gx));)");
+  }
+  return plan;
+}
+
 }  // namespace tensord::gpu

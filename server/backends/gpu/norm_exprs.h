@@ -25,4 +25,15 @@ GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps);
 GroupPlan LayerNormWeightGradPlan(int64_t rank, int64_t normalized, DType dtype);
 GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype);
 
+// native_batch_norm over [N, C, *]: a group is a channel (every dim but 1), the statistics the
+// batch's (training) or tables 3 and 4 (evaluation). Inputs: x, weight, bias, [mean, var].
+std::vector<int64_t> ChannelDims(int64_t rank);
+// y (per element).
+GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype);
+// The mean (var false) or biased variance the forward used, per channel.
+GroupPlan BatchNormStatPlan(int64_t rank, bool training, bool var, DType dtype);
+// native_batch_norm_backward (inputs: grad, x, weight, mean, var): the input's gradient per
+// element (part 0), the weight's (1) or the bias's (2) per channel.
+GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, DType dtype);
+
 }  // namespace tensord::gpu

@@ -2,15 +2,51 @@
 
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "server/backends/gpu/norm_exprs.h"
 #include "server/backends/opencl/opencl_reductions.h"
 #include "server/core/status.h"
 
 namespace tensord::opencl {
 
-bool IsNormOp(const std::string& op) { return op == "layer_norm" || op == "layer_norm_backward"; }
+bool IsNormOp(const std::string& op) {
+  return op == "layer_norm" || op == "layer_norm_backward" || op == "native_batch_norm" ||
+         op == "native_batch_norm_backward";
+}
+
+namespace {
+
+// native_batch_norm writes y, then the mean and variance it used; its backward the three
+// gradients, each a pass over the channels.
+absl::Status RunBatchNorm(KernelCall& c, ClDevice& device) {
+  const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  const bool training = c.attrs.GetBool("training");
+  const double eps = c.attrs.GetFloat("eps");
+  if (c.op.name == "native_batch_norm") {
+    const Tensor& x = inputs[0];
+    RETURN_IF_ERROR(LaunchGroup(device, "batch_norm",
+                                gpu::BatchNormPlan(x.rank(), training, eps, x.dtype()), inputs,
+                                c.outputs[0], nullptr));
+    for (int s = 0; s < 2; ++s) {
+      RETURN_IF_ERROR(LaunchGroup(device, s == 0 ? "batch_norm_mean" : "batch_norm_var",
+                                  gpu::BatchNormStatPlan(x.rank(), training, s == 1, x.dtype()),
+                                  inputs, c.outputs[1 + s], nullptr));
+    }
+    return absl::OkStatus();
+  }
+  const Tensor& x = inputs[1];
+  for (int part = 0; part < 3; ++part) {
+    RETURN_IF_ERROR(LaunchGroup(device, absl::StrCat("batch_norm_grad_", part),
+                                gpu::BatchNormGradPlan(x.rank(), training, eps, part, x.dtype()),
+                                inputs, c.outputs[part], nullptr));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status RunNorm(KernelCall& c, ClDevice& device) {
+  if (c.op.name.rfind("native_batch_norm", 0) == 0) return RunBatchNorm(c, device);
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
   const int64_t k = static_cast<int64_t>(c.attrs.GetInts("normalized_shape").size());
   const double eps = c.attrs.GetFloat("eps");

@@ -1,6 +1,7 @@
-// layer_norm and layer_norm_backward on an OpenCL device, as group kernels (gpu/norm_exprs.h):
-// the input's gradient per row, the parameters' gradients per column after a pass that writes
-// each row's mean and rstd.
+// layer_norm, native_batch_norm (batch_norm's kernel) and their gradients on an OpenCL
+// device, as group kernels (gpu/norm_exprs.h). layer_norm: the input's gradient per row, the
+// parameters' per column after a pass that writes each row's mean and rstd. batch_norm: every
+// output a pass over the channels.
 #pragma once
 
 #include <string>
