@@ -413,6 +413,7 @@ TEST(DeviceOps, EveryListedOpIsCovered) {
   for (const auto& [op, attrs] : GroupOpCases()) shape_test.insert(op);
   for (const ShapedCase& c : LayoutOpCases()) shape_test.insert(c.op);
   for (const ShapedCase& c : NnOpCases()) shape_test.insert(c.op);
+  for (const ShapedCase& c : SortOpCases()) shape_test.insert(c.op);
   for (const IndexingCase& c : IndexingOpCases()) shape_test.insert(c.op);
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);

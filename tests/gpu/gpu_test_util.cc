@@ -327,6 +327,23 @@ const std::vector<ShapedCase>& NnOpCases() {
   return *cases;
 }
 
+const std::vector<ShapedCase>& SortOpCases() {
+  static const auto* cases = new std::vector<ShapedCase>{
+      {"sort", {{3, 7}}, {}},
+      {"sort", {{3, 7}}, {{"descending", true}}},
+      {"sort", {{5, 2, 3}}, {{"dim", int64_t{0}}, {"stable", true}}},
+      {"sort", {{}}, {}},
+      {"sort", {{0, 4}}, {}},
+      {"argsort", {{4, 6}}, {{"descending", true}}},
+      {"argsort", {{6, 4}}, {{"dim", int64_t{0}}}},
+      {"topk", {{3, 8}}, {{"k", int64_t{3}}}},
+      {"topk", {{6, 2, 3}}, {{"k", int64_t{2}}, {"dim", int64_t{0}}, {"largest", false}}},
+      {"topk", {{3, 5}}, {{"k", int64_t{0}}}},
+      {"topk", {{}}, {{"k", int64_t{1}}}},
+  };
+  return *cases;
+}
+
 const std::vector<IndexingCase>& IndexingOpCases() {
   // Indices in [0, size): i64 unless asked otherwise.
   auto idx = [](Shape shape, int64_t size, uint32_t seed, DType dtype = DType::kI64) {

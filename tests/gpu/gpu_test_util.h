@@ -69,6 +69,8 @@ struct ShapedCase {
 // counts them as tested.
 const std::vector<ShapedCase>& LayoutOpCases();
 const std::vector<ShapedCase>& NnOpCases();
+// sort, argsort and topk, that device_sorting_test runs on values with ties and NaN.
+const std::vector<ShapedCase>& SortOpCases();
 
 // The ops that index by tensors, each with a builder of its inputs for a value dtype (valid
 // indices, duplicates among those that write) and an attribute form, that

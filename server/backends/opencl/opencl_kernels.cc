@@ -20,6 +20,7 @@
 #include "server/backends/opencl/opencl_optimizers.h"
 #include "server/backends/opencl/opencl_pool.h"
 #include "server/backends/opencl/opencl_reductions.h"
+#include "server/backends/opencl/opencl_sort.h"
 #include "server/core/status.h"
 #include "server/ops/shape_ops.h"
 
@@ -126,8 +127,8 @@ bool Implements(const OpDef& op) {
   return gpu::HasElementwise(op.name) || FillOps().count(op.name) || ViewOps().count(op.name) ||
          CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
          IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
-         IsComputedCreationOp(op.name) || IsPointwiseLossOp(op.name) || IsCrossEntropyOp(op.name) ||
-         IsProduct(op.name) || IsOptimizer(op.name);
+         IsComputedCreationOp(op.name) || IsPointwiseLossOp(op.name) || IsSortOp(op.name) ||
+         IsCrossEntropyOp(op.name) || IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -149,8 +150,8 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
   if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||
-      IsPoolOp(op) || IsComputedCreationOp(op) || IsPointwiseLossOp(op) || IsCrossEntropyOp(op) ||
-      IsOptimizer(op)) {
+      IsPoolOp(op) || IsComputedCreationOp(op) || IsPointwiseLossOp(op) || IsSortOp(op) ||
+      IsCrossEntropyOp(op) || IsOptimizer(op)) {
     return true;
   }
   if (IsProduct(op)) return SupportsProduct(q);
@@ -174,6 +175,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsPoolOp(op)) return RunPool(c, device);
   if (IsComputedCreationOp(op)) return RunComputedCreation(c, device);
   if (IsPointwiseLossOp(op)) return RunPointwiseLoss(c, device);
+  if (IsSortOp(op)) return RunSort(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
