@@ -212,6 +212,36 @@ TEST(DeviceOps, ActivationKinksMatchTheCpu) {
   }
 }
 
+// prelu (a slope per channel or one for all, the kink at 0 and NaN) and glu (halves of a dim).
+TEST(DeviceOps, PreluAndGluMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
+    const Tensor kinks =
+        Values(dtype, {2, 3, 2}, {0, -0.0, 1, -1, NAN, 2, -2, 0.5, -0.5, 3, -3, 0});
+    const std::vector<std::vector<Tensor>> prelu = {
+        {Input(dtype, {2, 3, 4}, 130), Input(dtype, {3}, 131)},
+        {Input(dtype, {2, 3, 4}, 132), Input(dtype, {1}, 133)},
+        {Input(dtype, {5}, 134), Input(dtype, {1}, 135)},
+        {kinks, Input(dtype, {3}, 136)}};
+    for (const std::vector<Tensor>& in : prelu) {
+      EXPECT_TRUE(SameOnDevice(device, "prelu", in)) << DTypeName(dtype);
+      if (dtype == DType::kF64) EXPECT_TRUE(SameGradientsOnDevice(device, "prelu", in));
+    }
+    for (const auto& [shape, dim] :
+         std::vector<std::pair<Shape, int64_t>>{{{2, 6}, -1}, {{4, 3, 2}, 0}, {{3, 4, 5}, 1}}) {
+      const AttrMap attrs = {{"dim", dim}};
+      EXPECT_TRUE(SameOnDevice(device, "glu", {Input(dtype, shape, 137)}, attrs))
+          << DTypeName(dtype) << " " << ShapeToString(shape);
+      if (dtype == DType::kF64) {
+        EXPECT_TRUE(SameGradientsOnDevice(device, "glu", {Input(dtype, shape, 138)}, attrs))
+            << ShapeToString(shape);
+      }
+    }
+  }
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
 TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   const AttrMap none;

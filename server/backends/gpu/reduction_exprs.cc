@@ -295,4 +295,17 @@ absl::StatusOr<GroupPlan> PlanGroup(const std::string& op, const Attrs& attrs,
   return plan;
 }
 
+GroupPlan PreluWeightGradPlan(int64_t rank, bool per_channel, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {1, 0};  // X0 = x, X1 = grad
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!per_channel || d != 1) plan.dims.push_back(d);
+  }
+  plan.compute = dtype;
+  plan.body =
+      "double acc = 0; EACH(if (!(X0(off) > (T)0)) acc += (double)X0(off) * (double)X1(off);) "
+      "OUT(acc);";
+  return plan;
+}
+
 }  // namespace tensord::gpu

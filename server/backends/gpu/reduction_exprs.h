@@ -32,4 +32,8 @@ absl::StatusOr<GroupPlan> PlanGroup(const std::string& op, const Attrs& attrs,
                                     const std::vector<int64_t>& input_ranks,
                                     const std::vector<DType>& input_dtypes, DType output);
 
+// prelu's weight gradient (inputs: grad, x): per channel (dim 1) or, for one weight, over
+// everything, the sum of x * grad where x is not positive, in double as the CPU loop.
+GroupPlan PreluWeightGradPlan(int64_t rank, bool per_channel, DType dtype);
+
 }  // namespace tensord::gpu

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/kernel_source.h"
+#include "server/backends/opencl/opencl_activations.h"
 #include "server/backends/opencl/opencl_conv.h"
 #include "server/backends/opencl/opencl_creation.h"
 #include "server/backends/opencl/opencl_cross_entropy.h"
@@ -128,7 +129,8 @@ bool Implements(const OpDef& op) {
          CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
          IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
          IsComputedCreationOp(op.name) || IsPointwiseLossOp(op.name) || IsSortOp(op.name) ||
-         IsCrossEntropyOp(op.name) || IsProduct(op.name) || IsOptimizer(op.name);
+         IsDimActivation(op.name) || IsCrossEntropyOp(op.name) || IsProduct(op.name) ||
+         IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -139,7 +141,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   }
   // Group kernels accumulate in double; the computed creation ops compute in it.
   if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op) || IsComputedCreationOp(op) ||
-       IsPointwiseLossOp(op)) &&
+       IsPointwiseLossOp(op) || IsDimActivation(op)) &&
       !device.has_fp64()) {
     return false;
   }
@@ -151,7 +153,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (storage_op) return true;
   if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||
       IsPoolOp(op) || IsComputedCreationOp(op) || IsPointwiseLossOp(op) || IsSortOp(op) ||
-      IsCrossEntropyOp(op) || IsOptimizer(op)) {
+      IsDimActivation(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
     return true;
   }
   if (IsProduct(op)) return SupportsProduct(q);
@@ -176,6 +178,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsComputedCreationOp(op)) return RunComputedCreation(c, device);
   if (IsPointwiseLossOp(op)) return RunPointwiseLoss(c, device);
   if (IsSortOp(op)) return RunSort(c, device);
+  if (IsDimActivation(op)) return RunDimActivation(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);

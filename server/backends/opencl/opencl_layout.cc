@@ -13,33 +13,6 @@ namespace {
 
 const gpu::Dialect& Cl() { return gpu::OpenClDialect(); }
 
-// One kernel per storage type: the copies move bits.
-absl::Status CopyWindow(ClDevice& device, const Tensor& in, Tensor& out, const ops::WindowCopy& w) {
-  const int64_t n = NumElements(w.shape);
-  if (n == 0) return absl::OkStatus();
-  const std::string name = absl::StrCat("td_window_", gpu::StorageType(Cl(), in.dtype()));
-  ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderWindowCopy(Cl(), name, in.dtype());
-  }));
-  const gpu::Geometry g = gpu::StridedGeometry(w.shape, {w.src_strides, w.dst_strides});
-  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(g.Flat()));
-  Operand geometry_arg = Operand::Owning(geom);
-  ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
-  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(in_arg)
-      .AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(n))
-      .Add(static_cast<cl_int>(g.shape.size()))
-      .Add(static_cast<cl_long>(w.src_offset))
-      .Add(static_cast<cl_long>(w.dst_offset));
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  return device.Launch(built->kernel, n);
-}
-
 absl::Status RunPlan(KernelCall& c, ClDevice& device) {
   std::vector<Shape> in, out;
   for (const Tensor& t : c.inputs) in.push_back(t.shape());
@@ -160,6 +133,33 @@ absl::Status RunPad(KernelCall& c, ClDevice& device) {
 }
 
 }  // namespace
+
+// One kernel per storage type: the copies move bits.
+absl::Status CopyWindow(ClDevice& device, const Tensor& in, Tensor& out, const ops::WindowCopy& w) {
+  const int64_t n = NumElements(w.shape);
+  if (n == 0) return absl::OkStatus();
+  const std::string name = absl::StrCat("td_window_", gpu::StorageType(Cl(), in.dtype()));
+  ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(name, name, [&] {
+    return gpu::RenderWindowCopy(Cl(), name, in.dtype());
+  }));
+  const gpu::Geometry g = gpu::StridedGeometry(w.shape, {w.src_strides, w.dst_strides});
+  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(g.Flat()));
+  Operand geometry_arg = Operand::Owning(geom);
+  ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  absl::MutexLock lock(&built->mu);
+  Args args(built->kernel);
+  args.AddMem(out_arg)
+      .AddMem(in_arg)
+      .AddMem(geometry_arg)
+      .Add(static_cast<cl_long>(n))
+      .Add(static_cast<cl_int>(g.shape.size()))
+      .Add(static_cast<cl_long>(w.src_offset))
+      .Add(static_cast<cl_long>(w.dst_offset));
+  if (args.error() != CL_SUCCESS)
+    return ClError(args.error(), "clSetKernelArg " + name, device.name());
+  return device.Launch(built->kernel, n);
+}
 
 bool IsLayoutKernelOp(const std::string& op) {
   return ops::IsLayoutOp(op) || op == "tril" || op == "triu" || op == "pad" || op == "pad_backward";

@@ -6,6 +6,7 @@
 
 #include "server/backends/backend.h"
 #include "server/backends/opencl/opencl_runtime.h"
+#include "server/ops/layout_plan.h"
 
 namespace tensord::opencl {
 
@@ -15,5 +16,7 @@ bool IsLayoutKernelOp(const std::string& op);
 // run without a trip through f32.
 bool MovesBits(const std::string& op);
 absl::Status RunLayout(KernelCall& c, ClDevice& device);
+// One window copy of a plan (ops/layout_plan.h) from `in` to `out`, bits as they are.
+absl::Status CopyWindow(ClDevice& device, const Tensor& in, Tensor& out, const ops::WindowCopy& w);
 
 }  // namespace tensord::opencl
