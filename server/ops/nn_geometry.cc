@@ -374,4 +374,27 @@ absl::StatusOr<Shape> AdaptivePool2dOutputShape(const std::string& op, const Sha
   return out;
 }
 
+Correlation MakeCorrelation(const Shape& x, const Shape& w, const Shape& y, const ConvNdParams& p) {
+  Correlation g;
+  const size_t sp = static_cast<size_t>(p.spatial);
+  const size_t c = x.size() == sp + 2 ? 1 : 0;
+  g.n = c == 1 ? x[0] : 1;
+  g.xc = x[c];
+  g.yc = y[c];
+  g.groups = p.groups;
+  g.cin_g = w[1];
+  g.cout_g = w[0] / p.groups;
+  for (int i = 0; i < 3; ++i) {
+    const int j = i - (3 - p.spatial);
+    const bool unit = j < 0;
+    g.xs[i] = unit ? 1 : x[c + 1 + j];
+    g.ys[i] = unit ? 1 : y[c + 1 + j];
+    g.k[i] = unit ? 1 : w[2 + j];
+    g.stride[i] = unit ? 1 : p.stride[j];
+    g.pad[i] = unit ? 0 : p.padding[j];
+    g.dil[i] = unit ? 1 : p.dilation[j];
+  }
+  return g;
+}
+
 }  // namespace tensord::nn

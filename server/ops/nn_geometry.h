@@ -86,6 +86,17 @@ absl::StatusOr<Shape> ConvNdOutputShape(const std::string& op, const Shape& inpu
 // The shape of a bias the weight accepts: its output channels.
 int64_t ConvNdOutChannels(const Shape& weight, const ConvNdParams& p);
 
+// A convolution as one correlation, y[n, o, p] += x[n, c, p * stride - padding + tap * dilation]
+// * w[o, c, tap] within each group, with the spatial dims left-padded to three unit dims. A
+// transposed convolution is the same correlation with its input in the y role and its output
+// in the x role. Every backend walks it from one of its three operands.
+struct Correlation {
+  int64_t n = 1, groups = 1, xc = 0, yc = 0, cin_g = 0, cout_g = 0;
+  int64_t xs[3], ys[3], k[3], stride[3], pad[3], dil[3];
+};
+// x, w and y in their correlation roles (batched or not).
+Correlation MakeCorrelation(const Shape& x, const Shape& w, const Shape& y, const ConvNdParams& p);
+
 // ---- a convolution's padding='valid' / 'same'
 // ---------------------------------------------------- PyTorch's string forms of conv1d/2d/3d's
 // padding. 'valid' is no padding; 'same' (stride 1 only) pads dilation * (kernel - 1) per spatial

@@ -11,38 +11,9 @@
 namespace tensord::cpu {
 namespace {
 
-// The correlation's sizes with the spatial dims left-padded to three unit dims.
-struct Geometry {
-  int64_t n = 1, groups = 1, xc = 0, yc = 0, cin_g = 0, cout_g = 0;
-  int64_t xs[3], ys[3], k[3], stride[3], pad[3], dil[3];
-};
-
-Geometry MakeGeometry(const Shape& x, const Shape& w, const Shape& y, const nn::ConvNdParams& p) {
-  Geometry g;
-  const size_t sp = static_cast<size_t>(p.spatial);
-  const size_t c = x.size() == sp + 2 ? 1 : 0;
-  g.n = c == 1 ? x[0] : 1;
-  g.xc = x[c];
-  g.yc = y[c];
-  g.groups = p.groups;
-  g.cin_g = w[1];
-  g.cout_g = w[0] / p.groups;
-  for (int i = 0; i < 3; ++i) {
-    const int j = i - (3 - p.spatial);
-    const bool unit = j < 0;
-    g.xs[i] = unit ? 1 : x[c + 1 + j];
-    g.ys[i] = unit ? 1 : y[c + 1 + j];
-    g.k[i] = unit ? 1 : w[2 + j];
-    g.stride[i] = unit ? 1 : p.stride[j];
-    g.pad[i] = unit ? 0 : p.padding[j];
-    g.dil[i] = unit ? 1 : p.dilation[j];
-  }
-  return g;
-}
-
 // Calls f(x_offset, w_offset, y_offset) for every tap that lands inside x.
 template <typename F>
-void ForEachTap(const Geometry& g, F f) {
+void ForEachTap(const nn::Correlation& g, F f) {
   const int64_t x_plane = g.xs[0] * g.xs[1] * g.xs[2];
   const int64_t y_plane = g.ys[0] * g.ys[1] * g.ys[2];
   const int64_t taps = g.k[0] * g.k[1] * g.k[2];
@@ -113,12 +84,12 @@ absl::Status Forward(KernelCall& c) {
   const T* w = c.inputs[1].data<T>();
   T* out = c.outputs[0].data<T>();
   if (k.transposed) {
-    const Geometry g =
-        MakeGeometry(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p);
+    const nn::Correlation g =
+        nn::MakeCorrelation(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p);
     ForEachTap(g, [&](int64_t xo, int64_t wo, int64_t yo) { out[xo] += in[yo] * w[wo]; });
   } else {
-    const Geometry g =
-        MakeGeometry(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p);
+    const nn::Correlation g =
+        nn::MakeCorrelation(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p);
     ForEachTap(g, [&](int64_t xo, int64_t wo, int64_t yo) { out[yo] += in[xo] * w[wo]; });
   }
   return absl::OkStatus();
@@ -135,12 +106,12 @@ absl::Status BackwardInput(KernelCall& c) {
   T* gx = c.outputs[0].data<T>();
   std::fill(gx, gx + c.outputs[0].numel(), T(0));
   if (k.transposed) {
-    const Geometry g =
-        MakeGeometry(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p);
+    const nn::Correlation g =
+        nn::MakeCorrelation(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p);
     ForEachTap(g, [&](int64_t xo, int64_t wo, int64_t yo) { gx[yo] += gy[xo] * w[wo]; });
   } else {
-    const Geometry g =
-        MakeGeometry(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p);
+    const nn::Correlation g =
+        nn::MakeCorrelation(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p);
     ForEachTap(g, [&](int64_t xo, int64_t wo, int64_t yo) { gx[xo] += gy[yo] * w[wo]; });
   }
   return absl::OkStatus();
@@ -157,12 +128,12 @@ absl::Status BackwardWeight(KernelCall& c) {
   T* gw = c.outputs[0].data<T>();
   std::fill(gw, gw + c.outputs[0].numel(), T(0));
   if (k.transposed) {
-    const Geometry g =
-        MakeGeometry(c.inputs[0].shape(), c.outputs[0].shape(), c.inputs[1].shape(), p);
+    const nn::Correlation g =
+        nn::MakeCorrelation(c.inputs[0].shape(), c.outputs[0].shape(), c.inputs[1].shape(), p);
     ForEachTap(g, [&](int64_t xo, int64_t wo, int64_t yo) { gw[wo] += x[yo] * gy[xo]; });
   } else {
-    const Geometry g =
-        MakeGeometry(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), p);
+    const nn::Correlation g =
+        nn::MakeCorrelation(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), p);
     ForEachTap(g, [&](int64_t xo, int64_t wo, int64_t yo) { gw[wo] += gy[yo] * x[xo]; });
   }
   return absl::OkStatus();

@@ -1,8 +1,10 @@
-// Renders conv2d and its two gradients as direct kernels: one work item per element of the
-// tensor being written (output, input gradient, weight gradient), summing its taps in the order
-// the CPU's loop adds them, so no two work items write one element and no atomics are needed.
-// Sizes are run-time arguments (a geometry buffer), so one kernel per (pass, dtype, bias)
-// serves every shape, stride, padding, dilation and group count.
+// Renders the convolutions (conv2d, conv3d, conv_transpose2d and their gradients) as direct
+// kernels of one correlation (ops/nn_geometry.h: y[n, o, p] += x[n, c, p * stride - padding +
+// tap * dilation] * w[o, c, tap] in three spatial dims). Each pass has one work item per
+// element of the operand it writes and sums that element's taps in the order the CPU's loop
+// adds them, so no two work items write one element and no atomics are needed. Sizes are
+// run-time arguments, so one kernel per (pass, dtype, bias) serves every shape, stride,
+// padding, dilation and group count.
 #pragma once
 
 #include <cstdint>
@@ -10,24 +12,23 @@
 #include <vector>
 
 #include "server/backends/gpu/kernel_source.h"
+#include "server/ops/nn_geometry.h"
 
 namespace tensord::gpu {
 
+// Which operand of the correlation a pass writes.
 enum class ConvPass {
-  kForward,     // y (out) from x (a), w (b), [bias (c)]
-  kInputGrad,   // gx (out) from gy (a), w (b)
-  kWeightGrad,  // gw (out) from gy (a), x (b)
+  kY,  // out (y role) = bias + sum of x * w: conv forward, transposed conv's input gradient
+  kX,  // out (x role) = bias + sum of y * w: conv's input gradient, transposed conv forward
+  kW,  // out = sum of y * x: the weight gradient
 };
-// Arguments: out, a, b, [c], geometry (ConvGeometry), n (elements of out).
-std::string RenderConv2d(const Dialect& dialect, const std::string& name, DType dtype,
-                         ConvPass pass, bool bias);
+// Arguments: out, a, b, [bias], geometry (CorrelationFlat), n (elements of out). a and b are
+// the pass's two operands in the order of the product above.
+std::string RenderConv(const Dialect& dialect, const std::string& name, DType dtype, ConvPass pass,
+                       bool bias);
 
-// The geometry buffer: N, C, H, W (input), OC, OH, OW (output), KH, KW, groups, then stride,
-// padding and dilation (h, w each).
-struct ConvSizes {
-  int64_t n, c, h, w, oc, oh, ow, kh, kw, groups;
-  int64_t stride[2], padding[2], dilation[2];
-  std::vector<int64_t> Flat() const;
-};
+// The geometry buffer: n, groups, xc, yc, cin_g, cout_g, then xs, ys, k, stride, pad, dil
+// (three each).
+std::vector<int64_t> CorrelationFlat(const nn::Correlation& g);
 
 }  // namespace tensord::gpu

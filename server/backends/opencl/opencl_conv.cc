@@ -9,56 +9,112 @@
 #include "server/ops/nn_geometry.h"
 
 namespace tensord::opencl {
+namespace {
+
+// The forward op of a call and which of its passes the call is.
+struct ConvCall {
+  std::string forward;  // conv2d, conv3d or conv_transpose2d
+  int spatial = 2;
+  bool transposed = false;
+  enum { kForward, kInput, kWeight } part = kForward;
+};
+
+bool Parse(const std::string& op, ConvCall* call) {
+  for (const char* f : {"conv2d", "conv3d", "conv_transpose2d"}) {
+    const std::string forward = f;
+    if (op.rfind(forward, 0) != 0) continue;
+    const std::string rest = op.substr(forward.size());
+    if (rest.empty()) {
+      call->part = ConvCall::kForward;
+    } else if (rest == "_backward_input") {
+      call->part = ConvCall::kInput;
+    } else if (rest == "_backward_weight") {
+      call->part = ConvCall::kWeight;
+    } else {
+      return false;
+    }
+    call->forward = forward;
+    call->spatial = forward == "conv3d" ? 3 : 2;
+    call->transposed = forward == "conv_transpose2d";
+    return true;
+  }
+  return false;
+}
+
+// The attributes as the CPU kernels read them: conv2d's own reader, the N-d one otherwise.
+absl::StatusOr<nn::ConvNdParams> Params(const std::string& op, const ConvCall& call,
+                                        const Attrs& attrs) {
+  if (call.forward != "conv2d") {
+    return nn::ReadConvNdParams(op, attrs, call.spatial, call.transposed);
+  }
+  ASSIGN_OR_RETURN(nn::Conv2dParams p2, nn::ReadConv2dParams(op, attrs));
+  nn::ConvNdParams p;
+  p.spatial = 2;
+  p.stride = {p2.stride[0], p2.stride[1]};
+  p.padding = {p2.padding[0], p2.padding[1]};
+  p.dilation = {p2.dilation[0], p2.dilation[1]};
+  p.groups = p2.groups;
+  return p;
+}
+
+}  // namespace
 
 bool IsConvOp(const std::string& op) {
-  return op == "conv2d" || op == "conv2d_backward_input" || op == "conv2d_backward_weight";
+  ConvCall call;
+  return Parse(op, &call);
 }
 
 absl::Status RunConv(KernelCall& c, ClDevice& device) {
   const std::string& op = c.op.name;
+  ConvCall call;
+  Parse(op, &call);
   Tensor& out = c.outputs[0];
   if (out.numel() == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(nn::Conv2dParams p, nn::ReadConv2dParams(op, c.attrs));
-  // Which tensors are the input, weight and output of the forward in this pass.
-  gpu::ConvPass pass = gpu::ConvPass::kForward;
-  const Tensor* x = &c.inputs[0];
-  const Tensor* w = &c.inputs[1];
-  const Tensor* y = &out;
-  if (op == "conv2d_backward_input") {
-    pass = gpu::ConvPass::kInputGrad;
-    x = &out;
-    y = &c.inputs[0];
-  } else if (op == "conv2d_backward_weight") {
-    pass = gpu::ConvPass::kWeightGrad;
-    x = &c.inputs[1];
-    w = &out;
-    y = &c.inputs[0];
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, Params(op, call, c.attrs));
+  // The correlation's x, w and y roles, the pass, and its operands (a, b) in product order.
+  // A transposed convolution's input is in the y role and its output in the x role.
+  const Tensor* x = nullptr;
+  const Tensor* w = nullptr;
+  const Tensor* y = nullptr;
+  const Tensor* a = &c.inputs[0];
+  const Tensor* b = &c.inputs[1];
+  gpu::ConvPass pass = gpu::ConvPass::kY;
+  switch (call.part) {
+    case ConvCall::kForward:
+      w = &c.inputs[1];
+      x = call.transposed ? &out : &c.inputs[0];
+      y = call.transposed ? &c.inputs[0] : &out;
+      pass = call.transposed ? gpu::ConvPass::kX : gpu::ConvPass::kY;
+      break;
+    case ConvCall::kInput:  // (grad_output, weight)
+      w = &c.inputs[1];
+      x = call.transposed ? &c.inputs[0] : &out;
+      y = call.transposed ? &out : &c.inputs[0];
+      pass = call.transposed ? gpu::ConvPass::kY : gpu::ConvPass::kX;
+      break;
+    case ConvCall::kWeight:  // (grad_output, input): y * x
+      w = &out;
+      x = call.transposed ? &c.inputs[0] : &c.inputs[1];
+      y = call.transposed ? &c.inputs[1] : &c.inputs[0];
+      a = y;
+      b = x;
+      pass = gpu::ConvPass::kW;
+      break;
   }
-  const nn::Nchw xs = nn::AsNchw(x->shape()), ys = nn::AsNchw(y->shape());
-  gpu::ConvSizes sizes{xs.n,
-                       xs.c,
-                       xs.h,
-                       xs.w,
-                       ys.c,
-                       ys.h,
-                       ys.w,
-                       w->dim(2),
-                       w->dim(3),
-                       p.groups,
-                       {p.stride[0], p.stride[1]},
-                       {p.padding[0], p.padding[1]},
-                       {p.dilation[0], p.dilation[1]}};
-  const bool bias = pass == gpu::ConvPass::kForward && c.inputs.size() == 3;
-  const std::string name =
-      absl::StrCat("td_", op, "_", DTypeName(out.dtype()), bias ? "_bias" : "");
+  const nn::Correlation g = nn::MakeCorrelation(x->shape(), w->shape(), y->shape(), p);
+  const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
+  const std::string name = absl::StrCat("td_conv_", static_cast<int>(pass), "_",
+                                        DTypeName(out.dtype()), bias ? "_bias" : "");
   ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderConv2d(gpu::OpenClDialect(), name, out.dtype(), pass, bias);
+    return gpu::RenderConv(gpu::OpenClDialect(), name, out.dtype(), pass, bias);
   }));
-  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(sizes.Flat()));
+  ASSIGN_OR_RETURN(cl_mem geom, device.Constants(gpu::CorrelationFlat(g)));
   Operand geometry_arg = Operand::Owning(geom);
   std::vector<Operand> operands;
-  for (const Tensor& t : c.inputs) {
-    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+  std::vector<const Tensor*> args_in = {a, b};
+  if (bias) args_in.push_back(&c.inputs[2]);
+  for (const Tensor* t : args_in) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(*t, device));
     operands.push_back(std::move(o));
   }
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));

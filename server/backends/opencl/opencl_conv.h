@@ -1,5 +1,6 @@
-// conv2d and its gradients on an OpenCL device, as the direct kernels of gpu/conv_source.h
-// (conv1d reaches them through its composite).
+// The convolutions on an OpenCL device: conv2d, conv3d and conv_transpose2d (conv1d and
+// conv_transpose1d through their composites) and their gradients, each a pass of the direct
+// correlation kernels of gpu/conv_source.h.
 #pragma once
 
 #include <string>
