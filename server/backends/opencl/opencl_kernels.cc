@@ -21,6 +21,7 @@
 #include "server/backends/opencl/opencl_optimizers.h"
 #include "server/backends/opencl/opencl_pool.h"
 #include "server/backends/opencl/opencl_reductions.h"
+#include "server/backends/opencl/opencl_resample.h"
 #include "server/backends/opencl/opencl_sort.h"
 #include "server/core/status.h"
 #include "server/ops/shape_ops.h"
@@ -129,8 +130,8 @@ bool Implements(const OpDef& op) {
          CopyOps().count(op.name) || IsLayoutKernelOp(op.name) || IsIndexingOp(op.name) ||
          IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
          IsComputedCreationOp(op.name) || IsPointwiseLossOp(op.name) || IsSortOp(op.name) ||
-         IsDimActivation(op.name) || IsCrossEntropyOp(op.name) || IsProduct(op.name) ||
-         IsOptimizer(op.name);
+         IsDimActivation(op.name) || IsResampleOp(op.name) || IsCrossEntropyOp(op.name) ||
+         IsProduct(op.name) || IsOptimizer(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -153,7 +154,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (storage_op) return true;
   if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||
       IsPoolOp(op) || IsComputedCreationOp(op) || IsPointwiseLossOp(op) || IsSortOp(op) ||
-      IsDimActivation(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
+      IsDimActivation(op) || IsResampleOp(op) || IsCrossEntropyOp(op) || IsOptimizer(op)) {
     return true;
   }
   if (IsProduct(op)) return SupportsProduct(q);
@@ -179,6 +180,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsPointwiseLossOp(op)) return RunPointwiseLoss(c, device);
   if (IsSortOp(op)) return RunSort(c, device);
   if (IsDimActivation(op)) return RunDimActivation(c, device);
+  if (IsResampleOp(op)) return RunResample(c, device);
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
