@@ -124,7 +124,14 @@ void AddPrelu(OpRegistry& r) {
   // everything but the channel so that it has the weight's shape.
   OpDef b =
       NewInternalOp("prelu_backward", "activation", {"grad_output", "input", "weight"}, kFloat);
-  b.infer = [](absl::Span<const TensorMeta> in, const Attrs&) -> Metas {
+  // The input and weight must be ones prelu takes, and the gradient shaped like the input.
+  b.infer = [](absl::Span<const TensorMeta> in, const Attrs& a) -> Metas {
+    RETURN_IF_ERROR(PreluInfer(in.subspan(1), a).status());
+    if (in[0].shape != in[1].shape || in[0].dtype != in[1].dtype) {
+      return ShapeError("prelu_backward",
+                        absl::StrCat("output gradient ", ShapeToString(in[0].shape),
+                                     " does not match the input ", ShapeToString(in[1].shape)));
+    }
     return std::vector<TensorMeta>{in[1], in[2]};
   };
   b.doc = "gradient of prelu (used by its backward rule)";
@@ -170,7 +177,14 @@ void AddGlu(OpRegistry& r) {
 
   OpDef b = NewInternalOp("glu_backward", "activation", {"grad_output", "input"}, kFloat);
   b.attrs = {IntAttr("dim", -1)};
-  b.infer = [](absl::Span<const TensorMeta> in, const Attrs&) -> Metas {
+  // The input must be one glu takes and the gradient shaped like glu's output of it.
+  b.infer = [](absl::Span<const TensorMeta> in, const Attrs& a) -> Metas {
+    ASSIGN_OR_RETURN(std::vector<TensorMeta> out, GluInfer(in.subspan(1), a));
+    if (in[0].shape != out[0].shape || in[0].dtype != in[1].dtype) {
+      return ShapeError("glu_backward",
+                        absl::StrCat("output gradient ", ShapeToString(in[0].shape),
+                                     " does not match glu's output ", ShapeToString(out[0].shape)));
+    }
     return std::vector<TensorMeta>{in[1]};
   };
   b.doc = "gradient of glu (used by its backward rule)";

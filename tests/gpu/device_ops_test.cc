@@ -242,6 +242,22 @@ TEST(DeviceOps, PreluAndGluMatchTheCpu) {
   EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
 }
 
+// erfinv near its poles, at both signed zeros, on both sides of the switch at 0.5 and outside
+// [-1, 1]: the CPU's algorithm, run in double on the device.
+TEST(DeviceOps, ErfinvMatchesTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  const std::vector<double> v = {-0.0,     0,         0.3, -0.49, 0.5, 0.51, 0.9,   -0.999,
+                                 0.999999, 1 - 1e-12, 1,   -1,    1.5, NAN,  1e-10, -0.75};
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    const Tensor x = Values(dtype, {static_cast<int64_t>(v.size())}, v);
+    EXPECT_TRUE(SameOnDevice(device, "erfinv", {x}, {}, 4)) << DTypeName(dtype);
+  }
+  EXPECT_TRUE(SameGradientsOnDevice(device, "erfinv",
+                                    {Values(DType::kF64, {4}, {0.1, -0.6, 0.95, 0})}, {}, 4));
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
 TEST(DeviceOps, ShapeCreationAndReductionOpsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   const AttrMap none;

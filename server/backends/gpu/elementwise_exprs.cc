@@ -217,6 +217,61 @@ constexpr char kGeluTanhBackward[] =
     "tanh((T)0.79788456080286535588 * (b + (T)0.044715 * b * b * b))) * "
     "(T)0.79788456080286535588 * ((T)1 + (T)0.134145 * b * b))";
 
+// The CPU's inverse error function in double (elementwise_unary_transcendental_kernels.cc):
+// Giles' single-precision approximation as a start, then Newton steps, on log(erfc(x)) =
+// log(1 - |y|) beyond |y| = 0.5, where erfc keeps its relative precision.
+constexpr char kErfInv[] = R"(
+double td_erfinv(const double y) {
+  if (!(y > -1 && y < 1)) {
+    if (y == 1) return INFINITY;
+    if (y == -1) return -INFINITY;
+    return NAN;
+  }
+  if (y == 0) return y;
+  const double a = fabs(y);
+  double w = -log((1.0 - a) * (1.0 + a));
+  double p;
+  if (w < 5.0) {
+    w -= 2.5;
+    p = 2.81022636e-08;
+    p = 3.43273939e-07 + p * w;
+    p = -3.5233877e-06 + p * w;
+    p = -4.39150654e-06 + p * w;
+    p = 0.00021858087 + p * w;
+    p = -0.00125372503 + p * w;
+    p = -0.00417768164 + p * w;
+    p = 0.246640727 + p * w;
+    p = 1.50140941 + p * w;
+  } else {
+    w = sqrt(w) - 3.0;
+    p = -0.000200214257;
+    p = 0.000100950558 + p * w;
+    p = 0.00134934322 + p * w;
+    p = -0.00367342844 + p * w;
+    p = 0.00573950773 + p * w;
+    p = -0.0076224613 + p * w;
+    p = 0.00943887047 + p * w;
+    p = 1.00167406 + p * w;
+    p = 2.83297682 + p * w;
+  }
+  double x = p * a;
+  const double log_tail = log(1.0 - a);
+  for (int step = 0; step < 8; ++step) {
+    const double density = 1.12837916709551257390 * exp(-x * x);
+    double dx;
+    if (a <= 0.5) {
+      dx = (erf(x) - a) / density;
+    } else {
+      const double tail = erfc(x);
+      dx = (log_tail - log(tail)) * tail / density;
+    }
+    x -= dx;
+    if (fabs(dx) <= 1e-15 * x) break;
+  }
+  return copysign(x, y);
+}
+)";
+
 // clamp and round read attributes that change the expression, not only its scalars.
 std::optional<ElementwiseExpr> WithAttributeForms(const std::string& op, const Attrs& attrs,
                                                   bool is_float) {
@@ -260,6 +315,13 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
     return e;
   }
   if (op == "clamp" || op == "round") return WithAttributeForms(op, attrs, is_float);
+  if (op == "erfinv") {
+    if (!is_float) return std::nullopt;
+    ElementwiseExpr e;
+    e.expr = "(T)td_erfinv((double)a)";
+    e.helpers = kErfInv;
+    return e;
+  }
   auto it = Table().find(op);
   if (it == Table().end()) return std::nullopt;
   const Entry& entry = it->second;
@@ -291,7 +353,7 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
 
 bool HasElementwise(const std::string& op) {
   return op == "gelu" || op == "gelu_backward" || op == "clamp" || op == "round" ||
-         Table().count(op) > 0;
+         op == "erfinv" || Table().count(op) > 0;
 }
 
 }  // namespace tensord::gpu

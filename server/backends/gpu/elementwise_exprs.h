@@ -28,6 +28,9 @@ struct ElementwiseExpr {
   // Attribute values handed to the kernel as s0, s1, s2 (alpha, negative_slope, ...), in the
   // compute type.
   std::vector<double> scalars;
+  // Functions the expression calls, rendered before the kernel; they compute in double, so a
+  // device without fp64 cannot run the expression.
+  std::string helpers;
 };
 
 // The expression of `op` for a call computing in `compute` with these attributes, or nullopt

@@ -138,9 +138,10 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   std::vector<DType> all = k.inputs;
   all.push_back(k.output);
   all.push_back(k.compute);
+  if (!k.helpers.empty()) all.push_back(DType::kF64);
   const std::string T = ComputeType(d, k.compute);
   std::string s = Preamble(d, all);
-  absl::StrAppend(&s, "#define T ", T, "\n", d.kernel, " ", k.name, "(", d.global, " ",
+  absl::StrAppend(&s, k.helpers, "#define T ", T, "\n", d.kernel, " ", k.name, "(", d.global, " ",
                   StorageType(d, k.output), "* out");
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.inputs[i]), "* in", i);

@@ -40,6 +40,7 @@ struct ElementwiseKernel {
   DType output = DType::kF32;
   DType compute = DType::kF32;
   int num_scalars = 0;
+  std::string helpers;  // functions in double the expression calls
 };
 std::string RenderElementwise(const Dialect& dialect, const ElementwiseKernel& k);
 

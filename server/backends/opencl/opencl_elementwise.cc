@@ -29,6 +29,7 @@ absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::Eleme
   k.output = out.dtype();
   k.compute = compute;
   k.num_scalars = static_cast<int>(expr.scalars.size());
+  k.helpers = expr.helpers;
   for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
   std::vector<DType> key = k.inputs;
   key.push_back(k.output);

@@ -159,7 +159,10 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   }
   if (IsProduct(op)) return SupportsProduct(q);
   if (q.outputs.empty()) return false;
-  return PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype).has_value();
+  const std::optional<ElementwisePlan> plan =
+      PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype);
+  // Helpers compute in double.
+  return plan.has_value() && (plan->expr.helpers.empty() || device.has_fp64());
 }
 
 absl::Status Run(KernelCall& c, ClDevice& device) {
