@@ -23,6 +23,11 @@ void RegisterActivationDimOps(OpRegistry& r);  // activation_dim.cc
 
 namespace ops {
 
+// INVALID_REQUEST for an integer div with a rounding mode (`rounding_mode` non-empty) or an
+// integer fmod/remainder whose divisor holds a zero: PyTorch's ZeroDivisionError. Every backend
+// checks the whole divisor before it computes.
+absl::Status IntegerDivisionByZero(const std::string& op, const std::string& rounding_mode);
+
 // Broadcast of every input's shape; SHAPE_MISMATCH names the op and all the shapes.
 absl::StatusOr<Shape> BroadcastOpShapes(const std::string& op, absl::Span<const TensorMeta> in);
 // Shape rule: broadcast of the inputs, dtype `out` or else that of the last input (inputs were

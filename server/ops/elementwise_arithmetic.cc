@@ -12,6 +12,14 @@
 namespace tensord {
 namespace ops {
 
+absl::Status IntegerDivisionByZero(const std::string& op, const std::string& rounding_mode) {
+  if (op == "div") {
+    return Error(Reason::kInvalidRequest, "div: integer division by zero",
+                 {{"op", "div"}, {"rounding_mode", rounding_mode}});
+  }
+  return Error(Reason::kInvalidRequest, absl::StrCat(op, ": integer modulo by zero"), {{"op", op}});
+}
+
 absl::StatusOr<Shape> BroadcastOpShapes(const std::string& op, absl::Span<const TensorMeta> in) {
   Shape out;
   for (const TensorMeta& m : in) {

@@ -80,6 +80,7 @@ const std::vector<std::string> kProductOps = {"mm", "bmm", "matmul", "linear"};
 
 TEST(DeviceOps, ElementwiseMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
   for (const std::string& op : ListedOps(device)) {
     const OpDef& def = Def(op);
     if (!InElementwiseTest(def)) continue;
@@ -123,12 +124,8 @@ TEST(DeviceOps, ElementwiseMatchTheCpu) {
       EXPECT_TRUE(SameGradientsOnDevice(device, op, in)) << op;
     }
   }
-  // What the backend refuses that the CPU runs (docs/devices.md): integer calls whose errors
-  // depend on the values (modulo by zero, negative integer powers), which a kernel cannot
-  // report yet.
-  const std::set<std::string> documented = {"fmod:i32", "fmod:i64",      "pow:i32",
-                                            "pow:i64",  "remainder:i32", "remainder:i64"};
-  EXPECT_EQ(UnsupportedCalls(), documented);
+  // The backend refuses nothing the CPU runs.
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
 }
 
 TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
@@ -162,20 +159,55 @@ TEST(DeviceOps, ActivationAttributesMatchTheCpu) {
       if (dtype == DType::kF64) EXPECT_TRUE(SameGradientsOnDevice(device, op, in, attrs)) << op;
     }
   }
-  // Integer division with a rounding mode runs on the CPU only: its division by zero is an
-  // error there, which a kernel cannot report.
-  Tensor a = MoveTo(Input(DType::kI64, {3}, 60), device),
-         b = MoveTo(Input(DType::kI64, {3}, 61), device);
-  CallEnv env;
-  auto r = DeviceDispatcher().Call("div", {a, b}, {{"rounding_mode", std::string("floor")}}, env);
-  EXPECT_EQ(GetReason(r.status()), Reason::kUnsupportedOnBackend);
-  EXPECT_EQ(GetMetadata(r.status())["device"], device);
-  EXPECT_EQ(GetMetadata(r.status())["op"], "div");
-  // Integer clamps too: the CPU saturates their bounds to the dtype.
-  auto clamped = DeviceDispatcher().Call("clamp", {a}, {{"min", 1.0}}, env);
-  EXPECT_EQ(GetReason(clamped.status()), Reason::kUnsupportedOnBackend);
-  // A fractional bound gives an f32 output, which runs.
+  // A fractional bound gives an f32 output.
   EXPECT_TRUE(SameOnDevice(device, "clamp", {Input(DType::kI64, {3}, 60)}, {{"min", 0.5}}));
+}
+
+// The integer forms of the dividing ops, pow and clamp: the trap cases (lowest() / -1,
+// lowest() % -1), signs of every combination, negative exponents, overflowing powers (they
+// wrap), bounds past the dtype's range (saturated); and a zero anywhere in the divisor is the
+// CPU's INVALID_REQUEST, checked on the device before anything is computed.
+TEST(DeviceOps, IntegerDivisionPowAndClampMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  for (DType dtype : {DType::kI32, DType::kI64}) {
+    const double lowest = dtype == DType::kI32 ? -2147483648.0 : -9223372036854775808.0;
+    const Tensor a = Values(dtype, {10}, {7, -7, 7, -7, 0, lowest, lowest, 5, -1, 13});
+    const Tensor b = Values(dtype, {10}, {2, 2, -2, -2, 3, -1, 7, -1, 1, -4});
+    const std::string what(DTypeName(dtype));
+    for (const AttrMap& attrs : std::vector<AttrMap>{{{"rounding_mode", std::string("trunc")}},
+                                                     {{"rounding_mode", std::string("floor")}}}) {
+      EXPECT_TRUE(SameOnDevice(device, "div", {a, b}, attrs)) << what;
+    }
+    EXPECT_TRUE(SameOnDevice(device, "fmod", {a, b})) << what;
+    EXPECT_TRUE(SameOnDevice(device, "remainder", {a, b})) << what;
+    EXPECT_TRUE(SameOnDevice(device, "remainder", {a, ScalarOperand(-3)})) << what;
+    const Tensor base = Values(dtype, {8}, {2, -2, 1, -1, -1, 3, 0, 7});
+    const Tensor exponent = Values(dtype, {8}, {10, 3, -5, -3, -4, 40, 0, -1});
+    EXPECT_TRUE(SameOnDevice(device, "pow", {base, exponent})) << what;
+    EXPECT_TRUE(SameOnDevice(device, "pow", {base, ScalarOperand(3)})) << what;
+    for (const AttrMap& attrs : std::vector<AttrMap>{{{"min", -2.0}, {"max", 6.0}},
+                                                     {{"min", 3.0}},
+                                                     {{"max", -1.0}},
+                                                     {{"min", 1e30}},
+                                                     {{"min", 1e30}, {"max", 4.0}},
+                                                     {{"min", -1e30}, {"max", 1e30}},
+                                                     {{"min", 5.0}, {"max", 2.0}}}) {
+      EXPECT_TRUE(SameOnDevice(device, "clamp", {a}, attrs)) << what;
+    }
+    // A zero divisor: the CPU's error, before anything runs.
+    const Tensor with_zero = Values(dtype, {10}, {2, 2, -2, -2, 3, 0, 7, -1, 1, -4});
+    for (const std::string& op : {"fmod", "remainder"}) {
+      EXPECT_TRUE(SameOnDevice(device, op, {a, with_zero})) << op;
+      CallEnv env;
+      auto r = DeviceDispatcher().Call(op, {MoveTo(a, device), MoveTo(with_zero, device)}, {}, env);
+      EXPECT_EQ(GetReason(r.status()), Reason::kInvalidRequest) << op;
+    }
+    EXPECT_TRUE(
+        SameOnDevice(device, "div", {a, with_zero}, {{"rounding_mode", std::string("floor")}}));
+    EXPECT_TRUE(SameOnDevice(device, "remainder", {a, ScalarOperand(0)}));
+  }
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
 }
 
 // The piecewise activations at their kinks, where each side of a comparison decides the value

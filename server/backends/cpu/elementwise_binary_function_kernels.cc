@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "server/backends/cpu/elementwise_kernels.h"
+#include "server/ops/elementwise.h"
 
 namespace tensord::cpu {
 namespace {
@@ -46,8 +47,7 @@ absl::Status ModuloKernel(KernelCall& c) {
     using T = decltype(tag);
     if constexpr (kIsSignedInt<T>) {
       if (AnyZero<T>(b)) {
-        status = Error(Reason::kInvalidRequest, absl::StrCat(op, ": integer modulo by zero"),
-                       {{"op", op}});
+        status = ops::IntegerDivisionByZero(op, "");
         return;
       }
     }

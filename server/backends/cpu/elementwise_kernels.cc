@@ -9,6 +9,7 @@
 #include "server/backends/cpu/elementwise_dispatch.h"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
+#include "server/ops/elementwise.h"
 
 namespace tensord::cpu {
 namespace {
@@ -99,8 +100,7 @@ absl::Status DivKernel(KernelCall& c) {
           a, b, out, [](T x, T y) { return static_cast<float>(x) / static_cast<float>(y); });
     } else if constexpr (kIsSignedInt<T>) {
       if (AnyZero<T>(b)) {
-        status = Error(Reason::kInvalidRequest, "div: integer division by zero",
-                       {{"op", "div"}, {"rounding_mode", mode}});
+        status = ops::IntegerDivisionByZero("div", mode);
         return;
       }
       if (mode == "trunc") {

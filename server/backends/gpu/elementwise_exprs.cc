@@ -23,6 +23,31 @@ struct Entry {
 // a - trunc(a / b) * b, adjusted to the divisor's sign: Python's modulo (PyTorch remainder).
 constexpr char kRemainder[] =
     "(fmod(a, b) != (T)0 && ((b < (T)0) != (fmod(a, b) < (T)0))) ? fmod(a, b) + b : fmod(a, b)";
+constexpr char kIntRemainder[] =
+    "b == (T)-1 ? (T)0 : ((a % b != 0 && ((b < 0) != (a % b < 0))) ? (T)((UT)(a % b) + (UT)b) : "
+    "a % b)";
+// Integer division without a trap: lowest() / -1 wraps to lowest() as in PyTorch.
+constexpr char kIntTruncDiv[] = "b == (T)-1 ? (T)((UT)0 - (UT)a) : a / b";
+constexpr char kIntFloorDiv[] =
+    "b == (T)-1 ? (T)((UT)0 - (UT)a) : (T)(a / b - ((a % b != 0 && ((a < 0) != (b < 0))) ? 1 : 0))";
+// PyTorch's powi in wrapping 64-bit arithmetic (an i32 result is its low half): negative
+// exponents give 0 except for bases 1 and -1.
+constexpr char kIntPow[] = R"(
+long td_ipow(long base, long e) {
+  if (e < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return e % 2 != 0 ? -1 : 1;
+    return 0;
+  }
+  ulong result = 1, b = (ulong)base;
+  while (e != 0) {
+    if (e & 1) result *= b;
+    e >>= 1;
+    b *= b;
+  }
+  return (long)result;
+}
+)";
 constexpr char kSigmoid[] = "((T)1 / ((T)1 + exp(-a)))";
 // selu's scale, and scale * alpha as the double product the CPU kernel rounds: literals the
 // compute type rounds once.
@@ -43,14 +68,17 @@ const std::map<std::string, Entry>& Table() {
       {"add", {2, "a + (T)s0 * b", "a + (T)s0 * b", ComputeIn::kOutput, {"alpha"}}},
       {"sub", {2, "a - (T)s0 * b", "a - (T)s0 * b", ComputeIn::kOutput, {"alpha"}}},
       {"mul", {2, "a * b", "a * b"}},
-      {"div", {2, "a / b", ""}},
+      // Integer operands divide with a rounding mode only (true division gives f32).
+      {"div", {2, "a / b", "a / b"}},
       {"maximum", {2, "isnan(a) ? a : isnan(b) ? b : a > b ? a : b", "a > b ? a : b"}},
       {"minimum", {2, "isnan(a) ? a : isnan(b) ? b : a < b ? a : b", "a < b ? a : b"}},
-      {"pow", {2, "pow(a, b)", ""}},
+      {"pow", {2, "pow(a, b)", "(T)td_ipow((long)a, (long)b)"}},
       {"atan2", {2, "atan2(a, b)", ""}},
       {"hypot", {2, "hypot(a, b)", ""}},
-      {"fmod", {2, "fmod(a, b)", ""}},
-      {"remainder", {2, kRemainder, ""}},
+      // Integer modulo: the divisor was checked for zeros first; -1 is answered without
+      // dividing (lowest() % -1 traps).
+      {"fmod", {2, "fmod(a, b)", "b == (T)-1 ? (T)0 : a % b"}},
+      {"remainder", {2, kRemainder, kIntRemainder}},
       {"bitwise_and", {2, "", "a & b"}},
       {"bitwise_or", {2, "", "a | b"}},
       {"bitwise_xor", {2, "", "a ^ b"}},
@@ -273,17 +301,47 @@ double td_erfinv(const double y) {
 )";
 
 // clamp and round read attributes that change the expression, not only its scalars.
+// An integer clamp's bound as the CPU's SaturateCast makes it: the dtype's range caps it.
+// nullopt for a bound at or above the dtype's max, which clamps nothing (and i64's max has no
+// exact double to carry it).
+std::optional<double> IntegerBound(double v, DType compute) {
+  const double lowest = compute == DType::kI32 ? -2147483648.0 : -9223372036854775808.0;
+  const double max = compute == DType::kI32 ? 2147483647.0 : 9223372036854775808.0;
+  if (!(v > lowest)) return lowest;
+  if (!(v < max)) return compute == DType::kI32 ? std::optional<double>(max) : std::nullopt;
+  return std::trunc(v);
+}
+
 std::optional<ElementwiseExpr> WithAttributeForms(const std::string& op, const Attrs& attrs,
-                                                  bool is_float) {
+                                                  DType compute) {
+  const bool is_float = IsFloat(compute);
   ElementwiseExpr e;
   if (op == "clamp") {
     // min(max(x, lo), hi) as std::min/std::max evaluate it, so NaN stays NaN; an absent bound
-    // does not clamp. Integer clamps saturate their bounds on the CPU: not generated.
-    if (!is_float) return std::nullopt;
+    // does not clamp.
     const double inf = std::numeric_limits<double>::infinity();
-    e.scalars = {attrs.Has("min") ? attrs.GetFloat("min") : -inf,
-                 attrs.Has("max") ? attrs.GetFloat("max") : inf};
+    const double lo = attrs.Has("min") ? attrs.GetFloat("min") : -inf;
+    const double hi = attrs.Has("max") ? attrs.GetFloat("max") : inf;
     e.expr = "s1 < (a < s0 ? s0 : a) ? s1 : (a < s0 ? s0 : a)";
+    if (is_float) {
+      e.scalars = {lo, hi};
+      return e;
+    }
+    if (compute != DType::kI32 && compute != DType::kI64) return std::nullopt;
+    const std::optional<double> l = IntegerBound(lo, compute), h = IntegerBound(hi, compute);
+    // A lower bound at or above i64's max lifts every value to that max, then the upper bound
+    // applies.
+    if (!l) {
+      e.expr = h ? "s0" : "(T)0x7fffffffffffffffL";
+      if (h) e.scalars = {*h};
+      return e;
+    }
+    e.scalars = {*l};
+    if (h) {
+      e.scalars.push_back(*h);
+    } else {
+      e.expr = "(a < s0 ? s0 : a)";
+    }
     return e;
   }
   // round(x, decimals): half to even at 10^-decimals.
@@ -314,7 +372,7 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
         backward ? (tanh ? kGeluTanhBackward : kGeluErfBackward) : (tanh ? kGeluTanh : kGeluErf);
     return e;
   }
-  if (op == "clamp" || op == "round") return WithAttributeForms(op, attrs, is_float);
+  if (op == "clamp" || op == "round") return WithAttributeForms(op, attrs, compute);
   if (op == "erfinv") {
     if (!is_float) return std::nullopt;
     ElementwiseExpr e;
@@ -337,11 +395,21 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
   }
   // ~ on bool is logical negation (as PyTorch's bitwise_not on bool tensors).
   if (op == "bitwise_not" && compute == DType::kBool) e.expr = "a == 0";
-  // div with a rounding mode: floats only (integer division by zero is an error on the CPU).
+  // div with a rounding mode (integers: the divisor was checked for zeros first).
   if (op == "div" && attrs.Has("rounding_mode")) {
     const std::string mode = attrs.GetString("rounding_mode");
-    e.expr = mode == "trunc" ? "trunc(a / b)" : "floor(a / b)";
+    if (is_float) {
+      e.expr = mode == "trunc" ? "trunc(a / b)" : "floor(a / b)";
+    } else {
+      e.expr = mode == "trunc" ? kIntTruncDiv : kIntFloorDiv;
+    }
   }
+  // The integer forms of the dividing ops and pow are for i32 and i64 (bool never gets here:
+  // the ops promote it).
+  const bool int_form =
+      !is_float && (op == "div" || op == "fmod" || op == "remainder" || op == "pow");
+  if (int_form && compute != DType::kI32 && compute != DType::kI64) return std::nullopt;
+  if (op == "pow" && !is_float) e.helpers = kIntPow;
   for (const std::string& name : entry.scalars) {
     // "1/x": the reciprocal of attribute x, computed in double.
     const bool reciprocal = name.rfind("1/", 0) == 0;

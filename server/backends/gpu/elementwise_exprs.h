@@ -28,8 +28,8 @@ struct ElementwiseExpr {
   // Attribute values handed to the kernel as s0, s1, s2 (alpha, negative_slope, ...), in the
   // compute type.
   std::vector<double> scalars;
-  // Functions the expression calls, rendered before the kernel; they compute in double, so a
-  // device without fp64 cannot run the expression.
+  // Functions the expression calls, rendered before the kernel; they may compute in double, so
+  // a device without fp64 does not run the expression.
   std::string helpers;
 };
 

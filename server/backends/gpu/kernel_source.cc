@@ -141,8 +141,10 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   if (!k.helpers.empty()) all.push_back(DType::kF64);
   const std::string T = ComputeType(d, k.compute);
   std::string s = Preamble(d, all);
-  absl::StrAppend(&s, k.helpers, "#define T ", T, "\n", d.kernel, " ", k.name, "(", d.global, " ",
-                  StorageType(d, k.output), "* out");
+  // UT: the unsigned type of an integer T, for arithmetic that wraps.
+  const std::string UT = k.compute == DType::kI64 ? d.uint64 : "uint";
+  absl::StrAppend(&s, k.helpers, "#define T ", T, "\n#define UT ", UT, "\n", d.kernel, " ", k.name,
+                  "(", d.global, " ", StorageType(d, k.output), "* out");
   for (size_t i = 0; i < k.inputs.size(); ++i) {
     absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.inputs[i]), "* in", i);
   }
@@ -164,6 +166,13 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   }
   absl::StrAppend(&s, "  out[i] = ", Store(d, k.output, absl::StrCat("(", k.expr, ")")), ";\n}\n");
   return s;
+}
+
+std::string RenderAnyZero(const Dialect& d, const std::string& name, DType dtype) {
+  return absl::StrCat(Preamble(d, {dtype}), d.kernel, " ", name, "(", d.global, " int* flag, ",
+                      d.global, " const ", StorageType(d, dtype), "* x, const ", d.int64,
+                      " n) {\n  const ", d.int64, " i = ", d.global_id,
+                      ";\n  if (i < n && x[i] == 0) flag[0] = 1;\n}\n");
 }
 
 std::vector<int64_t> Geometry::Flat() const {

@@ -44,6 +44,10 @@ struct ElementwiseKernel {
 };
 std::string RenderElementwise(const Dialect& dialect, const ElementwiseKernel& k);
 
+// flag[0] = 1 when any of the n elements of x is zero (every writer writes the same value).
+// Arguments: flag (int), x, n. The device-side check of a divisor before an integer division.
+std::string RenderAnyZero(const Dialect& dialect, const std::string& name, DType dtype);
+
 // The pieces every template renders with: a dtype's storage type, the type it computes in
 // (2-byte floats as float, bool as int), a load converting storage to that type, a store back,
 // and the loop adding each operand's offset for the linear `index` over `shape_at` dims.

@@ -19,6 +19,40 @@ absl::StatusOr<Tensor> ReadToHost(const Tensor& t, ClDevice& device) {
   return host;
 }
 
+absl::StatusOr<bool> AnyZero(ClDevice& device, const Tensor& t) {
+  if (t.numel() == 0) return false;
+  if (t.storage()->on_host()) {
+    for (double v : t.ToDoubles()) {
+      if (v == 0) return true;
+    }
+    return false;
+  }
+  const std::string name = KernelName("any_zero", {t.dtype()});
+  ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(name, name, [&] {
+    return gpu::RenderAnyZero(gpu::OpenClDialect(), name, t.dtype());
+  }));
+  ASSIGN_OR_RETURN(void* block, device.Allocate(sizeof(cl_int)));
+  Operand flag = Operand::Owning(static_cast<cl_mem>(block));
+  const cl_int zero = 0;
+  cl_int err = clEnqueueWriteBuffer(device.queue(), *flag.arg(), CL_FALSE, 0, sizeof(cl_int), &zero,
+                                    0, nullptr, nullptr);
+  if (err != CL_SUCCESS) return ClError(err, "clearing a flag", device.name());
+  ASSIGN_OR_RETURN(Operand x, Operand::Of(t, device));
+  {
+    absl::MutexLock lock(&built->mu);
+    Args args(built->kernel);
+    args.AddMem(flag).AddMem(x).Add(static_cast<cl_long>(t.numel()));
+    if (args.error() != CL_SUCCESS)
+      return ClError(args.error(), "clSetKernelArg " + name, device.name());
+    RETURN_IF_ERROR(device.Launch(built->kernel, t.numel()));
+  }
+  cl_int found = 0;
+  err = clEnqueueReadBuffer(device.queue(), *flag.arg(), CL_TRUE, 0, sizeof(cl_int), &found, 0,
+                            nullptr, nullptr);
+  if (err != CL_SUCCESS) return ClError(err, "reading a flag", device.name());
+  return found != 0;
+}
+
 // out[i] = expr over `inputs` walked by `geometry` (per input strides).
 absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::ElementwiseExpr& expr,
                        DType compute, const std::vector<Tensor>& inputs,

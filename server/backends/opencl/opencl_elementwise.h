@@ -93,6 +93,10 @@ class Args {
 // targets a backend checks before any kernel runs).
 absl::StatusOr<Tensor> ReadToHost(const Tensor& t, ClDevice& device);
 
+// Whether any element of `t` is zero: a flag kernel on the device (one 4-byte read back), or
+// the values themselves for a host number operand.
+absl::StatusOr<bool> AnyZero(ClDevice& device, const Tensor& t);
+
 // A kernel name unique to an op and the dtypes its source was rendered for.
 std::string KernelName(const std::string& op, const std::vector<DType>& dtypes);
 

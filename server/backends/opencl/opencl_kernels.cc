@@ -24,6 +24,7 @@
 #include "server/backends/opencl/opencl_resample.h"
 #include "server/backends/opencl/opencl_sort.h"
 #include "server/core/status.h"
+#include "server/ops/elementwise.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord::opencl {
@@ -161,7 +162,7 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
   if (q.outputs.empty()) return false;
   const std::optional<ElementwisePlan> plan =
       PlanElementwise(op, *q.attrs, q.inputs[0].dtype, q.outputs[0].dtype);
-  // Helpers compute in double.
+  // Helpers may compute in double.
   return plan.has_value() && (plan->expr.helpers.empty() || device.has_fp64());
 }
 
@@ -193,6 +194,15 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
     return Error(Reason::kUnsupportedOnBackend,
                  absl::StrCat("opencl: no kernel for ", op, " on these dtypes"),
                  {{"op", op}, {"backend", "opencl"}, {"device", device.name()}});
+  }
+  // An integer division or modulo checks its whole divisor first, as the CPU does.
+  const bool divides =
+      (op == "div" && c.attrs.Has("rounding_mode")) || op == "fmod" || op == "remainder";
+  if (divides && IsInt(plan->compute)) {
+    ASSIGN_OR_RETURN(bool zero, AnyZero(device, c.inputs[1]));
+    if (zero) {
+      return ops::IntegerDivisionByZero(op, op == "div" ? c.attrs.GetString("rounding_mode") : "");
+    }
   }
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
