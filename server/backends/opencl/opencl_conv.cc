@@ -118,15 +118,11 @@ absl::Status RunConv(KernelCall& c, ClDevice& device) {
     operands.push_back(std::move(o));
   }
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg);
-  for (const Operand& o : operands) args.AddMem(o);
-  args.AddMem(geometry_arg).Add(static_cast<cl_long>(out.numel()));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    for (const Operand& o : operands) args.AddMem(o);
+    args.AddMem(geometry_arg).Add(static_cast<cl_long>(out.numel()));
+  });
 }
 
 }  // namespace tensord::opencl

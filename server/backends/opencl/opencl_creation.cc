@@ -50,38 +50,34 @@ absl::Status RunComputedCreation(KernelCall& c, ClDevice& device) {
     ASSIGN_OR_RETURN(Operand x, Operand::Of(c.inputs[0], device));
     x_arg.emplace(std::move(x));
   }
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg);
-  if (x_arg) args.AddMem(*x_arg);
-  args.Add(static_cast<cl_long>(out.numel()));
-  if (op == "arange") {
-    // Integers given as integers are used as they are (no rounding through a double).
-    const double start = c.attrs.GetNumber("start"), step = c.attrs.GetNumber("step");
-    const int64_t start_int =
-        c.attrs.HoldsInt("start") ? c.attrs.GetInt("start") : static_cast<int64_t>(start);
-    const int64_t step_int =
-        c.attrs.HoldsInt("step") ? c.attrs.GetInt("step") : static_cast<int64_t>(step);
-    args.Add(static_cast<cl_double>(start))
-        .Add(static_cast<cl_double>(step))
-        .Add(static_cast<cl_long>(start_int))
-        .Add(static_cast<cl_long>(step_int));
-  } else if (op == "eye") {
-    args.Add(static_cast<cl_long>(out.dim(1)));
-  } else if (op == "native_dropout") {
-    const double p = c.attrs.GetFloat("p");
-    args.Add(static_cast<cl_ulong>(ops::DropoutStreamStart(c.attrs.GetInt("seed"))))
-        .Add(static_cast<cl_double>(p))
-        .AddScalar(dtype, p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
-  } else {
-    args.Add(static_cast<cl_ulong>(ops::StreamStart(c.attrs)))
-        .Add(static_cast<cl_double>(0))
-        .AddScalar(dtype, 0);
-  }
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    if (x_arg) args.AddMem(*x_arg);
+    args.Add(static_cast<cl_long>(out.numel()));
+    if (op == "arange") {
+      // Integers given as integers are used as they are (no rounding through a double).
+      const double start = c.attrs.GetNumber("start"), step = c.attrs.GetNumber("step");
+      const int64_t start_int =
+          c.attrs.HoldsInt("start") ? c.attrs.GetInt("start") : static_cast<int64_t>(start);
+      const int64_t step_int =
+          c.attrs.HoldsInt("step") ? c.attrs.GetInt("step") : static_cast<int64_t>(step);
+      args.Add(static_cast<cl_double>(start))
+          .Add(static_cast<cl_double>(step))
+          .Add(static_cast<cl_long>(start_int))
+          .Add(static_cast<cl_long>(step_int));
+    } else if (op == "eye") {
+      args.Add(static_cast<cl_long>(out.dim(1)));
+    } else if (op == "native_dropout") {
+      const double p = c.attrs.GetFloat("p");
+      args.Add(static_cast<cl_ulong>(ops::DropoutStreamStart(c.attrs.GetInt("seed"))))
+          .Add(static_cast<cl_double>(p))
+          .AddScalar(dtype, p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+    } else {
+      args.Add(static_cast<cl_ulong>(ops::StreamStart(c.attrs)))
+          .Add(static_cast<cl_double>(0))
+          .AddScalar(dtype, 0);
+    }
+  });
 }
 
 }  // namespace tensord::opencl

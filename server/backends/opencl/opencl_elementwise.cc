@@ -10,6 +10,17 @@ std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) 
   return name;
 }
 
+absl::Status SetAndLaunch(ClDevice& device, BuiltKernel* built, const std::string& name, int64_t n,
+                          absl::FunctionRef<void(Args&)> set) {
+  absl::MutexLock lock(&built->mu);
+  Args args(built->kernel);
+  set(args);
+  if (args.error() != CL_SUCCESS) {
+    return ClError(args.error(), "clSetKernelArg " + name, device.name());
+  }
+  return device.Launch(built->kernel, n);
+}
+
 absl::StatusOr<Tensor> ReadToHost(const Tensor& t, ClDevice& device) {
   if (t.nbytes() == 0 || t.storage()->on_host()) return t;
   ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t.dtype(), t.shape()));
@@ -38,14 +49,9 @@ absl::StatusOr<bool> AnyZero(ClDevice& device, const Tensor& t) {
                                     0, nullptr, nullptr);
   if (err != CL_SUCCESS) return ClError(err, "clearing a flag", device.name());
   ASSIGN_OR_RETURN(Operand x, Operand::Of(t, device));
-  {
-    absl::MutexLock lock(&built->mu);
-    Args args(built->kernel);
+  RETURN_IF_ERROR(SetAndLaunch(device, built, name, t.numel(), [&](Args& args) {
     args.AddMem(flag).AddMem(x).Add(static_cast<cl_long>(t.numel()));
-    if (args.error() != CL_SUCCESS)
-      return ClError(args.error(), "clSetKernelArg " + name, device.name());
-    RETURN_IF_ERROR(device.Launch(built->kernel, t.numel()));
-  }
+  }));
   cl_int found = 0;
   err = clEnqueueReadBuffer(device.queue(), *flag.arg(), CL_TRUE, 0, sizeof(cl_int), &found, 0,
                             nullptr, nullptr);
@@ -82,17 +88,14 @@ absl::Status LaunchMap(ClDevice& device, const std::string& op, const gpu::Eleme
   ASSIGN_OR_RETURN(cl_mem geom, device.Constants(geometry.Flat()));
   Operand geometry_arg = Operand::Owning(geom);
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg);
-  for (const Operand& o : operands) args.AddMem(o);
-  args.AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(out.numel()))
-      .Add(static_cast<cl_int>(geometry.shape.size()));
-  for (double v : expr.scalars) args.AddScalar(compute, v);
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, k.name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    for (const Operand& o : operands) args.AddMem(o);
+    args.AddMem(geometry_arg)
+        .Add(static_cast<cl_long>(out.numel()))
+        .Add(static_cast<cl_int>(geometry.shape.size()));
+    for (double v : expr.scalars) args.AddScalar(compute, v);
+  });
 }
 
 absl::Status Copy(ClDevice& device, const std::string& op, const Tensor& in,

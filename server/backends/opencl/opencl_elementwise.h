@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "server/backends/gpu/elementwise_exprs.h"
 #include "server/backends/gpu/kernel_source.h"
@@ -96,6 +97,11 @@ absl::StatusOr<Tensor> ReadToHost(const Tensor& t, ClDevice& device);
 // Whether any element of `t` is zero: a flag kernel on the device (one 4-byte read back), or
 // the values themselves for a host number operand.
 absl::StatusOr<bool> AnyZero(ClDevice& device, const Tensor& t);
+
+// Sets `built`'s arguments through `set` under the kernel's mutex (arguments belong to the
+// kernel object, shared by every caller) and enqueues it over `n` work items.
+absl::Status SetAndLaunch(ClDevice& device, BuiltKernel* built, const std::string& name, int64_t n,
+                          absl::FunctionRef<void(Args&)> set);
 
 // A kernel name unique to an op and the dtypes its source was rendered for.
 std::string KernelName(const std::string& op, const std::vector<DType>& dtypes);

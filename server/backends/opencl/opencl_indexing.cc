@@ -49,19 +49,15 @@ absl::Status Gather(ClDevice& device, const Tensor& x, const Tensor& index, cons
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand index_arg, Operand::Of(index, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(x_arg)
-      .AddMem(index_arg)
-      .AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(out.numel()))
-      .Add(static_cast<cl_int>(g.shape.size()))
-      .Add(static_cast<cl_long>(dim_stride));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg)
+        .AddMem(x_arg)
+        .AddMem(index_arg)
+        .AddMem(geometry_arg)
+        .Add(static_cast<cl_long>(out.numel()))
+        .Add(static_cast<cl_int>(g.shape.size()))
+        .Add(static_cast<cl_long>(dim_stride));
+  });
 }
 
 absl::Status RunRead(KernelCall& c, ClDevice& device) {
@@ -126,15 +122,14 @@ absl::Status ListedWrite(ClDevice& device, gpu::ListedWrite how, const Tensor* x
     ASSIGN_OR_RETURN(Operand o, Operand::Of(*x, device));
     x_arg.emplace(std::move(o));
   }
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg);
-  if (x_arg) args.AddMem(*x_arg);
-  args.AddMem(src_arg).AddMem(table_arg).Add(static_cast<cl_long>(n)).AddScalar(out.dtype(), alpha);
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, n);
+  return SetAndLaunch(device, built, name, n, [&](Args& args) {
+    args.AddMem(out_arg);
+    if (x_arg) args.AddMem(*x_arg);
+    args.AddMem(src_arg)
+        .AddMem(table_arg)
+        .Add(static_cast<cl_long>(n))
+        .AddScalar(out.dtype(), alpha);
+  });
 }
 
 // scatter, scatter_add (and gather's gradient): index position p writes src[p] to x at p
@@ -245,16 +240,12 @@ absl::Status RunOneHot(KernelCall& c, ClDevice& device) {
   }));
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(x_arg)
-      .Add(static_cast<cl_long>(x.numel()))
-      .Add(static_cast<cl_long>(classes));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, x.numel());
+  return SetAndLaunch(device, built, name, x.numel(), [&](Args& args) {
+    args.AddMem(out_arg)
+        .AddMem(x_arg)
+        .Add(static_cast<cl_long>(x.numel()))
+        .Add(static_cast<cl_long>(classes));
+  });
 }
 
 }  // namespace

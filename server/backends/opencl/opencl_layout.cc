@@ -37,18 +37,15 @@ absl::Status RunTriangle(KernelCall& c, ClDevice& device) {
   }));
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(in_arg)
-      .Add(static_cast<cl_long>(x.numel()))
-      .Add(static_cast<cl_long>(x.dim(x.rank() - 2)))
-      .Add(static_cast<cl_long>(x.dim(x.rank() - 1)))
-      .Add(static_cast<cl_long>(c.attrs.GetInt("diagonal")))
-      .Add(static_cast<cl_int>(c.op.name == "tril"));
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  return device.Launch(built->kernel, x.numel());
+  return SetAndLaunch(device, built, name, x.numel(), [&](Args& args) {
+    args.AddMem(out_arg)
+        .AddMem(in_arg)
+        .Add(static_cast<cl_long>(x.numel()))
+        .Add(static_cast<cl_long>(x.dim(x.rank() - 2)))
+        .Add(static_cast<cl_long>(x.dim(x.rank() - 1)))
+        .Add(static_cast<cl_long>(c.attrs.GetInt("diagonal")))
+        .Add(static_cast<cl_int>(c.op.name == "tril"));
+  });
 }
 
 // One pass along `dim` of `in` (shape `from`) into `out` (`from` with dim resized to
@@ -73,19 +70,16 @@ absl::Status PadPass(ClDevice& device, const Tensor& in, const Shape& from, int6
   Operand table_arg = Operand::Owning(table_mem);
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(in_arg)
-      .AddMem(table_arg)
-      .Add(static_cast<cl_long>(out.numel()))
-      .Add(static_cast<cl_long>(from[dim]))
-      .Add(static_cast<cl_long>(lists.size()))
-      .Add(static_cast<cl_long>(inner))
-      .AddScalar(in.dtype(), fill);
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg)
+        .AddMem(in_arg)
+        .AddMem(table_arg)
+        .Add(static_cast<cl_long>(out.numel()))
+        .Add(static_cast<cl_long>(from[dim]))
+        .Add(static_cast<cl_long>(lists.size()))
+        .Add(static_cast<cl_long>(inner))
+        .AddScalar(in.dtype(), fill);
+  });
 }
 
 // pad reads, per output position of a dim, the input position of PadSourceMap (one or none);
@@ -147,18 +141,15 @@ absl::Status CopyWindow(ClDevice& device, const Tensor& in, Tensor& out, const o
   Operand geometry_arg = Operand::Owning(geom);
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg)
-      .AddMem(in_arg)
-      .AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(n))
-      .Add(static_cast<cl_int>(g.shape.size()))
-      .Add(static_cast<cl_long>(w.src_offset))
-      .Add(static_cast<cl_long>(w.dst_offset));
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  return device.Launch(built->kernel, n);
+  return SetAndLaunch(device, built, name, n, [&](Args& args) {
+    args.AddMem(out_arg)
+        .AddMem(in_arg)
+        .AddMem(geometry_arg)
+        .Add(static_cast<cl_long>(n))
+        .Add(static_cast<cl_int>(g.shape.size()))
+        .Add(static_cast<cl_long>(w.src_offset))
+        .Add(static_cast<cl_long>(w.dst_offset));
+  });
 }
 
 bool IsLayoutKernelOp(const std::string& op) {

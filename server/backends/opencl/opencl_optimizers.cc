@@ -42,15 +42,12 @@ absl::Status Launch(ClDevice& device, BuiltKernel* built, const std::string& nam
     ASSIGN_OR_RETURN(Operand o, Operand::Of(*t, device));
     operands.push_back(std::move(o));
   }
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  for (const Operand& o : operands) args.AddMem(o);
-  args.Add(static_cast<cl_long>(n));
-  for (double s : scalars) args.AddScalar(dtype, s);
-  args.Add(static_cast<cl_int>(flags));
-  if (args.error() != CL_SUCCESS)
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  return device.Launch(built->kernel, n);
+  return SetAndLaunch(device, built, name, n, [&](Args& args) {
+    for (const Operand& o : operands) args.AddMem(o);
+    args.Add(static_cast<cl_long>(n));
+    for (double s : scalars) args.AddScalar(dtype, s);
+    args.Add(static_cast<cl_int>(flags));
+  });
 }
 
 absl::Status RunSgd(KernelCall& c, ClDevice& device) {

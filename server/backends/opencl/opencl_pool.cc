@@ -82,22 +82,18 @@ absl::Status RunPool(KernelCall& c, ClDevice& device) {
     ASSIGN_OR_RETURN(cl_mem lists, device.Constants(WindowLists(windows, x.h, x.w)));
     lists_arg.emplace(Operand::Owning(lists));
   }
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  for (const Operand& o : outs) args.AddMem(o);
-  for (const Operand& o : operands) args.AddMem(o);
-  args.AddMem(win_arg);
-  if (lists_arg) args.AddMem(*lists_arg);
-  args.Add(static_cast<cl_long>(out.numel()))
-      .Add(static_cast<cl_long>(y.h * y.w))
-      .Add(static_cast<cl_long>(x.w))
-      .Add(static_cast<cl_long>(x.h * x.w))
-      .Add(static_cast<cl_long>(dh))
-      .Add(static_cast<cl_long>(dw));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    for (const Operand& o : outs) args.AddMem(o);
+    for (const Operand& o : operands) args.AddMem(o);
+    args.AddMem(win_arg);
+    if (lists_arg) args.AddMem(*lists_arg);
+    args.Add(static_cast<cl_long>(out.numel()))
+        .Add(static_cast<cl_long>(y.h * y.w))
+        .Add(static_cast<cl_long>(x.w))
+        .Add(static_cast<cl_long>(x.h * x.w))
+        .Add(static_cast<cl_long>(dh))
+        .Add(static_cast<cl_long>(dw));
+  });
 }
 
 }  // namespace tensord::opencl

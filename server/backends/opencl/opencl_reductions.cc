@@ -56,19 +56,15 @@ absl::Status LaunchGroup(ClDevice& device, const std::string& op, const gpu::Gro
       operands.push_back(std::move(o));
     }
   }
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  for (const Operand& o : operands) args.AddMem(o);
-  args.AddMem(geometry_arg)
-      .Add(static_cast<cl_long>(n_groups))
-      .Add(static_cast<cl_int>(g.kept.shape.size()))
-      .Add(static_cast<cl_int>(g.reduced.shape.size()))
-      .Add(static_cast<cl_long>(NumElements(g.reduced.shape)))
-      .Add(static_cast<cl_double>(plan.scalar));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + k.name, device.name());
-  }
-  return device.Launch(built->kernel, n_groups);
+  return SetAndLaunch(device, built, k.name, n_groups, [&](Args& args) {
+    for (const Operand& o : operands) args.AddMem(o);
+    args.AddMem(geometry_arg)
+        .Add(static_cast<cl_long>(n_groups))
+        .Add(static_cast<cl_int>(g.kept.shape.size()))
+        .Add(static_cast<cl_int>(g.reduced.shape.size()))
+        .Add(static_cast<cl_long>(NumElements(g.reduced.shape)))
+        .Add(static_cast<cl_double>(plan.scalar));
+  });
 }
 
 absl::Status RunGroup(KernelCall& c, ClDevice& device) {

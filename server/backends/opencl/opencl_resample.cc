@@ -80,17 +80,13 @@ absl::Status Launch(KernelCall& c, ClDevice& device, bool backward) {
   ASSIGN_OR_RETURN(Operand wts_arg, Operand::Of(w, device));
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  args.AddMem(out_arg).AddMem(in_arg);
-  if (!backward) args.AddMem(table_arg);
-  args.AddMem(wts_arg);
-  if (backward) args.AddMem(table_arg);
-  args.AddMem(geom_arg).Add(static_cast<cl_long>(out.numel()));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, out.numel());
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg).AddMem(in_arg);
+    if (!backward) args.AddMem(table_arg);
+    args.AddMem(wts_arg);
+    if (backward) args.AddMem(table_arg);
+    args.AddMem(geom_arg).Add(static_cast<cl_long>(out.numel()));
+  });
 }
 
 }  // namespace

@@ -37,20 +37,16 @@ absl::Status RunSort(KernelCall& c, ClDevice& device) {
     outs.push_back(std::move(o));
   }
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
-  absl::MutexLock lock(&built->mu);
-  Args args(built->kernel);
-  for (const Operand& o : outs) args.AddMem(o);
-  args.AddMem(x_arg)
-      .Add(static_cast<cl_long>(x.numel()))
-      .Add(static_cast<cl_long>(outer))
-      .Add(static_cast<cl_long>(size))
-      .Add(static_cast<cl_long>(inner))
-      .Add(static_cast<cl_long>(k))
-      .Add(static_cast<cl_int>(descending));
-  if (args.error() != CL_SUCCESS) {
-    return ClError(args.error(), "clSetKernelArg " + name, device.name());
-  }
-  return device.Launch(built->kernel, x.numel());
+  return SetAndLaunch(device, built, name, x.numel(), [&](Args& args) {
+    for (const Operand& o : outs) args.AddMem(o);
+    args.AddMem(x_arg)
+        .Add(static_cast<cl_long>(x.numel()))
+        .Add(static_cast<cl_long>(outer))
+        .Add(static_cast<cl_long>(size))
+        .Add(static_cast<cl_long>(inner))
+        .Add(static_cast<cl_long>(k))
+        .Add(static_cast<cl_int>(descending));
+  });
 }
 
 }  // namespace tensord::opencl
