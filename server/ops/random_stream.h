@@ -36,4 +36,19 @@ inline bool DropoutKeep(uint64_t start, int64_t i, double p) {
          p;
 }
 
+// randint's element i in [0, range): value i + 1 of the stream, unbiased by rejecting the
+// short last bucket of 2^64 % range values. A rejected element redraws value i + 1 of the
+// stream from SplitMix64(start + attempt), so every element stays a function of (start, i)
+// alone (a device draws element i without the ones before it) and a rejection, rare unless
+// range is near 2^63, moves no other element.
+inline uint64_t RandintOffset(uint64_t start, int64_t i, uint64_t range) {
+  const uint64_t reject_below = (0 - range) % range;
+  const uint64_t k = static_cast<uint64_t>(i) + 1;
+  uint64_t x = StreamValue(start, k);
+  for (uint64_t attempt = 1; x < reject_below; ++attempt) {
+    x = StreamValue(SplitMix64(start + attempt), k);
+  }
+  return x % range;
+}
+
 }  // namespace tensord::ops

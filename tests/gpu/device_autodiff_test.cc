@@ -94,11 +94,25 @@ TEST(DeviceAutodiff, DeviceMemoryIsChargedAndRefusalsAllocateNothing) {
     auto big = D().Call("ones", {}, {{"shape", std::vector<int64_t>{1024}}}, env);
     EXPECT_EQ(GetReason(big.status()), Reason::kQuotaExceeded);
     EXPECT_EQ(account->used(), 64);
-    // An op the backend lacks is refused before its output is allocated.
-    auto refused = D().Call("nonzero", {(*z)[0]}, {}, env);
-    EXPECT_EQ(GetReason(refused.status()), Reason::kUnsupportedOnBackend);
-    EXPECT_EQ(GetMetadata(refused.status())["device"], device);
-    EXPECT_EQ(GetMetadata(refused.status())["op"], "nonzero");
+    // An output whose size only the data gives is charged too: nonzero of 16 ones is
+    // [16, 1] i64 (128 bytes), of 120 ones [120, 1] (960 bytes, over the quota beside them).
+    auto few = D().Call("nonzero", {(*z)[0]}, {}, env);
+    ASSERT_TRUE(few.ok()) << few.status();
+    EXPECT_EQ((*few)[0].shape(), (Shape{0, 1}));
+    auto ones = D().Call("ones", {}, {{"shape", std::vector<int64_t>{16}}}, env);
+    ASSERT_TRUE(ones.ok()) << ones.status();
+    auto some = D().Call("nonzero", {(*ones)[0]}, {}, env);
+    ASSERT_TRUE(some.ok()) << some.status();
+    EXPECT_EQ((*some)[0].device(), device);
+    EXPECT_EQ(account->used(), 64 + 64 + 128);
+    some->clear();
+    ones->clear();
+    auto many = D().Call("ones", {}, {{"shape", std::vector<int64_t>{120}}}, env);
+    ASSERT_TRUE(many.ok()) << many.status();
+    auto over = D().Call("nonzero", {(*many)[0]}, {}, env);
+    EXPECT_EQ(GetReason(over.status()), Reason::kQuotaExceeded);
+    EXPECT_EQ(account->used(), 64 + 480);
+    many->clear();
     EXPECT_EQ(account->used(), 64);
   }
   EXPECT_EQ(account->used(), 0);

@@ -369,6 +369,26 @@ const std::vector<std::pair<std::string, AttrMap>> kComputedCreationCases = {
     {"randn", {{"shape", std::vector<int64_t>{4, 3}}, {"seed", int64_t{11}}}},
     {"randn",
      {{"shape", std::vector<int64_t>{7}}, {"seed", int64_t{12}}, {"dtype", std::string("f64")}}},
+    {"randint",
+     {{"high", int64_t{10}}, {"shape", std::vector<int64_t>{4, 6}}, {"seed", int64_t{2}}}},
+    {"randint",
+     {{"low", int64_t{-5}},
+      {"high", int64_t{3}},
+      {"shape", std::vector<int64_t>{17}},
+      {"seed", int64_t{4}},
+      {"dtype", std::string("i32")}}},
+    {"randint",
+     {{"low", int64_t{-2}},
+      {"high", int64_t{2}},
+      {"shape", std::vector<int64_t>{9}},
+      {"seed", int64_t{8}},
+      {"dtype", std::string("f64")}}},
+    // A range of 2^63 + 1: about half the stream's values are redrawn.
+    {"randint",
+     {{"low", -(int64_t{1} << 62)},
+      {"high", (int64_t{1} << 62) + 1},
+      {"shape", std::vector<int64_t>{300}},
+      {"seed", int64_t{3}}}},
 };
 
 TEST(DeviceOps, ComputedAndRandomCreationMatchTheCpu) {

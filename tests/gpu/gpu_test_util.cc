@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <random>
 
 #include "server/backends/registered_backends.h"
 #include "server/core/status.h"
@@ -376,7 +377,19 @@ const std::vector<IndexingCase>& IndexingOpCases() {
   auto x = [](DType d, Shape shape, uint32_t seed) {
     return Random(d, std::move(shape), seed, -3, 3);
   };
+  // Integers in [-2, 2]: about one element in five is zero (false for bool).
+  auto sparse = [](DType d, Shape shape, uint32_t seed) {
+    std::mt19937 gen(seed);
+    std::uniform_int_distribution<int> pick(-2, 2);
+    std::vector<double> v(NumElements(shape));
+    for (double& e : v) e = pick(gen);
+    return Values(d, std::move(shape), v);
+  };
+  auto mask = [](Shape shape, uint32_t seed) {
+    return Random(DType::kBool, std::move(shape), seed);
+  };
   const AttrMap dim0 = {{"dim", int64_t{0}}}, dim1 = {{"dim", int64_t{1}}};
+  const AttrMap as_tuple = {{"as_tuple", true}};
   static const auto* cases = new std::vector<IndexingCase>{
       {"index_select",
        [=](DType d) {
@@ -462,6 +475,51 @@ const std::vector<IndexingCase>& IndexingOpCases() {
          return std::vector<Tensor>{idx({7}, 5, 36, DType::kI32), x(d, {5, 2}, 37)};
        },
        {{"padding_idx", int64_t{-4}}}},
+      // The selections: a size that only the data gives, and scans over many chunks.
+      {"nonzero",
+       [=](DType d) {
+         return std::vector<Tensor>{sparse(d, {3, 4, 5}, 38)};
+       },
+       {}},
+      {"nonzero", [=](DType d) { return std::vector<Tensor>{sparse(d, {70000}, 39)}; }, {}},
+      {"nonzero",
+       [=](DType d) {
+         return std::vector<Tensor>{sparse(d, {0, 3}, 40)};
+       },
+       {}},
+      {"nonzero", [=](DType d) { return std::vector<Tensor>{Values(d, {}, {2})}; }, {}},
+      {"nonzero",
+       [=](DType d) {
+         return std::vector<Tensor>{sparse(d, {40, 9}, 41)};
+       },
+       as_tuple},
+      {"nonzero", [=](DType d) { return std::vector<Tensor>{Values(d, {}, {1})}; }, as_tuple},
+      {"masked_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 4}, 42), mask({4}, 43)};
+       },
+       {}},
+      {"masked_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {3, 1}, 44), mask({2, 3, 5}, 45)};
+       },
+       {}},
+      {"masked_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {300, 70}, 46), mask({70}, 47)};
+       },
+       {}},
+      {"masked_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {2, 3}, 48),
+                                    Values(DType::kBool, {2, 3}, {0, 0, 0, 0, 0, 0})};
+       },
+       {}},
+      {"masked_select",
+       [=](DType d) {
+         return std::vector<Tensor>{x(d, {}, 49), Values(DType::kBool, {}, {1})};
+       },
+       {}},
   };
   return *cases;
 }

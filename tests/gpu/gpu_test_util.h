@@ -72,8 +72,9 @@ const std::vector<ShapedCase>& NnOpCases();
 // sort, argsort and topk, that device_sorting_test runs on values with ties and NaN.
 const std::vector<ShapedCase>& SortOpCases();
 
-// The ops that index by tensors, each with a builder of its inputs for a value dtype (valid
-// indices, duplicates among those that write) and an attribute form, that
+// The ops that index by tensors or select by the data (nonzero, masked_select), each with a
+// builder of its inputs for a value dtype (valid indices, duplicates among those that write,
+// zeros among those that select) and an attribute form, that
 // device_indexing_test runs; the coverage test counts them as tested.
 struct IndexingCase {
   std::string op;

@@ -112,14 +112,19 @@ def test_a_failing_batch_on_the_device_changes_nothing(dsess):
 def test_device_memory_counts_against_the_quota(client):
     require_device(client)
     with client.session(device=DEVICE, memory_quota_bytes=4096) as s:
-        s.tensor(np.zeros(512, np.float32))  # 2 KiB
+        held = s.tensor(np.zeros(512, np.float32))  # 2 KiB, held to the end
         with pytest.raises(tensord.TensordError) as err:
             s.op("zeros", shape=[1024])  # 4 KiB more
         assert err.value.reason == "QUOTA_EXCEEDED"
+        # An output whose size only the data gives is charged too: 200 indices are 1600 bytes.
+        x = s.tensor(np.ones(200, np.float32))  # 800 bytes
+        used = s.info().memory_used_bytes
         with pytest.raises(tensord.TensordError) as err:
-            s.op("nonzero", s.tensor(np.ones(3, np.float32)))
-        assert err.value.reason == "UNSUPPORTED_ON_BACKEND"
-        assert err.value.metadata["device"] == DEVICE
+            s.op("nonzero", x)
+        assert err.value.reason == "QUOTA_EXCEEDED"
+        assert s.info().memory_used_bytes == used
+        np.testing.assert_array_equal(s.op("nonzero", x[:10]).numpy(), np.arange(10)[:, None])
+        assert held.shape == (512,)
 
 
 @pytest.mark.parametrize("kind,config", [("SGD", dict(lr=0.1, momentum=0.9, nesterov=True)),

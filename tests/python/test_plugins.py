@@ -128,6 +128,40 @@ def test_unmarked_op_on_autodiff_tensor_raises_for_remote_client(psess):
         np.testing.assert_allclose(clipped.numpy(), torch_clip(np.array([3.0, 4.0]), 1.0, 2.0))
 
 
+GPU_DEVICE = os.environ.get("TENSORD_TEST_GPU_DEVICE", "opencl:0")
+
+
+def test_plugin_op_on_a_gpu_device_is_refused_typed(plugin_client):
+    """A plugin's kernels take host memory: on another device the op is UNSUPPORTED_ON_BACKEND
+    naming op and device, before anything is allocated; moved to the CPU it runs, gradient
+    included, and the gradient moves back."""
+    names = [d["name"] for d in plugin_client.devices()]
+    if GPU_DEVICE not in names:
+        if os.environ.get("TENSORD_REQUIRE_GPU"):
+            pytest.fail(f"the server has no device {GPU_DEVICE} (devices: {names})")
+        pytest.skip(f"the server has no device {GPU_DEVICE}")
+    xn = np.array([0.5, -1.0, 2.0])
+    with plugin_client.session(device=GPU_DEVICE) as s:
+        with s.autodiff() as ctx:
+            x = s.tensor(xn, requires_grad=True)
+            assert x.device == GPU_DEVICE
+            state = session_state(s)
+            with pytest.raises(tensord.TensordError) as err:
+                s.op("example_scaled_square", x, scale=2.0)
+            e = err.value
+            assert e.code == grpc.StatusCode.UNIMPLEMENTED
+            assert e.reason == "UNSUPPORTED_ON_BACKEND"
+            assert e.metadata["op"] == "example_scaled_square"
+            assert e.metadata["device"] == GPU_DEVICE
+            assert session_state(s) == state
+            on_cpu = s.op("to_device", x, device="cpu")
+            y = s.op("example_scaled_square", on_cpu, scale=2.0)
+            loss = s.op("sum", s.op("to_device", y, device=GPU_DEVICE))
+            grad = ctx.backward(loss)[x]
+            assert grad.device == GPU_DEVICE
+            np.testing.assert_allclose(grad.numpy(), 4 * xn, rtol=1e-12)
+
+
 def test_plugin_error_carries_reason_and_plugin(psess):
     with pytest.raises(tensord.BadAttribute) as err:
         psess.op("example_clip_norm", psess.tensor(np.ones(3)), max_norm=-2.0)

@@ -248,6 +248,25 @@ TEST(CreationOps, RandintRangeAndDtypes) {
   }
   Tensor a = Create("randint", {{"high", int64_t{2}}, {"shape", Ints{3}}});
   EXPECT_EQ(a.dtype(), DType::kI64);
+  // A range of 2^63 + 1 rejects about half the stream's values; each element redraws on its
+  // own, so a longer draw of the same seed starts with the shorter one, and every element of
+  // the upper half (beyond the first bucket) is still drawn.
+  const int64_t quarter = int64_t{1} << 62;
+  auto wide = [&](int64_t n) {
+    return Create(
+        "randint",
+        {{"low", -quarter}, {"high", quarter + 1}, {"shape", Ints{n}}, {"seed", int64_t{3}}});
+  };
+  const Tensor shorter = wide(400), longer = wide(1000);
+  int upper = 0;
+  for (int64_t i = 0; i < 400; ++i) {
+    const int64_t v = shorter.data<int64_t>()[i];
+    ASSERT_EQ(v, longer.data<int64_t>()[i]) << i;
+    ASSERT_GE(v, -quarter);
+    ASSERT_LE(v, quarter);
+    upper += v > 0;
+  }
+  EXPECT_NEAR(upper, 200, 50);
   auto reason = [](const AttrMap& attrs) { return ReasonOf(RunOp("randint", {}, attrs)); };
   EXPECT_EQ(reason({{"low", int64_t{2}}, {"high", int64_t{2}}, {"shape", Ints{1}}}),
             Reason::kBadAttribute);

@@ -69,13 +69,6 @@ class Rng {
   uint64_t Next() { return ops::StreamValue(start_, ++k_); }
   double Uniform() { return static_cast<double>(Next() >> 11) * 0x1p-53; }  // [0, 1)
   float UniformF() { return static_cast<float>(Next() >> 40) * 0x1p-24f; }  // [0, 1) in f32
-  // Unbiased integer in [0, range) by rejecting the short last bucket.
-  uint64_t Below(uint64_t range) {
-    const uint64_t reject_below = (0 - range) % range;
-    uint64_t x = Next();
-    while (x < reject_below) x = Next();
-    return x % range;
-  }
 
  private:
   uint64_t start_;
@@ -120,13 +113,14 @@ absl::Status RandnKernel(KernelCall& c) {
 
 absl::Status RandintKernel(KernelCall& c) {
   Tensor& out = c.outputs[0];
-  Rng rng = MakeRng(c.attrs);
+  const uint64_t start = ops::StreamStart(c.attrs);
   const int64_t low = c.attrs.GetInt("low");
   const uint64_t range = static_cast<uint64_t>(c.attrs.GetInt("high")) - static_cast<uint64_t>(low);
   TENSORD_DISPATCH_NUMERIC(out.dtype(), [&] {
     T* p = out.data<T>();
     for (int64_t i = 0; i < out.numel(); ++i) {
-      p[i] = static_cast<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + rng.Below(range)));
+      p[i] = static_cast<T>(
+          static_cast<int64_t>(static_cast<uint64_t>(low) + ops::RandintOffset(start, i, range)));
     }
   });
   return absl::OkStatus();

@@ -25,6 +25,11 @@ constexpr char kStream[] =
     "  return (double)(td_stream(start, k) >> 11) * 0x1p-53;\n"
     "}\n";
 
+// The stream helpers, for the kernel source `s` (they go before its kernel).
+void InsertStreamHelpers(const Dialect& d, std::string& s) {
+  s.insert(s.find(d.kernel), absl::StrReplaceAll(kStream, {{"U64", d.uint64}}));
+}
+
 }  // namespace
 
 std::string RenderArange(const Dialect& d, const std::string& name, DType dtype) {
@@ -53,10 +58,7 @@ std::string RenderStream(const Dialect& d, const std::string& name, DType dtype,
                                   " start, const double p, const ", S, " scale");
   if (what == Stream::kDropout) args = absl::StrCat(d.global, " const ", S, "* x, ", args);
   std::string s = Head(d, name, dtype, args);
-  const std::string helpers = absl::StrReplaceAll(kStream, {{"U64", d.uint64}});
-  // The helpers go before the kernel.
-  const size_t kernel_at = s.find(d.kernel);
-  s.insert(kernel_at, helpers);
+  InsertStreamHelpers(d, s);
   switch (what) {
     case Stream::kUniform:
       absl::StrAppend(&s, dtype == DType::kF32
@@ -80,6 +82,19 @@ std::string RenderStream(const Dialect& d, const std::string& name, DType dtype,
       break;
   }
   absl::StrAppend(&s, "}\n");
+  return s;
+}
+
+std::string RenderRandint(const Dialect& d, const std::string& name, DType dtype) {
+  const std::string L = d.int64, U = d.uint64;
+  std::string s = Head(d, name, dtype,
+                       absl::StrCat("const ", L, " n, const ", U, " start, const ", L,
+                                    " low, const ", U, " range, const ", U, " reject_below"));
+  InsertStreamHelpers(d, s);
+  absl::StrAppend(&s, "  const ", U, " k = (", U, ")i + 1;\n  ", U, " x = td_stream(start, k);\n",
+                  "  for (", U, " attempt = 1; x < reject_below; ++attempt) {\n",
+                  "    x = td_stream(td_stream(start + attempt, 0), k);\n  }\n", "  out[i] = ",
+                  Store(d, dtype, absl::StrCat("(", L, ")((", U, ")low + x % range)")), ";\n}\n");
   return s;
 }
 

@@ -1,6 +1,6 @@
 // Renders the creation ops that compute their values (arange, eye) and the random ones (rand,
-// randn, native_dropout): each element from its index alone. The random kernels evaluate the
-// SplitMix64 stream of ops/random_stream.h at the element's own position, so a seed gives the
+// randn, randint, native_dropout): each element from its index alone. The random kernels evaluate
+// the SplitMix64 stream of ops/random_stream.h at the element's own position, so a seed gives the
 // same numbers on every device (randn's up to the device's log, sqrt, cos and sin).
 #pragma once
 
@@ -23,5 +23,8 @@ enum class Stream {
 };
 // Arguments: out, [x (dropout)], n, start (uint64), p (double), scale (the dtype).
 std::string RenderStream(const Dialect& dialect, const std::string& name, DType dtype, Stream what);
+// randint: out[i] = low + ops::RandintOffset(start, i, range), redraws included.
+// Arguments: out, n, start, low (int64), range, reject_below (uint64: 2^64 % range).
+std::string RenderRandint(const Dialect& dialect, const std::string& name, DType dtype);
 
 }  // namespace tensord::gpu

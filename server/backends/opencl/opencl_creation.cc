@@ -22,7 +22,8 @@ absl::StatusOr<BuiltKernel*> Build(ClDevice& device, const std::string& name,
 }  // namespace
 
 bool IsComputedCreationOp(const std::string& op) {
-  return op == "arange" || op == "eye" || op == "rand" || op == "randn" || op == "native_dropout";
+  return op == "arange" || op == "eye" || op == "rand" || op == "randn" || op == "randint" ||
+         op == "native_dropout";
 }
 
 absl::Status RunComputedCreation(KernelCall& c, ClDevice& device) {
@@ -37,6 +38,9 @@ absl::Status RunComputedCreation(KernelCall& c, ClDevice& device) {
                      Build(device, name, [&] { return gpu::RenderArange(Cl(), name, dtype); }));
   } else if (op == "eye") {
     ASSIGN_OR_RETURN(built, Build(device, name, [&] { return gpu::RenderEye(Cl(), name, dtype); }));
+  } else if (op == "randint") {
+    ASSIGN_OR_RETURN(built,
+                     Build(device, name, [&] { return gpu::RenderRandint(Cl(), name, dtype); }));
   } else {
     const gpu::Stream what = op == "rand"    ? gpu::Stream::kUniform
                              : op == "randn" ? gpu::Stream::kNormal
@@ -67,6 +71,14 @@ absl::Status RunComputedCreation(KernelCall& c, ClDevice& device) {
           .Add(static_cast<cl_long>(step_int));
     } else if (op == "eye") {
       args.Add(static_cast<cl_long>(out.dim(1)));
+    } else if (op == "randint") {
+      const int64_t low = c.attrs.GetInt("low");
+      const uint64_t range =
+          static_cast<uint64_t>(c.attrs.GetInt("high")) - static_cast<uint64_t>(low);
+      args.Add(static_cast<cl_ulong>(ops::StreamStart(c.attrs)))
+          .Add(static_cast<cl_long>(low))
+          .Add(static_cast<cl_ulong>(range))
+          .Add(static_cast<cl_ulong>((0 - range) % range));
     } else if (op == "native_dropout") {
       const double p = c.attrs.GetFloat("p");
       args.Add(static_cast<cl_ulong>(ops::DropoutStreamStart(c.attrs.GetInt("seed"))))

@@ -22,6 +22,7 @@
 #include "server/backends/opencl/opencl_pool.h"
 #include "server/backends/opencl/opencl_reductions.h"
 #include "server/backends/opencl/opencl_resample.h"
+#include "server/backends/opencl/opencl_select.h"
 #include "server/backends/opencl/opencl_sort.h"
 #include "server/core/status.h"
 #include "server/ops/elementwise.h"
@@ -132,7 +133,7 @@ bool Implements(const OpDef& op) {
          IsGroupOp(op.name) || IsNormOp(op.name) || IsConvOp(op.name) || IsPoolOp(op.name) ||
          IsComputedCreationOp(op.name) || IsPointwiseLossOp(op.name) || IsSortOp(op.name) ||
          IsDimActivation(op.name) || IsResampleOp(op.name) || IsCrossEntropyOp(op.name) ||
-         IsProduct(op.name) || IsOptimizer(op.name);
+         IsProduct(op.name) || IsOptimizer(op.name) || IsSelectOp(op.name);
 }
 
 bool Supports(const KernelQuery& q, const ClDevice& device) {
@@ -148,8 +149,9 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
     return false;
   }
   // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
+  // The selections move bits too (nonzero compares them through the dialect's loads).
   const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op) ||
-                          MovesBits(op) || ReadsThroughIndex(op);
+                          MovesBits(op) || ReadsThroughIndex(op) || IsSelectOp(op);
   if (!storage_op && HasLowPrecision(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
@@ -188,6 +190,7 @@ absl::Status Run(KernelCall& c, ClDevice& device) {
   if (IsCrossEntropyOp(op)) return RunCrossEntropy(c, device);
   if (IsProduct(op)) return RunProduct(c, device);
   if (IsOptimizer(op)) return RunOptimizer(c, device);
+  if (IsSelectOp(op)) return RunSelect(c, device);
   std::optional<ElementwisePlan> plan =
       PlanElementwise(op, c.attrs, c.inputs[0].dtype(), c.outputs[0].dtype());
   if (!plan) {
