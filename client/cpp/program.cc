@@ -1,6 +1,8 @@
 #include "client/cpp/program.h"
 
+#include <memory>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/cpp/internal.h"
@@ -105,6 +107,10 @@ absl::StatusOr<Program> ProgramBuilder::Compile() {
   Program program;
   program.state_ = state_;
   program.id_ = response.program_id();
+  // Its runs name these handles: dropping the builder must not queue their release.
+  std::vector<Tensor> named = keep_alive_;
+  named.insert(named.end(), leaves_.begin(), leaves_.end());
+  program.keep_alive_ = std::make_shared<const std::vector<Tensor>>(std::move(named));
   for (const ::tensord::v1::ProgramCallInfo& call : response.calls()) {
     std::vector<TensorInfo>& outs = program.compiled_.emplace_back();
     for (const ::tensord::v1::TensorInfo& info : call.outputs()) {

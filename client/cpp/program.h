@@ -46,7 +46,9 @@ class ProgramResult {
 };
 
 // A compiled program of a session. Copies share it; Release frees it on the server (closing
-// the session frees it too).
+// the session frees it too). Every run names the tensors the builder was given (parameter
+// examples, operands, backward leaves) by handle, so the program holds them until its last
+// copy goes.
 class Program {
  public:
   uint64_t id() const { return id_; }
@@ -61,6 +63,7 @@ class Program {
   std::shared_ptr<internal::SessionState> state_;
   uint64_t id_ = 0;
   std::vector<std::vector<TensorInfo>> compiled_;
+  std::shared_ptr<const std::vector<Tensor>> keep_alive_;  // the tensors it names
 };
 
 // Builds a CompileProgramRequest: parameters, forward calls, then (once Backward or Update is

@@ -63,7 +63,9 @@ class ProgramTrace:
         self.calls = []      # forward OpCalls
         self.updates = []    # update OpCalls
         self.outputs = []    # per call: the lazy Tensors handed out
-        self.keepalive = []  # every tensor the program names by handle
+        # Every tensor the program names by handle; the Program holds them (its runs name
+        # them) until it is released.
+        self.keepalive = []
         self.parameters = []  # ProgramParameter
         self.forward_no_grad = None
         self.roots = None    # CallOutputs once backward was called
@@ -128,6 +130,20 @@ class ProgramTrace:
         dict.__setitem__(grads, leaf, g)
         return g
 
+    def names(self, handle: int):
+        """Where the program names `handle` (a parameter's example, a call's operand, a leaf of
+        the backward), or None."""
+        for k, param in enumerate(self.parameters):
+            if param.example.WhichOneof("source") == "handle" and param.example.handle == handle:
+                return {"parameter_index": k}
+        for k, call in enumerate(self.calls + self.updates):
+            for i, operand in enumerate(call.inputs):
+                if operand.WhichOneof("source") == "handle" and operand.handle == handle:
+                    return {"call_index": k, "input_index": i, "op": call.op}
+        if any(leaf._info.handle == handle for leaf in self.leaves):
+            return {"field": "backward.leaves"}
+        return None
+
     def operand(self, value: Tensor):
         """The wire operand of a stand-in of this trace that is not a call output: a
         parameter, or a gradient (which exists only after backward, so only updates see it)."""
@@ -169,6 +185,7 @@ class Program:
         if self.released:
             return
         self.released = True
+        self._keepalive.clear()  # the tensors it named may go now
         if not self.session.closed:
             self.session._call("ReleaseProgram", service_pb2.ReleaseProgramRequest(
                 session_id=self.session.id, program_id=self.id))

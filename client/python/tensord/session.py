@@ -130,7 +130,10 @@ class _Batch:
         self.outputs = []  # per call: the lazy Tensors handed out
         self.no_grad = None
         self.context_id = 0
-        self.keepalive = []  # temporaries (uploaded literals) the calls refer to
+        # Every tensor the calls name by handle (Tensor operands, uploaded literals), held until
+        # the batch is sent or discarded: no finalizer may queue the release of a handle the
+        # unsent batch names.
+        self.keepalive = []
         self.state = "open"  # open -> done | failed
 
     def add(self, call, n_outputs, no_grad: bool, context_id: int):
@@ -155,6 +158,14 @@ class _Batch:
         outs = [Tensor(self.session, lazy=(self, index, k)) for k in range(n_outputs)]
         self.outputs.append(outs)
         return outs
+
+    def names(self, handle: int):
+        """Where a call of the batch names `handle` (call_index, input_index, op), or None."""
+        for k, call in enumerate(self.calls):
+            for i, operand in enumerate(call.inputs):
+                if operand.WhichOneof("source") == "handle" and operand.handle == handle:
+                    return {"call_index": k, "input_index": i, "op": call.op}
+        return None
 
     def flush(self):
         if not self.calls:
@@ -324,9 +335,13 @@ class Session:
                         return owner.operand(value)
                     return ops_pb2.Operand(call_output=ops_pb2.CallOutput(
                         call=value._lazy[1], output=value._lazy[2]))
-            if isinstance(batch, ProgramTrace):
-                keepalive.append(value)  # the program names it at every run
-            return ops_pb2.Operand(handle=self._own_info(value, where).handle)
+            handle = self._own_info(value, where).handle
+            if batch is not None:
+                # A batch names the handle when it is sent, a program at every run: until then
+                # the batch holds the Tensor, so that dropping the caller's last reference
+                # (`s.op("tanh", s.tensor(x) * 2.0)` inside a batch) queues no release of it.
+                batch.keepalive.append(value)
+            return ops_pb2.Operand(handle=handle)
         if isinstance(value, (bool, np.bool_)):
             return ops_pb2.Operand(scalar=tensor_pb2.Scalar(b=bool(value)))
         if isinstance(value, (int, np.integer)):
@@ -570,7 +585,12 @@ class Session:
             self._no_grad -= 1
 
     def release(self, *tensors) -> int:
-        """Frees the given tensors now (one Release call)."""
+        """Frees the given tensors (or raw handles) now (one Release call).
+
+        A tensor that the open `with sess.batch():` block (or the function `sess.compile` is
+        tracing) names as an operand is refused with tensord.InvalidRequest and nothing is
+        freed: the batch is sent at the block's end and needs it. Release it after the block.
+        """
         # Checked before any is marked, since Release is atomic: one refusal frees nothing.
         handles, owned = [], []
         for t in tensors:
@@ -581,6 +601,7 @@ class Session:
                 owned.append(t)
             else:
                 handles.append(int(t))
+            self._refuse_batched(handles[-1])
         if not handles:
             return 0
         self._check_open()
@@ -588,6 +609,20 @@ class Session:
             t._released = True
         return self._call("Release", service_pb2.ReleaseRequest(session_id=self.id,
                                                                 handles=handles)).released
+
+    def _refuse_batched(self, handle: int) -> None:
+        # Freeing a handle the open batch names would make the whole batch fail at its end
+        # (TENSOR_NOT_FOUND); refuse the release instead, naming where the batch uses it.
+        batch = self._batch
+        where = batch.names(handle) if batch is not None else None
+        if where is None:
+            return
+        if isinstance(batch, ProgramTrace):
+            what = "the function sess.compile is tracing; the program names it at every run"
+        else:
+            what = "the open `with sess.batch():` block; release it after the block ends"
+        raise client_error("INVALID_REQUEST", f"tensord: tensor {handle} is an operand of {what}",
+                           {"tensor_id": handle, **where})
 
     def info(self):
         """GetSessionInfo (memory used, tensors, contexts), after sending queued releases."""

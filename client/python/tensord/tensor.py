@@ -148,8 +148,14 @@ class Tensor:
         return bool(self.item())
 
     def release(self) -> None:
-        """Frees the server-side tensor now (idempotent)."""
-        if self._info is not None and not self._released:
+        """Frees the server-side tensor now (idempotent). Refused with tensord.InvalidRequest
+        while the open batch names it as an operand (release it after the block), and with
+        BatchPendingError for an output of a batch that is not sent yet."""
+        if self._info is None:
+            if self._lazy is not None and self._lazy[0].state == "open":
+                self._require_info()  # raises BatchPendingError
+            return  # an output of a failed batch: nothing to free
+        if not self._released:
             self._session.release(self)
 
     def __del__(self):
