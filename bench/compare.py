@@ -19,6 +19,12 @@ Lines (tensord | baseline):
                   (the note gives the speed-up over the eager step)
   MLP update      the SGD update alone: fused sgd ops | the same update written as 12 assign /
                   arithmetic calls (what a client had to send before the optimizer ops)
+  conv2d          forward, and forward + backward, of the shapes of docs/performance.md
+                  (resident tensors, outputs dropped unfetched: the client releases them in
+                  batches, as a user's dropped tensors are) | local PyTorch; with the
+                  server's minor page faults per call after warm-up (a server this script
+                  started: it reads /proc/PID/stat)
+  conv block      conv -> relu -> max_pool2d -> sum, forward + backward | local PyTorch
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
   put/get         256 MiB f32 through the chunked streams (MiB/s)
@@ -231,6 +237,94 @@ def mlp(sess, rounds, inner, threads):
              t_unfused / t_fused, "(speed-up)")
 
 
+def minor_faults(pid) -> int | None:
+    """Minor page faults of process pid so far (None when unknown)."""
+    if pid is None:
+        return None
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(")") + 2:].split()[7])  # field 10, minflt
+
+
+def faults_per_call(pid, fn, calls: int) -> str:
+    before = minor_faults(pid)
+    for _ in range(calls):
+        fn()
+    after = minor_faults(pid)
+    return "faults n/a" if before is None else f"{(after - before) / calls:.0f} faults/call"
+
+
+CONV_SHAPES = [((32, 32, 32, 32), (32, 32, 3, 3)), ((64, 64, 16, 16), (64, 64, 3, 3)),
+               ((32, 3, 32, 32), (32, 3, 3, 3))]
+
+
+def convolutions(sess, pid, rounds, inner, threads):
+    """conv2d forward and forward + backward, then conv -> relu -> pool -> sum, against
+    PyTorch, with the server's page faults per call once warm."""
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(2)
+    F = torch.nn.functional
+    for xs, ws in CONV_SHAPES:
+        xn = rng.standard_normal(xs).astype(np.float32)
+        wn = (rng.standard_normal(ws) * 0.1).astype(np.float32)
+        x, w = sess.tensor(xn), sess.tensor(wn)
+        tx, tw = torch.tensor(xn), torch.tensor(wn)
+        with torch.no_grad():
+            gyn = np.ones(F.conv2d(tx, tw, padding=1).shape, np.float32)
+        gy, tgy = sess.tensor(gyn), torch.tensor(gyn)
+
+        def forward():  # the output is dropped: the client releases it with others
+            sess.op("conv2d", x, w, padding=1)
+
+        def torch_forward():
+            with torch.no_grad():
+                F.conv2d(tx, tw, padding=1)
+
+        name = "x".join(map(str, xs)) + " * " + "x".join(map(str, ws))
+        forward()
+        t, t_torch = interleaved(forward, torch_forward, rounds, inner)
+        line(f"conv2d fwd {name}", ms(t), ms(t_torch) + " torch", t_torch / t,
+             faults_per_call(pid, forward, 5) + "; goal >= 0.83, 0 faults")
+        with sess.autodiff() as ctx:
+            xg, wg = sess.tensor(xn, requires_grad=True), sess.tensor(wn, requires_grad=True)
+
+            def both():
+                ctx.backward(sess.op("conv2d", xg, wg, padding=1), seed=gy)
+
+            txg, twg = tx.clone().requires_grad_(), tw.clone().requires_grad_()
+
+            def torch_both():
+                F.conv2d(txg, twg, padding=1).backward(tgy)
+                txg.grad = twg.grad = None
+
+            both()
+            t, t_torch = interleaved(both, torch_both, rounds, inner)
+            line(f"conv2d fwd+bwd {name}", ms(t), ms(t_torch) + " torch", t_torch / t,
+                 faults_per_call(pid, both, 5) + "; goal >= 0.83, 0 faults")
+    xn = rng.standard_normal((32, 32, 32, 32)).astype(np.float32)
+    wn = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
+    txg = torch.tensor(xn, requires_grad=True)
+    twg = torch.tensor(wn, requires_grad=True)
+
+    def torch_block():
+        F.max_pool2d(F.relu(F.conv2d(txg, twg, padding=1)), 2).sum().backward()
+        txg.grad = twg.grad = None
+
+    with sess.autodiff() as ctx:
+        xg, wg = sess.tensor(xn, requires_grad=True), sess.tensor(wn, requires_grad=True)
+
+        def block():
+            with sess.batch():
+                loss = sess.op("sum", sess.op("max_pool2d", sess.op(
+                    "relu", sess.op("conv2d", xg, wg, padding=1)), kernel_size=2))
+            ctx.backward(loss)
+
+        block()
+        t, t_torch = interleaved(block, torch_block, rounds, inner)
+        line("conv-relu-pool-sum fwd+bwd 32x32x32x32", ms(t), ms(t_torch) + " torch",
+             t_torch / t, faults_per_call(pid, block, 5))
+
+
 def cnn(sess, rounds, inner, threads):
     rng = np.random.default_rng(1)
     xn = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
@@ -312,7 +406,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="PyTorch's intra-op threads (the server uses every core)")
+    parser.add_argument("--only", choices=["ops", "mlp", "conv", "cnn", "transfers"],
+                        action="append", help="run only these sections (repeatable)")
     args = parser.parse_args()
+    only = set(args.only or ["ops", "mlp", "conv", "cnn", "transfers"])
     rounds, inner = (2, 3) if args.quick else (5, 20)
     proc = None
     address = args.address
@@ -329,11 +426,18 @@ def main() -> int:
             print(f"tensord {address}, torch {torch.__version__}, {args.threads} threads",
                   flush=True)
             with client.session() as sess:
-                small_op(client, sess, rounds, inner * 10)
-                batches(sess, rounds)
-                mlp(sess, rounds, inner, args.threads)
-                cnn(sess, rounds, max(2, inner // 4), args.threads)
-                transfers(sess, 2 if args.quick else 3, 64 if args.quick else 256)
+                if "ops" in only:
+                    small_op(client, sess, rounds, inner * 10)
+                    batches(sess, rounds)
+                if "mlp" in only:
+                    mlp(sess, rounds, inner, args.threads)
+                if "conv" in only:
+                    convolutions(sess, proc.pid if proc is not None else None, rounds,
+                                 max(2, inner // 4), args.threads)
+                if "cnn" in only:
+                    cnn(sess, rounds, max(2, inner // 4), args.threads)
+                if "transfers" in only:
+                    transfers(sess, 2 if args.quick else 3, 64 if args.quick else 256)
     finally:
         if proc is not None:
             proc.terminate()

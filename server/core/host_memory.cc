@@ -97,7 +97,7 @@ bool Pooled() { return kPool; }
 size_t SizeClass(size_t bytes) {
   if (bytes <= kPooledBytes) return kPooledBytes;
   // Four classes per power of two: at most 25 % above the request, few distinct sizes to
-  // cache, and every class a multiple of 64 KiB (pages).
+  // cache, and every class a multiple of 16 KiB (whole pages).
   const int top = 63 - __builtin_clzll(bytes);  // 2^top <= bytes < 2^(top+1)
   const size_t step = size_t{1} << (top - 2);
   return (bytes + step - 1) / step * step;
@@ -156,8 +156,8 @@ Stats GetStats() {
 void ConfigureMalloc() {
   // Setting them also turns off glibc's dynamic thresholds, which would follow freed blocks up
   // to 32 MiB (mmap) and 64 MiB (trim) and keep that much in each arena.
-  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kPooledBytes));
-  mallopt(M_TRIM_THRESHOLD, static_cast<int>(kPooledBytes));
+  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMallocThresholdBytes));
+  mallopt(M_TRIM_THRESHOLD, static_cast<int>(kMallocThresholdBytes));
   // glibc gives each thread that meets contention an arena of its own, up to 8 per core, and
   // malloc_trim cannot hand back what their scattered small blocks pin: under 32 clients the
   // gRPC threads left 16 arenas holding 2-4 MiB each. Four arenas (and the per-thread caches

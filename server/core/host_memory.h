@@ -6,7 +6,8 @@
 // that back by itself: it keeps the tops of its per-thread arenas and raises its mmap threshold
 // past tensor sizes. So tensors of at least kPooledBytes are mmap'd pages in size classes,
 // cached here; smaller ones come from malloc, with its thresholds fixed (ConfigureMalloc) so
-// the arenas stay small.
+// the arenas stay small. The pool starts below malloc's mmap threshold: a block between the two
+// would come from an arena top that malloc trims when it is freed, fresh pages on every call.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +17,9 @@
 namespace tensord::host_memory {
 
 // Smallest block that is pooled; smaller ones are malloc'd.
-inline constexpr size_t kPooledBytes = size_t{256} << 10;
+inline constexpr size_t kPooledBytes = size_t{64} << 10;
+// malloc's mmap and trim thresholds (ConfigureMalloc).
+inline constexpr size_t kMallocThresholdBytes = size_t{256} << 10;
 
 // A 64-byte aligned block of at least `bytes` bytes, or nullptr when the system has no memory
 // (after cached blocks were released and the allocation retried).
@@ -38,7 +41,7 @@ struct Stats {
 };
 Stats GetStats();
 
-// Fixes malloc's mmap and trim thresholds at kPooledBytes, so allocations too large for
+// Fixes malloc's mmap and trim thresholds at kMallocThresholdBytes, so allocations too large for
 // the arenas (gRPC message buffers) are unmapped when freed and arena tops are trimmed, and
 // caps malloc at four arenas. Called once at server start, before its threads start.
 void ConfigureMalloc();

@@ -18,7 +18,7 @@ TEST(HostMemory, SizeClassesHoldTheRequestWithAtMostAQuarterMore) {
     const size_t size = SizeClass(bytes);
     EXPECT_GE(size, bytes);
     EXPECT_LE(size, bytes + bytes / 4) << bytes;
-    EXPECT_EQ(size % (size_t{64} << 10), 0u) << bytes;  // whole pages
+    EXPECT_EQ(size % (size_t{16} << 10), 0u) << bytes;  // whole pages
     EXPECT_GE(size, previous);
     EXPECT_EQ(SizeClass(size), size);  // a class is its own class
     previous = size;

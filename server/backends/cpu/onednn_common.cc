@@ -1,5 +1,6 @@
 #include "server/backends/cpu/onednn_common.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <list>
 #include <mutex>
@@ -90,21 +91,27 @@ const dnnl::primitive_attr& Attr() {
 }
 
 void Execute(const CachedPrimitive& p, Args args) {
-  const dnnl::memory::desc scratch = p.pd.scratchpad_desc();
   // Per run, from the host pool: a buffer kept per thread would hold the largest scratchpad
   // any op ever needed on each gRPC thread, for the life of the process.
-  struct Scratchpad {
-    size_t bytes;
-    void* data;
-    ~Scratchpad() { host_memory::Free(data, bytes); }
-  } pad{scratch.get_size(), nullptr};
-  if (pad.bytes > 0) {
-    pad.data = host_memory::Allocate(pad.bytes);
-    if (pad.data == nullptr) throw std::bad_alloc();
-    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(scratch, Engine(), pad.data));
+  std::optional<PooledMemory> pad;
+  const dnnl::memory::desc scratch = p.pd.scratchpad_desc();
+  if (scratch.get_size() > 0) {
+    pad.emplace(scratch);
+    args.emplace(DNNL_ARG_SCRATCHPAD, pad->get());
   }
   p.primitive.execute(Stream(), args);
   Stream().wait();
+}
+
+PooledMemory::PooledMemory(const dnnl::memory::desc& md) : bytes_(md.get_size()) {
+  // oneDNN wants a non-null handle even for an empty buffer.
+  data_ = host_memory::Allocate(std::max<size_t>(bytes_, 1));
+  if (data_ == nullptr) throw std::bad_alloc();
+  memory_ = dnnl::memory(md, Engine(), data_);
+}
+
+PooledMemory::~PooledMemory() {
+  if (data_ != nullptr) host_memory::Free(data_, std::max<size_t>(bytes_, 1));
 }
 
 dnnl::engine& Engine() {

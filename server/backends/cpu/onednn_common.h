@@ -54,8 +54,34 @@ std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
 CacheStats GetCacheStats();
 // A primitive's arguments, by DNNL_ARG_* slot.
 using Args = std::unordered_map<int, dnnl::memory>;
-// Runs `p` on the calling thread's stream with `args` and the thread's scratchpad, and waits.
+// Runs `p` on the calling thread's stream with `args` and a scratchpad of pooled host memory,
+// and waits.
 void Execute(const CachedPrimitive& p, Args args);
+
+// A buffer oneDNN computes in (a reorder target, a workspace, a scratchpad) in pooled host
+// memory (server/core/host_memory.h), given back for reuse when destroyed. A step that runs the
+// same shapes again touches the same pages: memory oneDNN allocates itself comes fresh from the
+// system on every call, a page fault per 4 KiB. Throws std::bad_alloc when there is no memory
+// (the backend turns it into OUT_OF_MEMORY).
+class PooledMemory {
+ public:
+  explicit PooledMemory(const dnnl::memory::desc& md);
+  ~PooledMemory();
+  PooledMemory(PooledMemory&& other) noexcept
+      : memory_(std::move(other.memory_)), data_(other.data_), bytes_(other.bytes_) {
+    other.data_ = nullptr;
+  }
+  PooledMemory(const PooledMemory&) = delete;
+  PooledMemory& operator=(const PooledMemory&) = delete;
+  PooledMemory& operator=(PooledMemory&&) = delete;
+
+  const dnnl::memory& get() const { return memory_; }
+
+ private:
+  dnnl::memory memory_;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
 void ClearCache();
 // Enough for the distinct shapes of a few models; a primitive holds JIT code (tens of KiB)
 // and its descriptors, so the capacity bounds the cache's memory.

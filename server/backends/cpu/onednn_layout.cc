@@ -19,7 +19,7 @@ void Binder::In(int arg, const Tensor& t, const memory::desc& plain) {
     args_.emplace(arg, Wrap(t, plain));
     return;
   }
-  memory tmp(want, Engine());
+  const memory& tmp = temporaries_.emplace_back(want).get();
   Reorder(Wrap(t, plain), tmp);
   args_.emplace(arg, tmp);
 }
@@ -30,7 +30,7 @@ void Binder::Out(int arg, Tensor& t, const memory::desc& plain) {
     args_.emplace(arg, Wrap(t, plain));
     return;
   }
-  memory tmp(want, Engine());
+  const memory& tmp = temporaries_.emplace_back(want).get();
   args_.emplace(arg, tmp);
   back_.emplace_back(tmp, Wrap(t, plain));
 }

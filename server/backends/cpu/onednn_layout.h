@@ -3,6 +3,7 @@
 // results reordered back after it.
 #pragma once
 
+#include <deque>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -16,7 +17,7 @@ void Reorder(const dnnl::memory& from, const dnnl::memory& to);
 
 // Binds the arguments of one execution of `p`. In() reorders an input when the primitive wants
 // a layout other than the tensor's plain one; Out() lets the primitive write a temporary in its
-// layout that Run() reorders into the tensor afterwards.
+// layout that Run() reorders into the tensor afterwards. Temporaries are pooled host memory.
 class Binder {
  public:
   explicit Binder(const CachedPrimitive& p) : p_(p) {}
@@ -28,6 +29,7 @@ class Binder {
  private:
   const CachedPrimitive& p_;
   std::unordered_map<int, dnnl::memory> args_;
+  std::deque<PooledMemory> temporaries_;
   std::vector<std::pair<dnnl::memory, dnnl::memory>> back_;  // (computed, destination)
 };
 

@@ -177,12 +177,13 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
       auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
       return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
     });
-    memory ws(fwd->pd.workspace_desc(), Engine());
-    memory dst(s.y, Engine());
-    Execute(
-        *fwd,
-        {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)}, {DNNL_ARG_DST, dst}, {DNNL_ARG_WORKSPACE, ws}});
-    args.emplace(DNNL_ARG_WORKSPACE, ws);
+    PooledMemory ws(fwd->pd.workspace_desc()), dst(s.y);
+    Execute(*fwd, {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)},
+                   {DNNL_ARG_DST, dst.get()},
+                   {DNNL_ARG_WORKSPACE, ws.get()}});
+    args.emplace(DNNL_ARG_WORKSPACE, ws.get());
+    Execute(*prim, args);
+    return absl::OkStatus();
   }
   Execute(*prim, args);
   return absl::OkStatus();
