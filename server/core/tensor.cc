@@ -125,7 +125,7 @@ double Tensor::ElementAsDouble(int64_t i) const {
 
 std::vector<double> Tensor::ToDoubles() const {
   std::vector<double> out(numel());
-  for (int64_t i = 0; i < numel(); ++i) out[i] = ElementAsDouble(i);
+  for (int64_t i = 0, n = numel(); i < n; ++i) out[i] = ElementAsDouble(i);
   return out;
 }
 

@@ -6,7 +6,7 @@ namespace tensord::ops {
 
 std::vector<int64_t> IndexValues(const Tensor& index) {
   std::vector<int64_t> out(index.numel());
-  for (int64_t i = 0; i < index.numel(); ++i) {
+  for (int64_t i = 0, n = index.numel(); i < n; ++i) {
     out[i] = index.dtype() == DType::kI32 ? index.data<int32_t>()[i] : index.data<int64_t>()[i];
   }
   return out;

@@ -102,7 +102,7 @@ absl::Status CheckProbabilities(const Tensor& x) {
   absl::Status status = absl::OkStatus();
   TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
     const T* p = x.data<T>();
-    for (int64_t i = 0; i < x.numel(); ++i) {
+    for (int64_t i = 0, n = x.numel(); i < n; ++i) {
       if (!(p[i] >= 0 && p[i] <= 1)) {
         status = Error(Reason::kInvalidRequest,
                        absl::StrCat("binary_cross_entropy: all elements of input should be "

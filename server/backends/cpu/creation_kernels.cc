@@ -13,7 +13,7 @@ void Fill(Tensor& out, double value) {
   TENSORD_DISPATCH_ALL(out.dtype(), [&] {
     T* p = out.data<T>();
     const T v = static_cast<T>(value);
-    for (int64_t i = 0; i < out.numel(); ++i) p[i] = v;
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) p[i] = v;
   });
 }
 
@@ -82,7 +82,7 @@ absl::Status RandKernel(KernelCall& c) {
   Rng rng = MakeRng(c.attrs);
   TENSORD_DISPATCH_FLOAT(out.dtype(), [&] {
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
       if constexpr (std::is_same_v<T, float>) {
         p[i] = rng.UniformF();
       } else {
@@ -118,7 +118,7 @@ absl::Status RandintKernel(KernelCall& c) {
   const uint64_t range = static_cast<uint64_t>(c.attrs.GetInt("high")) - static_cast<uint64_t>(low);
   TENSORD_DISPATCH_NUMERIC(out.dtype(), [&] {
     T* p = out.data<T>();
-    for (int64_t i = 0; i < out.numel(); ++i) {
+    for (int64_t i = 0, n = out.numel(); i < n; ++i) {
       p[i] = static_cast<T>(
           static_cast<int64_t>(static_cast<uint64_t>(low) + ops::RandintOffset(start, i, range)));
     }

@@ -59,7 +59,7 @@ void FillBias(Tensor& out, const Tensor* bias, int spatial) {
   for (size_t d = c_dim + 1; d < s.size(); ++d) plane *= s[d];
   T* o = out.data<T>();
   const int64_t channels = s[c_dim];
-  for (int64_t i = 0; i < out.numel(); ++i) {
+  for (int64_t i = 0, n = out.numel(); i < n; ++i) {
     o[i] = bias ? bias->data<T>()[(i / plane) % channels] : T(0);
   }
 }

@@ -92,7 +92,7 @@ absl::Status EmbeddingForward(KernelCall& c) {
   char* dst = static_cast<char*>(c.outputs[0].raw());
   RETURN_IF_ERROR(ops::CheckEmbeddingIndices("embedding", ops::IndexValues(idx), v));
   const I* ids = idx.data<I>();
-  for (int64_t i = 0; i < idx.numel(); ++i) {
+  for (int64_t i = 0, n = idx.numel(); i < n; ++i) {
     const int64_t k = static_cast<int64_t>(ids[i]);
     if (row_bytes) std::memcpy(dst + i * row_bytes, src + k * row_bytes, row_bytes);
   }
@@ -114,7 +114,7 @@ absl::Status EmbeddingBackward(KernelCall& c) {
   T* out = gw.data<T>();
   std::fill(out, out + gw.numel(), T(0));
   const I* ids = idx.data<I>();
-  for (int64_t i = 0; i < idx.numel(); ++i) {
+  for (int64_t i = 0, n = idx.numel(); i < n; ++i) {
     const int64_t k = static_cast<int64_t>(ids[i]);
     if (k == pad) continue;  // the padding row gets no gradient
     const T* gi = g.data<T>() + i * d;

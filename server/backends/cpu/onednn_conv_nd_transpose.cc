@@ -20,7 +20,7 @@ void AddBias(Tensor& out, const Tensor& b, int spatial) {
   for (size_t d = c_dim + 1; d < s.size(); ++d) plane *= s[d];
   float* o = out.data<float>();
   const float* bias = b.data<float>();
-  for (int64_t i = 0; i < out.numel(); ++i) o[i] += bias[(i / plane) % s[c_dim]];
+  for (int64_t i = 0, n = out.numel(); i < n; ++i) o[i] += bias[(i / plane) % s[c_dim]];
 }
 
 absl::Status Conv3d(KernelCall& c) {

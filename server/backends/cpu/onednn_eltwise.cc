@@ -82,7 +82,7 @@ absl::Status RunSoftmax(KernelCall& c) {
   // oneDNN does not reproduce: such inputs go to the loop kernel.
   const float* p = x.data<float>();
   bool finite = true;
-  for (int64_t i = 0; i < x.numel(); ++i) finite &= std::isfinite(p[i]);
+  for (int64_t i = 0, n = x.numel(); i < n; ++i) finite &= std::isfinite(p[i]);
   if (!finite) return HandOn(c, "onednn_softmax");
   const int64_t rank = x.rank();
   int64_t dim = c.attrs.GetInt("dim");

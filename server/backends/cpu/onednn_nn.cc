@@ -41,7 +41,7 @@ absl::Status ConvForward(KernelCall& c) {
     // No input channels: every output is its bias.
     const nn::Nchw y = nn::AsNchw(c.outputs[0].shape());
     float* out = c.outputs[0].data<float>();
-    for (int64_t i = 0; i < c.outputs[0].numel(); ++i) {
+    for (int64_t i = 0, n = c.outputs[0].numel(); i < n; ++i) {
       out[i] = bias ? c.inputs[2].data<float>()[(i / (y.h * y.w)) % y.c] : 0.0f;
     }
     return absl::OkStatus();
@@ -127,7 +127,7 @@ absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const
 bool HasNan(const Tensor& t) {
   const float* x = t.data<float>();
   bool nan = false;
-  for (int64_t i = 0; i < t.numel(); ++i) nan |= x[i] != x[i];
+  for (int64_t i = 0, n = t.numel(); i < n; ++i) nan |= x[i] != x[i];
   return nan;
 }
 
