@@ -38,6 +38,12 @@ DType ResultType(absl::Span<const Tensor> tensors) {
   return Combine(dim, Combine(zero, wrapped)).value_or(DType::kF32);
 }
 
+DType NumbersType(absl::Span<const Tensor> numbers) {
+  DType d = numbers[0].dtype();
+  for (const Tensor& t : numbers.subspan(1)) d = PromoteTypes(d, t.dtype());
+  return d;
+}
+
 Dispatcher::Dispatcher(const OpRegistry& registry, std::vector<std::unique_ptr<Backend>> backends)
     : registry_(registry), backends_(std::move(backends)) {
   for (const auto& b : backends_) {
@@ -182,8 +188,16 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
 
   // Promotion to the common dtype (binary arithmetic, where).
   std::vector<Tensor> promoted = inputs;
+  // Numbers only (1 - w in lerp's gradient, b - 1 in pow's): computed in the numbers' own
+  // dtype, f64 for a float, and the result is a number again, as Python's arithmetic on two
+  // numbers is. With a tensor present a float number takes the tensor's dtype.
+  const bool numbers_only =
+      def->promote_from >= 0 && n > 0 &&
+      std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.wrapped_number(); });
   if (def->promote_from >= 0 && n > def->promote_from) {
-    DType common = ResultType(absl::MakeConstSpan(inputs).subspan(def->promote_from));
+    DType common = numbers_only
+                       ? NumbersType(inputs)
+                       : ResultType(absl::MakeConstSpan(inputs).subspan(def->promote_from));
     for (int i = def->promote_from; i < n; ++i) {
       if (promoted[i].dtype() == common) continue;
       CallEnv plain = env;
@@ -271,6 +285,11 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
     if (!run.ok()) return WithMetadata(run, {{"op", op}});
   }
 
+  if (numbers_only) {
+    for (Tensor& t : outputs) {
+      if (t.defined() && t.rank() == 0 && t.storage()->on_host()) t.set_wrapped_number(true);
+    }
+  }
   if (record) RecordOnContext(*def, attrs, inputs, promoted, outputs, env);
   return outputs;
 }

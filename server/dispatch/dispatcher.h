@@ -89,5 +89,8 @@ class DispatchRunner : public OpRunner {
 // PyTorch's result_type over tensors: dimensioned tensors outrank 0-d tensors, which outrank
 // wrapped scalars, unless a weaker group is of a higher category (bool < int < float).
 DType ResultType(absl::Span<const Tensor> tensors);
+// The dtype arithmetic on Python numbers alone computes in: the widest of theirs (f64 for a
+// float, i64 for an int), not the default dtype a number takes beside a tensor.
+DType NumbersType(absl::Span<const Tensor> numbers);
 
 }  // namespace tensord
