@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "dnnl.hpp"
 #include "grpcpp/grpcpp.h"
+#include "server/core/device_block_cache.h"
 #include "server/core/host_memory.h"
 #include "server/service/session.h"
 
@@ -182,6 +183,15 @@ ServiceMetrics::ServiceMetrics(const SessionManager& sessions, int64_t plugin_op
                     return std::vector<GaugeSample>{
                         {{"cached"}, static_cast<double>(st.cached_bytes)},
                         {{"in_use"}, static_cast<double>(st.mapped_bytes - st.cached_bytes)}};
+                  });
+  registry_.Gauge("tensord_device_memory_cache_bytes",
+                  "Accelerator memory the server holds from the drivers: in use, or cached for "
+                  "reuse.",
+                  {"state"}, [] {
+                    const DeviceBlockCache::Stats st = DeviceBlockCache::TotalStats();
+                    return std::vector<GaugeSample>{
+                        {{"cached"}, static_cast<double>(st.cached_bytes)},
+                        {{"in_use"}, static_cast<double>(st.held_bytes - st.cached_bytes)}};
                   });
   registry_.Gauge("tensord_plugin_ops", "Ops added by custom-op plugins.", {}, [plugin_ops] {
     return std::vector<GaugeSample>{{{}, static_cast<double>(plugin_ops)}};

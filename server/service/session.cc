@@ -11,6 +11,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "server/core/device_block_cache.h"
 #include "server/core/host_memory.h"
 #include "server/core/status.h"
 #include "server/service/shared_memory.h"
@@ -304,6 +305,7 @@ void SessionManager::ReaperLoop() {
     // Blocks no step reused for a second: a training loop keeps its own, a finished burst of
     // load gives its memory back.
     host_memory::ReleaseIdle(kHostMemoryIdle);
+    DeviceBlockCache::ReleaseIdleEverywhere(kHostMemoryIdle);
     if (freed_since_trim.exchange(false)) malloc_trim(0);
     mu_.Lock();
   }

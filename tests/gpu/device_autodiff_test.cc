@@ -1,6 +1,7 @@
 // Tensors on an accelerator device in the dispatcher: moves in both directions and their
 // gradients, mixing devices, the two autodiff failures with the device named, device memory
 // charged to the session's account, and refusals before anything is allocated.
+#include "server/core/device_block_cache.h"
 #include "server/core/status.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_test_util.h"
@@ -76,6 +77,43 @@ TEST(DeviceAutodiff, BothAutodiffFailuresNameTheDevice) {
   EXPECT_EQ(GetReason(closed.status()), Reason::kAutodiffContextNotEnabled);
   EXPECT_EQ(GetMetadata(closed.status())["device"], device);
   EXPECT_EQ(GetMetadata(closed.status())["context_state"], "closed");
+}
+
+// An MLP step (linear, relu, linear, mse, backward, an sgd update) on the device: after its first
+// run every tensor and temporary comes from the device's block cache, none from the driver.
+TEST(DeviceAutodiff, TrainingStepAllocatesNothingAfterItsFirstRun) {
+  TENSORD_REQUIRE_DEVICE(device);
+  CallEnv env;
+  env.device = device;
+  Tensor x = MoveTo(Random(DType::kF32, {64, 32}, 1), device);
+  Tensor target = MoveTo(Random(DType::kF32, {64, 8}, 2), device);
+  Tensor w1 = MoveTo(Random(DType::kF32, {16, 32}, 3), device);
+  Tensor w2 = MoveTo(Random(DType::kF32, {8, 16}, 4), device);
+  auto step = [&]() -> absl::Status {
+    AutodiffContext ctx(1, Checkpointing::kNone);
+    env.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+    Tensor p1 = w1, p2 = w2;
+    p1.set_autograd(MakeLeafMeta(1, 11));
+    p2.set_autograd(MakeLeafMeta(1, 12));
+    ASSIGN_OR_RETURN(auto h, D().Call("linear", {x, p1}, {}, env));
+    ASSIGN_OR_RETURN(auto r, D().Call("relu", {h[0]}, {}, env));
+    ASSIGN_OR_RETURN(auto y, D().Call("linear", {r[0], p2}, {}, env));
+    ASSIGN_OR_RETURN(auto loss, D().Call("mse_loss", {y[0], target}, {}, env));
+    ASSIGN_OR_RETURN(auto grads, D().Backward(ctx, {loss[0]}, {Tensor()}, false, env));
+    CallEnv update = env;
+    update.no_grad = true;
+    for (const LeafGradient& g : grads) {
+      if (g.grad.shape() != w1.shape()) continue;
+      RETURN_IF_ERROR(D().Call("sgd", {w1, g.grad}, {{"lr", 0.01}}, update).status());
+    }
+    return D().BackendFor(device).value()->Synchronize(device);
+  };
+  ASSERT_TRUE(step().ok());
+  const DeviceBlockCache::Stats before = DeviceBlockCache::TotalStats();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(step().ok());
+  const DeviceBlockCache::Stats after = DeviceBlockCache::TotalStats();
+  EXPECT_EQ(after.allocations, before.allocations);
+  EXPECT_GT(after.reuses, before.reuses);
 }
 
 TEST(DeviceAutodiff, DeviceMemoryIsChargedAndRefusalsAllocateNothing) {

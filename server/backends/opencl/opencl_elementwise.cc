@@ -42,8 +42,7 @@ absl::StatusOr<bool> AnyZero(ClDevice& device, const Tensor& t) {
   ASSIGN_OR_RETURN(BuiltKernel * built, device.Kernel(name, name, [&] {
     return gpu::RenderAnyZero(gpu::OpenClDialect(), name, t.dtype());
   }));
-  ASSIGN_OR_RETURN(void* block, device.Allocate(sizeof(cl_int)));
-  Operand flag = Operand::Owning(static_cast<cl_mem>(block));
+  ASSIGN_OR_RETURN(Operand flag, Operand::Block(device, sizeof(cl_int)));
   const cl_int zero = 0;
   cl_int err = clEnqueueWriteBuffer(device.queue(), *flag.arg(), CL_FALSE, 0, sizeof(cl_int), &zero,
                                     0, nullptr, nullptr);

@@ -26,14 +26,22 @@ class Operand {
       return o;
     }
     if (t.nbytes() == 0) return o;
-    ASSIGN_OR_RETURN(void* block, device.Allocate(t.nbytes()));
-    o.mem_ = static_cast<cl_mem>(block);
-    o.owned_ = true;
+    ASSIGN_OR_RETURN(o, Block(device, t.nbytes()));
     cl_int err = clEnqueueWriteBuffer(device.queue(), o.mem_, CL_TRUE, 0, t.nbytes(), t.raw(), 0,
                                       nullptr, nullptr);
     if (err != CL_SUCCESS) return ClError(err, "writing a number operand", device.name());
     return o;
   }
+  // A block of the device's memory of `bytes`, given back to the device with the operand.
+  static absl::StatusOr<Operand> Block(ClDevice& device, size_t bytes) {
+    ASSIGN_OR_RETURN(void* block, device.Allocate(bytes));
+    Operand o;
+    o.mem_ = static_cast<cl_mem>(block);
+    o.device_ = &device;
+    o.bytes_ = bytes;
+    return o;
+  }
+  // Takes over a buffer of its own (a geometry of ClDevice::Constants), released with it.
   static Operand Owning(cl_mem mem) {
     Operand o;
     o.mem_ = mem;
@@ -41,18 +49,37 @@ class Operand {
     return o;
   }
   Operand() = default;
-  Operand(Operand&& other) noexcept : mem_(other.mem_), owned_(other.owned_) {
+  Operand(Operand&& other) noexcept
+      : mem_(other.mem_), owned_(other.owned_), device_(other.device_), bytes_(other.bytes_) {
     other.owned_ = false;
+    other.device_ = nullptr;
   }
-  Operand& operator=(Operand&&) = delete;
-  ~Operand() {
-    if (owned_) clReleaseMemObject(mem_);
+  Operand& operator=(Operand&& other) noexcept {
+    if (this != &other) {
+      Release();
+      mem_ = other.mem_;
+      owned_ = other.owned_;
+      device_ = other.device_;
+      bytes_ = other.bytes_;
+      other.owned_ = false;
+      other.device_ = nullptr;
+    }
+    return *this;
   }
+  ~Operand() { Release(); }
   const cl_mem* arg() const { return &mem_; }
 
  private:
+  void Release() {
+    if (owned_) clReleaseMemObject(mem_);
+    if (device_ != nullptr) device_->Free(mem_, bytes_);
+    owned_ = false;
+    device_ = nullptr;
+  }
   cl_mem mem_ = nullptr;
   bool owned_ = false;
+  ClDevice* device_ = nullptr;  // a block of this device's, freed to it
+  size_t bytes_ = 0;
 };
 
 // Sets a kernel's arguments in order; the first failure is kept.

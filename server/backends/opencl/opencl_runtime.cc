@@ -43,7 +43,11 @@ absl::Status ClError(cl_int err, const std::string& what, const std::string& dev
 }
 
 ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
-    : name_(std::move(name)), platform_(platform), id_(id) {
+    : name_(std::move(name)),
+      platform_(platform),
+      id_(id),
+      blocks_([this](size_t bytes) { return NewBuffer(bytes); },
+              [](void* block, size_t) { clReleaseMemObject(static_cast<cl_mem>(block)); }) {
   description_ = absl::StrCat(DeviceString(id, CL_DEVICE_NAME), ", ",
                               PlatformString(platform, CL_PLATFORM_NAME), ", ",
                               DeviceString(id, CL_DEVICE_VERSION));
@@ -57,6 +61,7 @@ ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
 }
 
 ClDevice::~ClDevice() {
+  blocks_.ReleaseAll();
   for (auto& [key, k] : kernels_) {
     clReleaseKernel(k->kernel);
     clReleaseProgram(k->program);
@@ -74,8 +79,7 @@ absl::Status ClDevice::Open() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> ClDevice::Allocate(size_t bytes) {
-  if (bytes == 0) return nullptr;
+absl::StatusOr<void*> ClDevice::NewBuffer(size_t bytes) {
   cl_int err = CL_SUCCESS;
   cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
   if (err != CL_SUCCESS) {
@@ -84,8 +88,13 @@ absl::StatusOr<void*> ClDevice::Allocate(size_t bytes) {
   return static_cast<void*>(mem);
 }
 
-void ClDevice::Free(void* block, size_t) {
-  if (block != nullptr) clReleaseMemObject(static_cast<cl_mem>(block));
+absl::StatusOr<void*> ClDevice::Allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return blocks_.Allocate(bytes);
+}
+
+void ClDevice::Free(void* block, size_t bytes) {
+  if (block != nullptr) blocks_.Free(block, bytes);
 }
 
 absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& key, const std::string& name,

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/core/device_block_cache.h"
 #include "server/core/tensor.h"
 
 namespace tensord::opencl {
@@ -45,9 +46,12 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   bool has_fp64() const { return has_fp64_; }
   cl_command_queue queue() const { return queue_; }
 
-  // DeviceMemory: buffers of the device's context. A 0-byte block is no buffer at all.
+  // DeviceMemory: buffers of the device's context, cached for reuse (a freed buffer may be
+  // handed out while kernels queued before still read it: the one in-order queue runs its new
+  // writer after them). A 0-byte block is no buffer at all.
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* block, size_t bytes) override;
+  DeviceBlockCache::Stats block_stats() const { return blocks_.GetStats(); }
 
   // The kernel `name` cached under `key` (what determines its source), built from `render()`
   // on first use only, so a cached call renders no source. A build failure is INTERNAL with
@@ -64,6 +68,9 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   int64_t kernels_built() const;
 
  private:
+  // A buffer of exactly `bytes` from the driver (the block cache's source).
+  absl::StatusOr<void*> NewBuffer(size_t bytes);
+
   const std::string name_;
   cl_platform_id platform_;
   cl_device_id id_;
@@ -72,6 +79,7 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   bool has_fp64_ = false;
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
+  DeviceBlockCache blocks_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<BuiltKernel>> kernels_ ABSL_GUARDED_BY(mu_);
 };

@@ -41,8 +41,7 @@ absl::StatusOr<Scan> CountChunks(ClDevice& device, const Tensor& m, const Shape&
   const gpu::Geometry g = gpu::StridedGeometry(shape, {std::move(m_strides)});
   ASSIGN_OR_RETURN(cl_mem geom, device.Constants(g.Flat()));
   Operand geometry_arg = Operand::Owning(geom);
-  ASSIGN_OR_RETURN(void* block, device.Allocate(scan.chunks * sizeof(cl_long)));
-  Operand counts_arg = Operand::Owning(static_cast<cl_mem>(block));
+  ASSIGN_OR_RETURN(Operand counts_arg, Operand::Block(device, scan.chunks * sizeof(cl_long)));
   ASSIGN_OR_RETURN(Operand m_arg, Operand::Of(m, device));
   RETURN_IF_ERROR(SetAndLaunch(device, built, name, scan.chunks, [&](Args& args) {
     args.AddMem(counts_arg)
