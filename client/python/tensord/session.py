@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from . import dtypes
+from . import autograd, dtypes
 from ._pb import ops_pb2, service_pb2, tensor_pb2
 from .errors import TensordError, client_error
 from .program import ProgramTrace, compile_program
@@ -476,7 +476,7 @@ class Session:
         for key, value in attrs.items():
             call.attrs[key].CopyFrom(attr_to_proto(key, value, types.get(key)))
         context_id = self._default_context_id(ctx) if requires_grad else 0
-        no_grad = self._no_grad > 0
+        no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
         batch = self._batch
         if batch is not None:
             k = len(batch.calls)
@@ -575,9 +575,19 @@ class Session:
         self._contexts.append(ctx)
         return ctx
 
+    def grad_context(self, checkpointing: str = "none") -> AutodiffContext:
+        """The context the PyTorch-style API puts requires-grad leaves in (tensord.nn's
+        parameters, Tensor.requires_grad_()): the most recently opened context of this session
+        that is still open, else a new one (`checkpointing`) that stays open until it is closed
+        or the session closes."""
+        if self._contexts:
+            return self._contexts[-1]
+        return self.autodiff(checkpointing)
+
     @contextlib.contextmanager
     def no_grad(self):
-        """Ops inside record nothing (optimizer updates; assign into autodiff tensors)."""
+        """Ops inside record nothing (optimizer updates; assign into autodiff tensors). Only
+        this session's ops; tensord.no_grad() holds for every session."""
         self._no_grad += 1
         try:
             yield

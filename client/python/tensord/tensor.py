@@ -22,6 +22,9 @@ class Tensor:
 
     # numpy defers binary operators with a Tensor to the Tensor's reflected methods.
     __array_ufunc__ = None
+    # The gradient Tensor.backward accumulated (torch.Tensor.grad); None until a backward
+    # reaches this tensor as a requires-grad leaf, and after zero_grad().
+    grad = None
 
     def __init__(self, session, info=None, lazy=None):
         self._session = session
@@ -96,6 +99,11 @@ class Tensor:
     def requires_grad(self) -> bool:
         return self._require_info().requires_grad
 
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        # `p.requires_grad = False` freezes a parameter, as in PyTorch.
+        self.requires_grad_(value)
+
     @property
     def context_id(self) -> int:
         return self._require_info().context_id
@@ -146,6 +154,56 @@ class Tensor:
 
     def __bool__(self):
         return bool(self.item())
+
+    def _take_handle(self, other: "Tensor") -> None:
+        """Makes this object own `other`'s server tensor (a fresh temporary, which then owns
+        nothing) and releases its own: an in-place change of what a Python object names, so
+        that dictionaries keyed by it (optimizer state, gradients) stay valid."""
+        info = other._require_info()
+        old = self._info if self._info is not None and not self._released else None
+        self._session, self._info, self._lazy, self._released = other._session, info, None, False
+        other._info, other._lazy = None, None
+        self._session._register(self)
+        if old is not None and old.handle != info.handle:
+            self._session._queue_release(old.handle, old.nbytes)
+
+    # -- autograd (tensord.autograd) -------------------------------------------------------
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False,
+                 inputs=None) -> None:
+        """torch.Tensor.backward: adds the gradient of this tensor (a scalar, or seeded
+        with `gradient`) to the `.grad` of every requires-grad leaf it depends on."""
+        from . import autograd
+        autograd.backward(self, gradient, retain_graph, create_graph, inputs)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """torch.Tensor.requires_grad_, in place: True makes this tensor a requires-grad leaf
+        of the session's open autodiff context (sess.grad_context()), also when it was one of
+        a context that is closed since; False makes a leaf a plain tensor. The object keeps
+        its identity and value and names a new server tensor sharing the storage."""
+        from . import autograd
+        sess = self._session
+        info = self._require_info()
+        if sess._batch is not None:
+            raise client_error("INVALID_REQUEST", "tensord: requires_grad_() cannot run inside "
+                               "sess.batch() or a traced function; call it before the block",
+                               {"tensor_id": info.handle})
+        if requires_grad:
+            if info.requires_grad and any(c.id == info.context_id for c in sess._contexts):
+                return self
+            if not (dtypes.is_bfloat16(self.dtype) or np.dtype(self.dtype).kind == "f"):
+                raise RuntimeError("tensord: only tensors of a floating point dtype can require "
+                                   f"gradients, not {dtypes.name(self.dtype)}")
+            with autograd.hints():
+                new = sess.op("detach", self, requires_grad=True, ctx=sess.grad_context())
+        else:
+            if not info.requires_grad:
+                return self
+            if not info.is_leaf:
+                raise RuntimeError("tensord: you can only change requires_grad flags of leaf "
+                                   "tensors; use t.detach() for a value outside the graph")
+            new = sess.op("detach", self)
+        self._take_handle(new)
+        return self
 
     def release(self) -> None:
         """Frees the server-side tensor now (idempotent). Refused with tensord.InvalidRequest
@@ -312,6 +370,8 @@ class Tensor:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         return self._op("reshape", self, shape=[int(s) for s in shape])
+
+    view = reshape  # torch's name (a reshape: tensord has no views)
 
     def __len__(self):
         shape = self.shape
