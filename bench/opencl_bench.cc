@@ -116,14 +116,22 @@ int Main(bool quick) {
     };
     run_step();  // the first step allocates what every step needs
     const DeviceBlockCache::Stats before = DeviceBlockCache::TotalStats();
+    const opencl::ClDevice::ConstantStats constants_before = cl->constant_stats();
     const double step = MedianSeconds(0, reps, run_step);
     const DeviceBlockCache::Stats after = DeviceBlockCache::TotalStats();
-    std::printf(
-        "mlp step (batch %lld, 64-128-1, forward + backward) on %s: %.2f ms; driver allocations "
-        "per step after the first: %.1f (reuses %.1f)\n",
-        static_cast<long long>(batch), device.c_str(), step * 1e3,
-        static_cast<double>(after.allocations - before.allocations) / reps,
-        static_cast<double>(after.reuses - before.reuses) / reps);
+    const opencl::ClDevice::ConstantStats constants_after = cl->constant_stats();
+    std::printf("mlp step (batch %lld, 64-128-1, forward + backward) on %s: %.2f ms",
+                static_cast<long long>(batch), device.c_str(), step * 1e3);
+    if (device != kHostDevice) {
+      std::printf(
+          "; per step after the first: %.1f driver allocations (%.1f reused blocks), %.1f "
+          "geometry buffers created (%.1f reused)",
+          static_cast<double>(after.allocations - before.allocations) / reps,
+          static_cast<double>(after.reuses - before.reuses) / reps,
+          static_cast<double>(constants_after.created - constants_before.created) / reps,
+          static_cast<double>(constants_after.hits - constants_before.hits) / reps);
+    }
+    std::printf("\n");
   }
   return 0;
 }

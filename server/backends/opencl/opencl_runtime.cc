@@ -6,6 +6,12 @@
 namespace tensord::opencl {
 namespace {
 
+// Constant buffers cached per device: the geometries and tables of a model's launches. A
+// geometry is a few dozen numbers; larger tables (index lists) follow the data and are not
+// cached.
+constexpr size_t kCachedConstants = 4096;
+constexpr size_t kMaxCachedConstants = 512;
+
 // An OpenCL info string: `query(size, buffer, &size_ret)` asked for its size, then its bytes.
 template <typename Query>
 std::string InfoString(Query query) {
@@ -62,6 +68,10 @@ ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
 
 ClDevice::~ClDevice() {
   blocks_.ReleaseAll();
+  {
+    absl::MutexLock lock(&constants_mu_);
+    for (auto& [values, cached] : constants_) clReleaseMemObject(cached.mem);
+  }
   for (auto& [key, k] : kernels_) {
     clReleaseKernel(k->kernel);
     clReleaseProgram(k->program);
@@ -136,13 +146,42 @@ int64_t ClDevice::kernels_built() const {
 }
 
 absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
-  cl_int err = CL_SUCCESS;
   // A geometry of rank 0 still needs a buffer to pass.
-  std::vector<int64_t> data = values.empty() ? std::vector<int64_t>{0} : values;
-  cl_mem mem = clCreateBuffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
-                              data.size() * sizeof(int64_t), data.data(), &err);
+  const std::vector<int64_t>& data = values.empty() ? std::vector<int64_t>{0} : values;
+  const bool cacheable = data.size() <= kMaxCachedConstants;
+  if (cacheable) {
+    absl::MutexLock lock(&constants_mu_);
+    auto it = constants_.find(data);
+    if (it != constants_.end()) {
+      constants_order_.splice(constants_order_.end(), constants_order_, it->second.order);
+      ++constant_stats_.hits;
+      clRetainMemObject(it->second.mem);
+      return it->second.mem;
+    }
+  }
+  cl_int err = CL_SUCCESS;
+  cl_mem mem =
+      clCreateBuffer(context_, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                     data.size() * sizeof(int64_t), const_cast<int64_t*>(data.data()), &err);
   if (err != CL_SUCCESS) return ClError(err, "geometry buffer", name_);
+  absl::MutexLock lock(&constants_mu_);
+  ++constant_stats_.created;
+  if (!cacheable || constants_.contains(data)) return mem;
+  clRetainMemObject(mem);  // the cache's reference
+  constants_order_.push_back(data);
+  constants_.emplace(data, CachedConstants{mem, std::prev(constants_order_.end())});
+  while (constants_.size() > kCachedConstants) {
+    auto oldest = constants_.find(constants_order_.front());
+    clReleaseMemObject(oldest->second.mem);
+    constants_.erase(oldest);
+    constants_order_.pop_front();
+  }
   return mem;
+}
+
+ClDevice::ConstantStats ClDevice::constant_stats() const {
+  absl::MutexLock lock(&constants_mu_);
+  return constant_stats_;
 }
 
 absl::Status ClDevice::Launch(cl_kernel kernel, int64_t n) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,9 +59,16 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   // the compiler's log (a generator bug, never user input: sources come from the op table).
   absl::StatusOr<BuiltKernel*> Kernel(const std::string& key, const std::string& name,
                                       const std::function<std::string()>& render);
-  // A read-only buffer holding `values` (kernel geometry), released when the last kernel
-  // using it has run.
+  // A read-only buffer holding `values` (kernel geometry, tables), the caller's reference to
+  // release (OpenCL keeps it until the kernels using it have run). Small ones are cached by
+  // content, so a step that launches the same shapes again creates no buffer and writes
+  // nothing: the cache holds a reference of its own, and they are never written.
   absl::StatusOr<cl_mem> Constants(const std::vector<int64_t>& values);
+  struct ConstantStats {
+    int64_t hits = 0;     // served from the cache
+    int64_t created = 0;  // buffers created
+  };
+  ConstantStats constant_stats() const;
   // Enqueues `kernel` over `n` work items (its arguments set by the caller under its mutex).
   absl::Status Launch(cl_kernel kernel, int64_t n);
 
@@ -82,6 +90,16 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   DeviceBlockCache blocks_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<BuiltKernel>> kernels_ ABSL_GUARDED_BY(mu_);
+  // Cached constant buffers by content, least recently used first in constants_order_.
+  mutable absl::Mutex constants_mu_;
+  struct CachedConstants {
+    cl_mem mem;
+    std::list<std::vector<int64_t>>::iterator order;
+  };
+  absl::flat_hash_map<std::vector<int64_t>, CachedConstants> constants_
+      ABSL_GUARDED_BY(constants_mu_);
+  std::list<std::vector<int64_t>> constants_order_ ABSL_GUARDED_BY(constants_mu_);
+  ConstantStats constant_stats_ ABSL_GUARDED_BY(constants_mu_);
 };
 
 // Every OpenCL GPU/CPU/accelerator device of every platform, named opencl:0, opencl:1, ... in
