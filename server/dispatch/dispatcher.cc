@@ -158,7 +158,16 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
   if (env.cancelled && env.cancelled()) {
     return Error(Reason::kCancelled, absl::StrCat(op, ": the call was cancelled"), {{"op", op}});
   }
-  ASSIGN_OR_RETURN(const OpDef* def, registry_.Find(op));
+  ASSIGN_OR_RETURN(const OpDef* found, registry_.Find(op));
+  return Call(*found, std::move(inputs), attr_map, env);
+}
+
+absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
+                                                     std::vector<Tensor> inputs,
+                                                     const AttrMap& attr_map,
+                                                     const CallEnv& env) const {
+  const OpDef* def = &resolved;
+  const std::string& op = def->name;
   const int n = static_cast<int>(inputs.size());
   if (n < def->min_inputs || (def->max_inputs != kVariadic && n > def->max_inputs)) {
     std::string expected = def->max_inputs == kVariadic ? absl::StrCat(def->min_inputs, "+")

@@ -32,8 +32,13 @@ class Dispatcher {
   Dispatcher(const OpRegistry& registry, std::vector<std::unique_ptr<Backend>> backends);
 
   // Validates the call (op, arity, attributes, dtypes, shapes, devices), enforces the autodiff
-  // rules, runs the kernel or composite and records onto the inputs' context.
+  // rules, runs the kernel or composite and records onto the inputs' context. By name (the ops
+  // of backward rules and composites): first the cancellation check, then the registry.
   absl::StatusOr<std::vector<Tensor>> Call(const std::string& op, std::vector<Tensor> inputs,
+                                           const AttrMap& attrs, const CallEnv& env) const;
+  // The same for an op the caller resolved and checked cancellation for (the service, once
+  // per call of a batch or program).
+  absl::StatusOr<std::vector<Tensor>> Call(const OpDef& op, std::vector<Tensor> inputs,
                                            const AttrMap& attrs, const CallEnv& env) const;
 
   // Reverse pass over `ctx` (which must be open), see RunBackward.

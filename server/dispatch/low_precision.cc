@@ -91,7 +91,7 @@ absl::StatusOr<std::optional<std::vector<Tensor>>> RunLowPrecisionInF32(
     }
   }
   ASSIGN_OR_RETURN(std::vector<Tensor> outs,
-                   dispatcher.Call(def.name, std::move(f32_inputs), F32Attrs(def, attrs), plain));
+                   dispatcher.Call(def, std::move(f32_inputs), F32Attrs(def, attrs), plain));
   for (size_t k = 0; k < outs.size(); ++k) {
     DType want = outs[k].dtype();
     if (inferred.ok() && k < inferred->size()) {

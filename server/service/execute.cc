@@ -144,7 +144,7 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
     if (i < static_cast<int>(inputs.size())) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[i]));
   }
   std::vector<Tensor> outputs;
-  ASSIGN_OR_RETURN(outputs, dispatcher.Call(call.op, std::move(inputs), call.attrs, env));
+  ASSIGN_OR_RETURN(outputs, dispatcher.Call(**def, std::move(inputs), call.attrs, env));
   // Bytes were charged against max_tensor_bytes before allocation; rank and dims of outputs
   // an op derives from its inputs (expand, repeat, unsqueeze...) are checked here, before the
   // batch commits.
