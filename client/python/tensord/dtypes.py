@@ -164,6 +164,53 @@ def encode(value, dtype=None):
     return array, to_wire(array.dtype)
 
 
+def is_torch_tensor(value) -> bool:
+    """True for a torch.Tensor (without importing torch)."""
+    return type(value).__module__.split(".")[0] == "torch" and hasattr(value, "detach") and \
+        hasattr(value, "dtype")
+
+
+# torch dtype name -> tensord name, for the dtypes the wire has.
+_TORCH_NAMES = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
+                "bool": "bool", "bfloat16": "bf16", "float16": "f16"}
+
+
+def torch_dtype(dtype):
+    """The torch dtype of a tensord dtype (torch.bfloat16 for bf16)."""
+    import torch
+    wanted = name(dtype)
+    return next(getattr(torch, t) for t, n in _TORCH_NAMES.items() if n == wanted)
+
+
+def encode_torch(tensor, dtype=None):
+    """(contiguous array holding the bytes to send, wire enum) of a torch tensor, read through
+    numpy: no copy for a contiguous CPU tensor of a dtype the wire has (bf16 as its 16-bit
+    patterns, exactly); a CUDA or strided tensor is copied once (to the CPU / contiguous), and
+    `dtype` (when it differs) converts with torch's own rounding. The tensor is detached: its
+    autograd history stays in torch."""
+    import torch
+    t = tensor.detach()
+    if dtype is not None and str(t.dtype) != str(torch_dtype(dtype)):
+        t = t.to(torch_dtype(dtype))
+    tname = str(t.dtype).replace("torch.", "")
+    if tname not in _TORCH_NAMES:
+        raise TypeError(f"tensord: torch.{tname} has no tensord dtype (tensord has float32, "
+                        "float64, int32, int64, bool, bfloat16 and float16); convert it first "
+                        "or pass dtype=")
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    if tname == "bfloat16":
+        return t.view(torch.int16).numpy().view("<u2"), tensor_pb2.DTYPE_BF16
+    array = t.numpy()
+    if array.dtype.byteorder == ">":  # (torch tensors are native-endian; kept for safety)
+        array = array.astype(array.dtype.newbyteorder("<"))
+    return array, to_wire(array.dtype)
+
+
 def as_wire_array(value) -> np.ndarray:
     """A contiguous little-endian array of a supported dtype (raises TypeError otherwise)."""
     array = np.asarray(value)
@@ -179,7 +226,13 @@ def tensor_data_to_array(data: "tensor_pb2.TensorData") -> np.ndarray:
     return bytes_to_array(data.data, data.dtype, data.shape)
 
 
-def bytes_to_array(raw, wire_dtype: int, shape) -> np.ndarray:
+def bytes_to_array(raw, wire_dtype: int, shape, bf16_bits: bool = False) -> np.ndarray:
+    """The array of received bytes; a bf16 tensor as float32 values, or with bf16_bits as its
+    uint16 patterns (no conversion: what Tensor.torch() hands to torch)."""
+    if wire_dtype == tensor_pb2.DTYPE_BF16 and bf16_bits:
+        shape = tuple(int(s) for s in shape)
+        buf = raw if isinstance(raw, (bytearray, np.ndarray)) else bytearray(raw)
+        return np.frombuffer(buf, dtype="<u2").reshape(shape).astype(np.uint16, copy=False)
     if wire_dtype == tensor_pb2.DTYPE_BF16:
         shape = tuple(int(s) for s in shape)
         expected = int(np.prod(shape, dtype=np.int64)) * 2

@@ -348,6 +348,14 @@ class Session:
             return ops_pb2.Operand(scalar=tensor_pb2.Scalar(i=int(value)))
         if isinstance(value, (float, np.floating)):
             return ops_pb2.Operand(scalar=tensor_pb2.Scalar(f=float(value)))
+        if dtypes.is_torch_tensor(value):  # its bytes as they are (bf16 included)
+            array, wire = dtypes.encode_torch(value)
+            if array.nbytes > LITERAL_LIMIT_BYTES:
+                tmp = self.tensor(value)
+                keepalive.append(tmp)
+                return ops_pb2.Operand(handle=tmp.handle)
+            return ops_pb2.Operand(literal=tensor_pb2.TensorData(
+                dtype=wire, shape=list(array.shape), data=array.tobytes()))
         array = dtypes.as_wire_array(value)
         if array.nbytes > LITERAL_LIMIT_BYTES:
             tmp = self.tensor(array)
@@ -355,7 +363,7 @@ class Session:
             return ops_pb2.Operand(handle=tmp.handle)
         return ops_pb2.Operand(literal=dtypes.array_to_tensor_data(array))
 
-    def _download(self, handle: int) -> np.ndarray:
+    def _download(self, handle: int, bf16_bits: bool = False) -> np.ndarray:
         self._check_open()
         # Each chunk is copied once, into a numpy buffer sized from the tensor's info (numpy
         # asks for huge pages for a large one): joining the chunks and then copying them into a
@@ -381,7 +389,7 @@ class Session:
                                {"tensor_id": handle})
         if filled != out.size:
             self._incomplete(handle, info, filled, out.size)
-        return dtypes.bytes_to_array(out, info.dtype, info.shape)
+        return dtypes.bytes_to_array(out, info.dtype, info.shape, bf16_bits)
 
     def _fill(self, handle, out, filled, chunk) -> int:
         if len(chunk) > out.size - filled:
@@ -430,8 +438,13 @@ class Session:
     # -- API -----------------------------------------------------------------------------------
     def tensor(self, value, requires_grad: bool = False, ctx=None, device: str | None = None,
                dtype=None) -> Tensor:
-        """Uploads a numpy array (or anything np.asarray takes), streamed in chunks.
+        """Uploads a numpy array (or anything np.asarray takes), or a torch tensor, streamed
+        in chunks.
 
+        A torch tensor keeps its dtype (bf16 included, sent as its 16-bit patterns) and is
+        read through numpy without a copy when it is a contiguous CPU tensor; its autograd
+        history stays in torch (requires_grad= decides here). dtype= converts (torch's
+        rounding for a torch tensor).
         requires_grad makes it a leaf of `ctx` (default: the most recently opened autodiff
         context of this session that is still open).
         """
@@ -440,8 +453,11 @@ class Session:
         if isinstance(value, Tensor):
             dtype = value.dtype if dtype is None else dtype  # a bf16 tensor stays bf16
             value = value.numpy()
-        # bf16 (dtype="bf16") travels as its 16-bit patterns, rounded from the values here.
-        array, wire = dtypes.encode(value, dtype)
+        if dtypes.is_torch_tensor(value):
+            array, wire = dtypes.encode_torch(value, dtype)
+        else:
+            # bf16 (dtype="bf16") travels as its 16-bit patterns, rounded from the values here.
+            array, wire = dtypes.encode(value, dtype)
         header = service_pb2.PutHeader(
             session_id=self.id, dtype=wire, shape=list(array.shape),
             device=device or "", requires_grad=bool(requires_grad),

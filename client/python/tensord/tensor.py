@@ -133,6 +133,16 @@ class Tensor:
         """Downloads the value (a new, writable numpy array)."""
         return self._session._download(self._require_info().handle)
 
+    def torch(self):
+        """The value as a new torch.Tensor (CPU, not requiring grad) of the same dtype, bf16
+        included: torch.from_numpy over the downloaded buffer, no further copy."""
+        import torch
+        info = self._require_info()
+        array = self._session._download(info.handle, bf16_bits=True)
+        if dtypes.is_bfloat16(dtypes.from_wire(info.dtype)):
+            return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(array)
+
     def __array__(self, dtype=None):
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)

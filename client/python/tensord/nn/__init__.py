@@ -7,6 +7,9 @@
     loss = nn.CrossEntropyLoss()(model(x), y)
     opt.zero_grad(); loss.backward(); opt.step()
 
+torch models convert both ways: nn.from_torch(torch_model) and model.to_torch(); torch
+tensors go in as they are (sess.tensor(t), or any operand) and come back with t.torch().
+
 Parameters are requires-grad leaves of the session's autodiff context (sess.grad_context());
 their initial values are drawn by numpy (tensord.manual_seed) with PyTorch's distributions.
 See client/python/README.md, "Training like PyTorch".
@@ -16,9 +19,10 @@ from .activation import (ELU, GELU, SELU, Hardsigmoid, Hardswish, Hardtanh, Leak
                          LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
                          Softmin, Softplus, Softsign, Tanh)
 from .container import ModuleDict, ModuleList, Sequential
-from .conv import Conv1d, Conv2d
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d
 from .dropout import Dropout
 from .flatten import Flatten
+from .interop import from_torch
 from .linear import Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
                    MSELoss, NLLLoss, SmoothL1Loss)
@@ -28,10 +32,14 @@ from .parameter import Parameter
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
                       MaxPool2d)
 from .sparse import Embedding
+from .transformer import (MultiheadAttention, NonDynamicallyQuantizableLinear,
+                          TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = [
-    "functional", "init", "Module", "Parameter", "to_torch_state_dict",
+    "functional", "init", "Module", "Parameter", "to_torch_state_dict", "from_torch",
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d",
+    "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MultiheadAttention",
+    "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "TransformerEncoder",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding", "Dropout", "Flatten",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
     "ReLU", "ReLU6", "GELU", "Tanh", "Sigmoid", "SiLU", "SELU", "ELU", "Mish", "LeakyReLU",

@@ -1,10 +1,11 @@
-"""Conv1d and Conv2d (torch.nn.Conv1d, torch.nn.Conv2d)."""
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d and ConvTranspose2d (torch.nn's)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from ..tensor import Tensor
 from . import functional as F
 from . import init
 from .module import Module
@@ -20,6 +21,7 @@ def _tuple(value, n: int) -> tuple:
 class _ConvNd(Module):
     _n = 0
     _functional = None
+    _transposed = False
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
                  dilation=1, groups: int = 1, bias: bool = True, padding_mode: str = "zeros",
@@ -67,8 +69,11 @@ class _ConvNd(Module):
         else:
             self.register_parameter("bias", None)
 
+    def _weight_shape(self) -> tuple:
+        return (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+
     def _initial_values(self, bias: bool):
-        shape = (self.out_channels, self.in_channels // self.groups, *self.kernel_size)
+        shape = self._weight_shape()
         weight = init.kaiming_uniform_(np.empty(shape), a=math.sqrt(5))
         fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
         return weight, (init.fan_in_uniform_(np.empty(self.out_channels), fan_in)
@@ -94,10 +99,11 @@ class _ConvNd(Module):
                 f"stride={self.stride}")
         zeros = (0,) * self._n
         if self.padding != zeros:
-            text += f", padding={self.padding!r}" if isinstance(self.padding, str) \
-                else f", padding={self.padding}"
+            text += f", padding={self.padding}"  # (PyTorch prints a string unquoted)
         if self.dilation != (1,) * self._n:
             text += f", dilation={self.dilation}"
+        if self._transposed and self.output_padding != zeros:
+            text += f", output_padding={self.output_padding}"
         if self.groups != 1:
             text += f", groups={self.groups}"
         if self.bias is None:
@@ -121,3 +127,77 @@ class Conv2d(_ConvNd):
 
     _n = 2
     _functional = staticmethod(F.conv2d)
+
+
+class Conv3d(_ConvNd):
+    """torch.nn.Conv3d over [N, C, D, H, W] (or [C, D, H, W]); weight [out, in / groups, kD,
+    kH, kW], initialized as PyTorch's. padding_mode other than zeros pads with F.pad first."""
+
+    _n = 3
+    _functional = staticmethod(F.conv3d)
+
+
+class _ConvTransposeNd(_ConvNd):
+    """A transposed convolution (the gradient of a convolution with respect to its input):
+    weight [in, out / groups, *kernel] and PyTorch's initialization (kaiming_uniform(a=sqrt(5)),
+    whose fan_in is then out / groups * prod(kernel)). Only padding_mode="zeros", as PyTorch."""
+
+    _transposed = True
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups: int = 1, bias: bool = True, dilation=1,
+                 padding_mode: str = "zeros", device=None, dtype=None, *, session=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        if isinstance(padding, str):
+            raise ValueError(f"{type(self).__name__} does not take a padding string")
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, session=session)
+        self.output_padding = _tuple(output_padding, self._n)
+
+    def _weight_shape(self) -> tuple:
+        return (self.in_channels, self.out_channels // self.groups, *self.kernel_size)
+
+    def _output_padding(self, input, output_size) -> list:
+        """output_padding, or what gives `output_size` (the spatial sizes, or with the batch and
+        channel dims), as PyTorch's: the input's shape must then be known."""
+        n = self._n
+        if output_size is None:
+            return list(self.output_padding)
+        shape = input.shape if isinstance(input, Tensor) else np.shape(input)
+        spatial = list(shape[-n:])
+        output_size = [int(s) for s in output_size]
+        if len(output_size) in (n + 1, n + 2):
+            output_size = output_size[-n:]
+        if len(output_size) != n:
+            raise ValueError(f"ConvTranspose{n}D: for {len(shape)}D input, output_size must have "
+                             f"{n} or {n + 2} elements (got {len(output_size)})")
+        mins = [(spatial[d] - 1) * self.stride[d] - 2 * self.padding[d] +
+                self.dilation[d] * (self.kernel_size[d] - 1) + 1 for d in range(n)]
+        maxs = [mins[d] + self.stride[d] - 1 for d in range(n)]
+        for d in range(n):
+            if not mins[d] <= output_size[d] <= maxs[d]:
+                raise ValueError(f"requested an output size of {output_size}, but valid sizes "
+                                 f"range from {mins} to {maxs} (for an input of "
+                                 f"{tuple(spatial)})")
+        return [output_size[d] - mins[d] for d in range(n)]
+
+    def forward(self, input, output_size=None):
+        return type(self)._functional(input, self.weight, self.bias, self.stride, self.padding,
+                                      self._output_padding(input, output_size), self.groups,
+                                      self.dilation)
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """torch.nn.ConvTranspose1d over [N, C, L] (or [C, L]); forward(input, output_size=None)."""
+
+    _n = 1
+    _functional = staticmethod(F.conv_transpose1d)
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """torch.nn.ConvTranspose2d over [N, C, H, W] (or [C, H, W]); forward(input,
+    output_size=None)."""
+
+    _n = 2
+    _functional = staticmethod(F.conv_transpose2d)

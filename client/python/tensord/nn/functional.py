@@ -72,6 +72,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                padding=_padding(padding, 2), dilation=_ints(dilation, 2), groups=int(groups))
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _op("conv3d", *_trailing([input, weight, bias]), stride=_ints(stride, 3),
+               padding=_padding(padding, 3), dilation=_ints(dilation, 3), groups=int(groups))
+
+
 def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
                      dilation=1):
     return _op("conv_transpose1d", *_trailing([input, weight, bias]), stride=_ints(stride, 1),
@@ -297,8 +302,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                align_corners=align_corners, recompute_scale_factor=recompute_scale_factor)
 
 
-__all__ = ["linear", "conv1d", "conv2d", "conv_transpose1d", "conv_transpose2d", "max_pool1d",
-           "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+__all__ = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+           "max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d", "adaptive_avg_pool2d",
+           "adaptive_max_pool2d",
            "batch_norm", "layer_norm", "group_norm", "embedding", "dropout", "relu", "relu6",
            "elu", "celu", "selu", "leaky_relu", "gelu", "silu", "mish", "sigmoid", "tanh",
            "hardtanh", "hardsigmoid", "hardswish", "softplus", "softsign", "logsigmoid", "glu",

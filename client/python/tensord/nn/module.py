@@ -7,6 +7,7 @@ statistics) or a numpy array kept in the client (BatchNorm's num_batches_tracked
 """
 from __future__ import annotations
 
+import copy
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -314,6 +315,51 @@ class Module:
                 for target, value in pairs:
                     sess.op("assign", target, value)
         return _IncompatibleKeys(missing, unexpected)
+
+    # -- torch ----------------------------------------------------------------------------------
+    def to_torch(self):
+        """The equivalent torch.nn model: the same tree of torch.nn layers (each built with
+        this layer's arguments and dtype), this model's parameters and buffers copied, training
+        flags and frozen parameters kept. Converts tensord.nn's layers and Sequential /
+        ModuleList / ModuleDict trees of them; a subclass with its own forward() raises
+        NotImplementedError naming it (tensord.nn.from_torch is the other way)."""
+        from .interop import to_torch
+        return to_torch(self)
+
+    # -- copying -----------------------------------------------------------------------------
+    def __deepcopy__(self, memo):
+        """copy.deepcopy(module), as PyTorch's: a module of the same structure whose parameters
+        and buffers are copies (the server's `clone`, one no_grad batch per session) of this
+        one's; each Parameter copy is a requires-grad leaf of the session's open context (as
+        the original is one), with no .grad. TransformerEncoder makes its layers so."""
+        tensors = OrderedDict()
+        for module in self.modules():
+            for holder in (module._parameters, module._buffers, module.__dict__):
+                for value in holder.values():
+                    if isinstance(value, Tensor) and id(value) not in memo:
+                        tensors[id(value)] = value
+                    elif type(value).__name__ in ("Session", "Client", "AutodiffContext") and \
+                            type(value).__module__.startswith("tensord."):
+                        memo[id(value)] = value  # shared, as a connection is
+        by_session = OrderedDict()
+        for t in tensors.values():
+            by_session.setdefault(t.session, []).append(t)
+        for sess, originals in by_session.items():
+            ctx = sess.grad_context() if sess.autodiff_enabled else None
+            with hints(), sess.no_grad(), sess.batch():
+                clones = []
+                for t in originals:
+                    c = sess.op("clone", t)
+                    if isinstance(t, Parameter) and t.requires_grad:
+                        c = sess.op("detach", c, requires_grad=True, ctx=ctx)
+                    clones.append(c)
+            for t, c in zip(originals, clones):
+                memo[id(t)] = Parameter._adopt(c) if isinstance(t, Parameter) else c
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for key, value in self.__dict__.items():
+            object.__setattr__(new, key, copy.deepcopy(value, memo))
+        return new
 
     # -- printing ----------------------------------------------------------------------------
     def extra_repr(self) -> str:

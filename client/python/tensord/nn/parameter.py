@@ -52,10 +52,21 @@ class Parameter(Tensor):
                                         else to_dtype, None if device == data.device else device)
                 new = sess.op("detach", source, requires_grad=grad, ctx=ctx)
             else:
-                array = np.zeros((0,), np.float32) if data is None else as_array(data)
+                # A torch tensor travels as it is (its dtype, bf16 included); others as numpy.
+                array = np.zeros((0,), np.float32) if data is None else \
+                    data if dtypes.is_torch_tensor(data) else as_array(data)
                 new = sess.tensor(array, requires_grad=grad, ctx=ctx, device=device,
                                   dtype=dtype)
         self._take_handle(new)
+
+    @classmethod
+    def _adopt(cls, tensor: Tensor) -> "Parameter":
+        """A Parameter that takes over `tensor`'s server tensor (a fresh result nobody else
+        holds, e.g. of a batch): no round trip, unlike Parameter(tensor)."""
+        param = cls.__new__(cls)
+        Tensor.__init__(param, tensor.session)
+        param._take_handle(tensor)
+        return param
 
     def __repr__(self):
         return "tensord.nn.Parameter" + super().__repr__()[len("tensord.Tensor"):]
