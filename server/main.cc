@@ -90,6 +90,9 @@ ABSL_FLAG(int64_t, max_sessions_per_tenant, 64,
 ABSL_FLAG(int64_t, primitive_cache_capacity, 1024,
           "oneDNN primitives the CPU backend keeps built for reuse (least recently used "
           "evicted); bounds the cache's memory; 0 = none (env TENSORD_PRIMITIVE_CACHE_CAPACITY)");
+ABSL_FLAG(int64_t, threads, 0,
+          "threads one CPU kernel call may use (OpenMP, oneDNN); 0 = every core; set it to the "
+          "container's CPU limit (env TENSORD_THREADS)");
 ABSL_FLAG(std::vector<std::string>, devices, {},
           "accelerator devices to serve, comma-separated (opencl:0,opencl:1); empty = every one "
           "found; the CPU is always served (env TENSORD_DEVICES)");
@@ -135,6 +138,7 @@ bool ApplyEnvironment() {
       {"tenant_from_cert", "TENSORD_TENANT_FROM_CERT"},
       {"max_sessions_per_tenant", "TENSORD_MAX_SESSIONS_PER_TENANT"},
       {"primitive_cache_capacity", "TENSORD_PRIMITIVE_CACHE_CAPACITY"},
+      {"threads", "TENSORD_THREADS"},
       {"metrics_address", "TENSORD_METRICS_ADDRESS"},
       {"devices", "TENSORD_DEVICES"},
       {"log_level", "TENSORD_LOG_LEVEL"},
@@ -261,6 +265,7 @@ int main(int argc, char** argv) {
   options.tenant_from_cert = absl::GetFlag(FLAGS_tenant_from_cert);
   options.max_sessions_per_tenant = absl::GetFlag(FLAGS_max_sessions_per_tenant);
   options.primitive_cache_capacity = absl::GetFlag(FLAGS_primitive_cache_capacity);
+  options.threads = absl::GetFlag(FLAGS_threads);
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   for (const std::string& device : absl::GetFlag(FLAGS_devices)) {
     if (!device.empty()) options.devices.push_back(device);

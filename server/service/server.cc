@@ -71,6 +71,9 @@ absl::Status Validate(const ServerOptions& o) {
     return bad(
         absl::StrCat("shutdown grace must not be negative, got ", o.shutdown_grace_ms, " ms"));
   }
+  if (o.threads < 0 || o.threads > 4096) {
+    return bad(absl::StrCat("threads must be between 0 (every core) and 4096, got ", o.threads));
+  }
   if (o.primitive_cache_capacity < 0) {
     return bad(absl::StrCat("primitive cache capacity must be >= 0 (0 = no cache), got ",
                             o.primitive_cache_capacity));
@@ -186,6 +189,7 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.limits = LimitsOf(options);
   config.max_sessions_per_tenant = options.max_sessions_per_tenant;
   config.backends.cpu.primitive_cache_capacity = options.primitive_cache_capacity;
+  config.backends.cpu.threads = static_cast<int>(options.threads);
   config.backends.devices = options.devices;
   config.shared_memory.enabled = options.shared_memory;
   config.shared_memory.key_prefix = options.shared_memory_key_prefix;

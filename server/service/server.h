@@ -77,6 +77,8 @@ struct ServerOptions {
   int64_t max_sessions_per_tenant = 64;
   // oneDNN primitives the CPU backend keeps built (docs/limits.md); 0 = none.
   int64_t primitive_cache_capacity = 1024;
+  // Threads one CPU kernel call may use (docs/limits.md); 0 = every core.
+  int64_t threads = 0;
   // Accelerator devices to serve ("opencl:0"); empty = every one found. The CPU is always
   // served. Naming a device the machine lacks stops the start with DEVICE_NOT_FOUND.
   std::vector<std::string> devices;

@@ -111,6 +111,9 @@ TEST(ServerOptions, LimitsMustBePositiveAndTheMessageHoldAChunk) {
   o.primitive_cache_capacity = -1;
   EXPECT_EQ(TensordServer::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
   o.primitive_cache_capacity = 16;
+  o.threads = -1;
+  EXPECT_EQ(TensordServer::Start(o).status().code(), absl::StatusCode::kInvalidArgument);
+  o.threads = 1;
   absl::StatusOr<std::unique_ptr<TensordServer>> server = TensordServer::Start(o);
   EXPECT_TRUE(server.ok()) << server.status();
 }

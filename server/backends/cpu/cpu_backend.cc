@@ -1,5 +1,7 @@
 #include "server/backends/cpu/cpu_backend.h"
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <new>
 #include <thread>
@@ -13,17 +15,34 @@
 namespace tensord {
 namespace {
 
+// Sets the calling thread's OpenMP team size to `n` once per thread: OpenMP keeps it per
+// thread, and the server's threads are not OpenMP's, so each sets it before its first kernel.
+// oneDNN brings its OpenMP runtime (libgomp) into the process; the function is looked up there
+// rather than linked, so the build does not depend on the compiler's OpenMP support. Without an
+// OpenMP runtime (a oneDNN built on another one) there is nothing to bound.
+void UseThreads(int n) {
+  using SetNumThreads = void (*)(int);
+  static const auto set_num_threads =
+      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
+  thread_local int applied = 0;
+  if (set_num_threads == nullptr || applied == n) return;
+  set_num_threads(n);
+  applied = n;
+}
+
 class CpuBackend : public Backend {
  public:
   std::string kind() const override { return "cpu"; }
 
   // The description is made once: hardware_concurrency() reads /sys/devices/system/cpu/online
   // each time it is called.
-  CpuBackend()
-      : devices_{
-            {kHostDevice, "cpu",
-             absl::StrCat("host CPU, ", std::thread::hardware_concurrency(), " threads, oneDNN"),
-             "", 0}} {}
+  explicit CpuBackend(int threads)
+      : threads_(threads),
+        devices_{{kHostDevice, "cpu",
+                  absl::StrCat("host CPU, ", std::thread::hardware_concurrency(), " threads",
+                               threads > 0 ? absl::StrCat(" (", threads, " per kernel call)") : "",
+                               ", oneDNN"),
+                  "", 0}} {}
 
   std::vector<DeviceInfo> Devices() const override { return devices_; }
 
@@ -72,6 +91,7 @@ class CpuBackend : public Backend {
                    absl::StrCat("cpu: no kernel for ", call.op.name, " on these dtypes"),
                    {{"op", call.op.name}, {"backend", "cpu"}});
     }
+    if (threads_ > 0) UseThreads(threads_);
     // Kernels report errors as statuses; an allocation failure deep inside a library is
     // the one exception that can still escape, and it must not take the server down.
     try {
@@ -83,6 +103,7 @@ class CpuBackend : public Backend {
   }
 
  private:
+  const int threads_;
   const std::vector<DeviceInfo> devices_;
 };
 
@@ -92,7 +113,7 @@ std::unique_ptr<Backend> MakeCpuBackend(const CpuBackendOptions& options) {
   if (options.primitive_cache_capacity.has_value()) {
     cpu::onednn::SetCacheCapacity(static_cast<size_t>(*options.primitive_cache_capacity));
   }
-  return std::make_unique<CpuBackend>();
+  return std::make_unique<CpuBackend>(options.threads);
 }
 
 }  // namespace tensord

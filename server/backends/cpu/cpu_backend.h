@@ -13,6 +13,9 @@ struct CpuBackendOptions {
   // code and descriptors, tens of KiB); 0 builds every primitive afresh. The cache is
   // process-wide: unset leaves its capacity as it is (1024 unless set before).
   std::optional<int64_t> primitive_cache_capacity;
+  // Threads one kernel call may use (OpenMP, and oneDNN through it); 0 = OpenMP's default,
+  // every core (or OMP_NUM_THREADS). Applied on each calling thread before its first kernel.
+  int threads = 0;
 };
 
 // The CPU backend: oneDNN primitives where they apply, loops for the rest.
