@@ -27,6 +27,9 @@ Lines (tensord | baseline):
   conv block      conv -> relu -> max_pool2d -> sum, forward + backward | local PyTorch
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
+  nn MLP / CNN    the same two models written with tensord.nn + tensord.optim as a PyTorch
+                  script (zero_grad, forward, loss.backward(), step): eager, and compiled
+                  with tensord.compile | the same torch.nn script, local PyTorch
   put/get         256 MiB f32 through the chunked streams (MiB/s)
   shm put/get     the same through a shared memory region (numpy copied in and out by the
                   client) | the streams; and with the bytes written and read in place
@@ -369,6 +372,63 @@ def cnn(sess, rounds, inner, threads):
                           1.0)
 
 
+def nn_models(sess, rounds, inner, threads):
+    """The MLP and the CNN above written with tensord.nn + tensord.optim as a PyTorch script
+    is (zero_grad, forward, loss.backward(), step), eager and with tensord.compile, each beside
+    the same torch.nn script."""
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(2)
+
+    def models(ns):
+        mlp = ns.Sequential(ns.Linear(784, 256), ns.ReLU(), ns.Linear(256, 10))
+        cnn = ns.Sequential(ns.Conv2d(3, 16, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2),
+                            ns.Conv2d(16, 32, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2),
+                            ns.Flatten(), ns.Linear(32 * 8 * 8, 10))
+        return {"MLP": mlp, "CNN": cnn}
+
+    data = {"MLP": (rng.standard_normal((256, 784)).astype(np.float32), rng.integers(0, 10, 256)),
+            "CNN": (rng.standard_normal((64, 3, 32, 32)).astype(np.float32),
+                    rng.integers(0, 10, 64))}
+    torch.manual_seed(0)
+    tmodels = models(torch.nn)
+    with tensord.default_session(sess):
+        dmodels = models(tensord.nn)
+        for name, tmodel in tmodels.items():
+            dmodel = dmodels[name]
+            dmodel.load_state_dict(tmodel.state_dict())
+            xn, yn = data[name]
+            n_inner = inner if name == "MLP" else max(2, inner // 4)
+
+            def make_step(model, opt, loss_fn):
+                def train_step(x, y):  # the same source for torch and tensord
+                    opt.zero_grad()
+                    loss = loss_fn(model(x), y)
+                    loss.backward()
+                    opt.step()
+                    return loss
+                return train_step
+
+            tstep = make_step(tmodel, torch.optim.SGD(tmodel.parameters(), lr=0.01, momentum=0.9),
+                              torch.nn.CrossEntropyLoss())
+            tx, ty = torch.tensor(xn), torch.tensor(yn)
+            opt = tensord.optim.SGD(dmodel.parameters(), lr=0.01, momentum=0.9)
+            dstep = make_step(dmodel, opt, tensord.nn.CrossEntropyLoss())
+            x, y = sess.tensor(xn), sess.tensor(yn)
+            t_eager, t_torch = interleaved(lambda: dstep(x, y), lambda: tstep(tx, ty), rounds,
+                                           n_inner)
+            line(f"nn {name} step (eager)", f"{1 / t_eager:.1f} steps/s",
+                 f"{1 / t_torch:.1f} steps/s torch", t_torch / t_eager,
+                 "tensord.nn, one call per op")
+            compiled = tensord.compile(dstep)
+            compiled(x, y)  # the trace
+            t_comp, t_torch = interleaved(lambda: compiled(x, y), lambda: tstep(tx, ty), rounds,
+                                          n_inner)
+            line(f"nn {name} step (tensord.compile)", f"{1 / t_comp:.1f} steps/s",
+                 f"{1 / t_torch:.1f} steps/s torch", t_torch / t_comp,
+                 f"{t_eager / t_comp:.2f}x the eager step")
+            compiled.reset()
+
+
 def transfers(sess, rounds, mib):
     data = np.ones((mib << 20) // 4, np.float32)
     t_put = best_of(lambda: sess.tensor(data).release(), rounds, 1)
@@ -406,10 +466,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="PyTorch's intra-op threads (the server uses every core)")
-    parser.add_argument("--only", choices=["ops", "mlp", "conv", "cnn", "transfers"],
+    parser.add_argument("--only", choices=["ops", "mlp", "conv", "cnn", "nn", "transfers"],
                         action="append", help="run only these sections (repeatable)")
     args = parser.parse_args()
-    only = set(args.only or ["ops", "mlp", "conv", "cnn", "transfers"])
+    only = set(args.only or ["ops", "mlp", "conv", "cnn", "nn", "transfers"])
     rounds, inner = (2, 3) if args.quick else (5, 20)
     proc = None
     address = args.address
@@ -436,6 +496,8 @@ def main() -> int:
                                  max(2, inner // 4), args.threads)
                 if "cnn" in only:
                     cnn(sess, rounds, max(2, inner // 4), args.threads)
+                if "nn" in only:
+                    nn_models(sess, rounds, inner, args.threads)
                 if "transfers" in only:
                     transfers(sess, 2 if args.quick else 3, 64 if args.quick else 256)
     finally:

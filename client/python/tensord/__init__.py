@@ -10,6 +10,7 @@ Errors raise TensordError subclasses named after tensord.v1.ErrorReason (see err
 from . import autograd, defaults, dtypes, nn, optim
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .client import Client, connect
+from .compiler import CompiledFunction, compile  # noqa: A004  (torch.compile's name)
 from .defaults import default_session, get_session, manual_seed, set_session
 from .dtypes import bfloat16, bool_, float16, float32, float64, int32, int64
 from .errors import *  # noqa: F401,F403  (TensordError and one subclass per ErrorReason)
@@ -23,7 +24,8 @@ __version__ = "0.1.0"
 __all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "SharedMemory",
            "TensordError",
            "TensordClientError", "BatchPendingError", "REASON_CLASSES", "dtypes", "optim", "nn",
-           "autograd", "defaults", "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
+           "autograd", "defaults", "compile", "CompiledFunction", "no_grad", "enable_grad",
+           "set_grad_enabled", "is_grad_enabled",
            "set_session", "get_session", "default_session", "manual_seed",
            "float32", "float64", "int32", "int64", "bool_", "bfloat16", "float16",
            *(cls.__name__ for cls in REASON_CLASSES.values())]

@@ -165,10 +165,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph: bool =
         raise ValueError("tensord: backward() needs at least one tensor")
     session = roots[0].session
     if isinstance(session._batch, ProgramTrace):
+        if session._batch.grad_view is not None:  # tensord.compile: .grad of the trace
+            if retain_graph:
+                raise NotImplementedError("tensord.compile: a compiled step has one backward; "
+                                          "retain_graph=True is not supported there")
+            session._batch.grad_view.backward(roots, grad_tensors)
+            return
         raise client_error(
             "INVALID_REQUEST", "tensord: loss.backward() cannot be traced by sess.compile (the "
             "trace has no .grad to fill); inside a compiled function write "
-            "`opt.step(sess.grad_context().backward(loss))`", {"field": "backward"})
+            "`opt.step(sess.grad_context().backward(loss))`, or compile the PyTorch-style step "
+            "with tensord.compile(step)", {"field": "backward"})
     ctx = _context_of(roots[0], 0)
     with hints():
         grads = ctx.backward(roots, seed=grad_tensors, retain_graph=bool(retain_graph))
@@ -191,6 +198,17 @@ def accumulate(session, grads: dict) -> None:
 def zero_grad(params, set_to_none: bool = True) -> None:
     """Clears the .grad of `params`: None (the default, as PyTorch 2's), or zeros in place
     (set_to_none=False; one no_grad batch per session)."""
+    params = list(params)
+    from .program import ProgramTrace
+    tracing = [p for p in params if isinstance(getattr(p.session, "_batch", None), ProgramTrace)
+               and p.session._batch.grad_view is not None]
+    if tracing:
+        # Inside tensord.compile the gradients exist only within each run: clearing is
+        # forgetting the stand-ins (set_to_none=False zeros nothing that outlives a run).
+        for p in tracing:
+            p.grad = None
+        traced = {id(t) for t in tracing}
+        params = [p for p in params if id(p) not in traced]
     held = [p for p in params if p.grad is not None]
     if set_to_none:
         for p in held:

@@ -71,6 +71,9 @@ class ProgramTrace:
         self.roots = None    # CallOutputs once backward was called
         self.leaves = []     # leaf Tensors whose gradients the updates or results use
         self.fetch_gradients = False
+        # tensord.compile's view of `.grad` during the trace (loss.backward() fills it); None
+        # under sess.compile, whose functions take the gradients from ctx.backward(loss).
+        self.grad_view = None
 
     # Called by Session.op for every op of the traced function.
     def add(self, call, n_outputs, no_grad: bool, context_id: int):
@@ -154,6 +157,50 @@ class ProgramTrace:
 
     def discard(self):
         self.state = "failed"
+
+
+class _GradView:
+    """`.grad` while tensord.compile traces a step. Assignments (opt.zero_grad()) stay in the
+    trace; after loss.backward() a requires-grad leaf of the trace's context whose `.grad`
+    was None (before the step, or cleared in it) reads as its gradient stand-in, which
+    opt.step() turns into the program's fused updates. Nothing a tensor holds changes."""
+
+    def __init__(self, trace):
+        self.trace = trace
+        self.assigned = {}   # id(tensor) -> (tensor, value) set or filled during the trace
+        self.before = {}     # the same, as they were when backward ran
+        self.grads = None    # the _Gradients of the backward
+
+    def get(self, tensor, stored):
+        key = id(tensor)
+        if key in self.assigned:
+            return self.assigned[key][1]
+        if self.grads is None or tensor not in self.grads:
+            return stored
+        prior = self.before[key][1] if key in self.before else stored
+        if prior is not None:
+            raise client_error(
+                "INVALID_REQUEST", "tensord.compile: loss.backward() would add to a .grad "
+                "computed before the compiled step (gradients accumulate); call "
+                "opt.zero_grad() (or model.zero_grad()) in the step before loss.backward(), "
+                "or once before the first call", {"field": "grad"})
+        g = self.grads[tensor]
+        self.assigned[key] = (tensor, g)
+        return g
+
+    def set(self, tensor, value):
+        self.assigned[id(tensor)] = (tensor, value)
+
+    def backward(self, roots, seed):
+        if self.grads is not None:
+            raise client_error("INVALID_REQUEST", "tensord.compile: a compiled step has one "
+                               "loss.backward()", {"field": "backward"})
+        trace = self.trace
+
+        class _Ctx:  # what ProgramTrace.backward checks
+            id = trace.context_id
+        self.grads = trace.backward(_Ctx, roots, seed)
+        self.before, self.assigned = self.assigned, {}
 
 
 class Program:

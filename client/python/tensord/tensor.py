@@ -24,7 +24,25 @@ class Tensor:
     __array_ufunc__ = None
     # The gradient Tensor.backward accumulated (torch.Tensor.grad); None until a backward
     # reaches this tensor as a requires-grad leaf, and after zero_grad().
-    grad = None
+    _grad = None
+
+    @property
+    def grad(self):
+        """The accumulated gradient (torch.Tensor.grad), or None. While tensord.compile traces
+        a step, reads and writes go to the trace (the gradient stand-ins of its backward) and
+        leave the value here alone."""
+        view = getattr(getattr(self._session, "_batch", None), "grad_view", None)
+        if view is not None:
+            return view.get(self, self._grad)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        view = getattr(getattr(self._session, "_batch", None), "grad_view", None)
+        if view is not None:
+            view.set(self, value)
+        else:
+            self._grad = value
 
     def __init__(self, session, info=None, lazy=None):
         self._session = session
