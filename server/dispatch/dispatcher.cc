@@ -204,9 +204,8 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
       def->promote_from >= 0 && n > 0 &&
       std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.wrapped_number(); });
   if (def->promote_from >= 0 && n > def->promote_from) {
-    DType common = numbers_only
-                       ? NumbersType(inputs)
-                       : ResultType(absl::MakeConstSpan(inputs).subspan(def->promote_from));
+    const auto promoted_operands = absl::MakeConstSpan(inputs).subspan(def->promote_from);
+    DType common = numbers_only ? NumbersType(promoted_operands) : ResultType(promoted_operands);
     for (int i = def->promote_from; i < n; ++i) {
       if (promoted[i].dtype() == common) continue;
       CallEnv plain = env;
