@@ -108,40 +108,63 @@ def _unsupported_torch(module, path: str) -> Exception:
         "Sequential / ModuleList / ModuleDict trees of them")
 
 
-class _FromTorch:
-    def __init__(self, session, device):
-        self.session, self.device = session, device
-        self.classes = _tensord_classes()
+class _TreeConverter:
+    """The walk both directions share: containers rebuilt in the other library around their
+    converted children, each module converted once (a shared module stays shared), anything
+    else handed to `leaf`. Subclasses name the two sides' container classes and convert a
+    leaf (`leaf(module, path)`)."""
+
+    def __init__(self):
         self.memo = {}
 
-    def value(self, value):
-        if dtypes.is_torch_tensor(value):
-            return as_array(value)
-        return value
+    def containers(self):
+        """((source class, target class) for Sequential, ModuleList, ModuleDict)."""
+        raise NotImplementedError
 
     def convert(self, module, path: str):
         if module is None:
             return None
         if id(module) in self.memo:
             return self.memo[id(module)]
-        import torch
+        (seq, new_seq), (lst, new_lst), (dct, new_dct) = self.containers()
         cls = type(module)
-        children = [(name, self.convert(child, f"{path}.{name}" if path else name))
-                    for name, child in module._modules.items()] \
-            if cls in (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ModuleDict) else None
-        if cls is torch.nn.Sequential:
-            new = Sequential(OrderedDict(children))
-        elif cls is torch.nn.ModuleList:
-            new = ModuleList([child for _, child in children])
-        elif cls is torch.nn.ModuleDict:
-            new = ModuleDict(OrderedDict(children))
+        if cls in (seq, lst, dct):
+            children = [(name, self.convert(child, f"{path}.{name}" if path else name))
+                        for name, child in module._modules.items()]
+            if cls is seq:
+                new = new_seq(OrderedDict(children))
+            elif cls is lst:
+                new = new_lst([child for _, child in children])
+            else:
+                new = new_dct(OrderedDict(children))
         else:
-            target = self.classes.get(cls.__name__)
-            if target is None or not cls.__module__.startswith("torch.nn.modules."):
-                raise _unsupported_torch(module, path)
-            new = self.layer(module, target, path)
+            new = self.leaf(module, path)
         self.memo[id(module)] = new
         return new
+
+
+class _FromTorch(_TreeConverter):
+    def __init__(self, session, device):
+        super().__init__()
+        self.session, self.device = session, device
+        self.classes = _tensord_classes()
+
+    def containers(self):
+        import torch
+        return ((torch.nn.Sequential, Sequential), (torch.nn.ModuleList, ModuleList),
+                (torch.nn.ModuleDict, ModuleDict))
+
+    def value(self, value):
+        if dtypes.is_torch_tensor(value):
+            return as_array(value)
+        return value
+
+    def leaf(self, module, path: str):
+        cls = type(module)
+        target = self.classes.get(cls.__name__)
+        if target is None or not cls.__module__.startswith("torch.nn.modules."):
+            raise _unsupported_torch(module, path)
+        return self.layer(module, target, path)
 
     def factory(self, module, target) -> dict:
         params = inspect.signature(target.__init__).parameters
@@ -244,37 +267,22 @@ def _unsupported_tensord(module, path: str, why: str | None = None) -> Exception
         "converts tensord.nn's layers and Sequential / ModuleList / ModuleDict trees of them")
 
 
-class _ToTorch:
-    def __init__(self):
-        self.memo = {}
+class _ToTorch(_TreeConverter):
+    def containers(self):
+        import torch
+        return ((Sequential, torch.nn.Sequential), (ModuleList, torch.nn.ModuleList),
+                (ModuleDict, torch.nn.ModuleDict))
 
     @staticmethod
     def value(value):
         return value.torch() if isinstance(value, Tensor) else value
 
-    def convert(self, module, path: str):
-        if module is None:
-            return None
-        if id(module) in self.memo:
-            return self.memo[id(module)]
-        import torch
+    def leaf(self, module, path: str):
         cls = type(module)
-        children = [(name, self.convert(child, f"{path}.{name}" if path else name))
-                    for name, child in module._modules.items()] \
-            if cls in (Sequential, ModuleList, ModuleDict) else None
-        if cls is Sequential:
-            new = torch.nn.Sequential(OrderedDict(children))
-        elif cls is ModuleList:
-            new = torch.nn.ModuleList([child for _, child in children])
-        elif cls is ModuleDict:
-            new = torch.nn.ModuleDict(OrderedDict(children))
-        else:
-            target = _torch_class(cls) if cls.__module__.startswith("tensord.nn.") else None
-            if target is None:
-                raise _unsupported_tensord(module, path)
-            new = self.layer(module, target, path)
-        self.memo[id(module)] = new
-        return new
+        target = _torch_class(cls) if cls.__module__.startswith("tensord.nn.") else None
+        if target is None:
+            raise _unsupported_tensord(module, path)
+        return self.layer(module, target, path)
 
     def layer(self, module, target, path: str):
         import torch
