@@ -128,6 +128,13 @@ def sess(client):
             pass
 
 
+@pytest.fixture
+def nsess(sess):
+    """A session that is also tensord.nn's default one (tensord.default_session)."""
+    with tensord.default_session(sess):
+        yield sess
+
+
 @pytest.fixture(scope="session")
 def catalog(client):
     """{op name: op dict} as the server lists it."""

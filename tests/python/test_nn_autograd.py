@@ -13,12 +13,6 @@ import tensord
 import tensord.nn as nn
 
 
-@pytest.fixture
-def nsess(sess):
-    with tensord.default_session(sess):
-        yield sess
-
-
 def session_state(sess):
     info = sess.info()
     return ([(t.handle, tuple(t.shape)) for t in info.tensors], info.memory_used_bytes,

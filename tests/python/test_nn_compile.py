@@ -11,12 +11,6 @@ import tensord.nn as nn
 TOL = {"f32": (1e-6, 1e-5), "f64": (1e-12, 1e-10)}  # (vs eager tensord, vs torch)
 
 
-@pytest.fixture
-def nsess(sess):
-    with tensord.default_session(sess):
-        yield sess
-
-
 def mlp(ns, **dt):
     return ns.Sequential(ns.Linear(5, 16, **dt), ns.ReLU(), ns.Linear(16, 16, **dt), ns.Tanh(),
                          ns.Linear(16, 3, **dt))

@@ -17,12 +17,6 @@ TOL = 1e-10
 T = torch.nn
 
 
-@pytest.fixture
-def nsess(sess):
-    with tensord.default_session(sess):
-        yield sess
-
-
 def _close(got, want, what, tol=TOL):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=what)
 

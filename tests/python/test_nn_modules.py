@@ -18,12 +18,6 @@ D64 = {"dtype": "f64"}
 TOL64 = 1e-10
 
 
-@pytest.fixture
-def nsess(sess):
-    with tensord.default_session(sess):
-        yield sess
-
-
 def _close(got, want, tol, what):
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=what)
 

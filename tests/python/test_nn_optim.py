@@ -19,12 +19,6 @@ CONFIGS = [
 ]
 
 
-@pytest.fixture
-def nsess(sess):
-    with tensord.default_session(sess):
-        yield sess
-
-
 def mlp(ns, **dt):
     return ns.Sequential(ns.Linear(5, 8, **dt), ns.Tanh(), ns.Linear(8, 3, **dt))
 

@@ -63,11 +63,7 @@ class _ConvNd(Module):
         self._reversed_padding_repeated_twice = [p for pair in reversed(pads) for p in pair]
         factory = Factory(session, device, dtype, what=f"tensord.nn.{type(self).__name__}")
         weight, bias_values = self._initial_values(bias)
-        self.weight = factory.parameter(weight)
-        if bias:
-            self.bias = factory.parameter(bias_values)
-        else:
-            self.register_parameter("bias", None)
+        factory.register(self, weight=weight, bias=bias_values)
 
     def _weight_shape(self) -> tuple:
         return (self.out_channels, self.in_channels // self.groups, *self.kernel_size)

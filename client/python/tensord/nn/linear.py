@@ -33,11 +33,7 @@ class Linear(Module):
         self.out_features = out_features
         factory = Factory(session, device, dtype, what="tensord.nn.Linear")
         weight, bias_values = self._initial_values(bias)
-        self.weight = factory.parameter(weight)
-        if bias:
-            self.bias = factory.parameter(bias_values)
-        else:
-            self.register_parameter("bias", None)
+        factory.register(self, weight=weight, bias=bias_values)
 
     def _initial_values(self, bias: bool):
         weight = init.kaiming_uniform_(np.empty((self.out_features, self.in_features)),

@@ -22,12 +22,8 @@ class _BatchNorm(Module):
         self.num_features, self.eps, self.momentum = num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         factory = Factory(session, device, dtype, what=f"tensord.nn.{type(self).__name__}")
-        if affine:
-            self.weight = factory.parameter(np.ones(num_features))
-            self.bias = factory.parameter(np.zeros(num_features))
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        factory.register(self, weight=np.ones(num_features) if affine else None,
+                         bias=np.zeros(num_features) if affine else None)
         if track_running_stats:
             self.register_buffer("running_mean", factory.buffer(np.zeros(num_features)))
             self.register_buffer("running_var", factory.buffer(np.ones(num_features)))

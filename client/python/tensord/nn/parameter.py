@@ -89,6 +89,15 @@ class Factory:
         return Parameter(np.asarray(array), requires_grad, session=self.session,
                          dtype=self.dtype, device=self.device)
 
+    def register(self, module, **values) -> None:
+        """Makes each array of `values` a parameter of `module` under its name; None registers
+        the name without a parameter, as PyTorch's bias=False does."""
+        for name, array in values.items():
+            if array is None:
+                module.register_parameter(name, None)
+            else:
+                setattr(module, name, self.parameter(array))
+
     def buffer(self, array, dtype=None) -> Tensor:
         return self.session.tensor(np.asarray(array), dtype=dtype or self.dtype,
                                    device=self.device)
