@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "server/core/host_memory.h"
 
 namespace tensord {
 namespace {
@@ -38,11 +39,7 @@ DeviceBlockCache::~DeviceBlockCache() {
 }
 
 size_t DeviceBlockCache::BlockSize(size_t bytes) {
-  if (bytes <= kSmallestBlock) return kSmallestBlock;
-  // Four classes per power of two, as host memory's (host_memory.h).
-  const int top = 63 - __builtin_clzll(bytes);  // 2^top <= bytes < 2^(top+1)
-  const size_t step = size_t{1} << (top - 2);
-  return (bytes + step - 1) / step * step;
+  return host_memory::RoundToClass(bytes, kSmallestBlock);
 }
 
 absl::StatusOr<void*> DeviceBlockCache::Allocate(size_t bytes) {

@@ -94,14 +94,15 @@ size_t Unmap(const std::vector<Unmapped>& blocks) {
 
 bool Pooled() { return kPool; }
 
-size_t SizeClass(size_t bytes) {
-  if (bytes <= kPooledBytes) return kPooledBytes;
-  // Four classes per power of two: at most 25 % above the request, few distinct sizes to
-  // cache, and every class a multiple of 16 KiB (whole pages).
+size_t RoundToClass(size_t bytes, size_t smallest) {
+  if (bytes <= smallest) return smallest;
   const int top = 63 - __builtin_clzll(bytes);  // 2^top <= bytes < 2^(top+1)
   const size_t step = size_t{1} << (top - 2);
   return (bytes + step - 1) / step * step;
 }
+
+// From 64 KiB every class is a multiple of 16 KiB (whole pages).
+size_t SizeClass(size_t bytes) { return RoundToClass(bytes, kPooledBytes); }
 
 void* Allocate(size_t bytes) {
   if (!kPool || bytes < kPooledBytes) {

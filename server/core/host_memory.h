@@ -51,5 +51,8 @@ bool Pooled();
 
 // The size class a request of `bytes` is served from (exposed for tests).
 size_t SizeClass(size_t bytes);
+// Four size classes per power of two, at least `smallest` (a power of two): at most 25 % above
+// the request, and few distinct sizes to cache. The host pool's and the device block cache's.
+size_t RoundToClass(size_t bytes, size_t smallest);
 
 }  // namespace tensord::host_memory

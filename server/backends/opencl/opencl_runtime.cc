@@ -147,7 +147,8 @@ int64_t ClDevice::kernels_built() const {
 
 absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
   // A geometry of rank 0 still needs a buffer to pass.
-  const std::vector<int64_t>& data = values.empty() ? std::vector<int64_t>{0} : values;
+  static const std::vector<int64_t> kRankZero = {0};
+  const std::vector<int64_t>& data = values.empty() ? kRankZero : values;
   const bool cacheable = data.size() <= kMaxCachedConstants;
   if (cacheable) {
     absl::MutexLock lock(&constants_mu_);
