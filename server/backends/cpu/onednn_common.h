@@ -67,13 +67,8 @@ class PooledMemory {
  public:
   explicit PooledMemory(const dnnl::memory::desc& md);
   ~PooledMemory();
-  PooledMemory(PooledMemory&& other) noexcept
-      : memory_(std::move(other.memory_)), data_(other.data_), bytes_(other.bytes_) {
-    other.data_ = nullptr;
-  }
   PooledMemory(const PooledMemory&) = delete;
   PooledMemory& operator=(const PooledMemory&) = delete;
-  PooledMemory& operator=(PooledMemory&&) = delete;
 
   const dnnl::memory& get() const { return memory_; }
 

@@ -52,7 +52,6 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   // writer after them). A 0-byte block is no buffer at all.
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* block, size_t bytes) override;
-  DeviceBlockCache::Stats block_stats() const { return blocks_.GetStats(); }
 
   // The kernel `name` cached under `key` (what determines its source), built from `render()`
   // on first use only, so a cached call renders no source. A build failure is INTERNAL with
