@@ -7,6 +7,8 @@ packages=(
   build-essential cmake pkg-config ccache
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libabsl-dev
   libdnnl-dev ocl-icd-opencl-dev libclblast-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
+  # Collectives across servers.
+  libgloo-dev libhiredis-dev
 )
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch
@@ -21,7 +23,11 @@ if [[ "${1:-build}" == "test" ]]; then
              # The metrics test scrapes the server with a real Prometheus (and promtool).
              prometheus
              # OpenCL on the CPU: the OpenCL backend's tests (tests/gpu) run for real on it.
-             pocl-opencl-icd)
+             pocl-opencl-icd
+             # Process groups meet through a Redis store in the collective tests.
+             redis-server
+             # Replicas behind a real balancer (tests/python/test_balancer.py).
+             nginx)
 fi
 
 missing=()

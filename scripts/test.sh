@@ -47,6 +47,9 @@ if [[ -d tests/node ]]; then
   (cd client/node && npm install --no-audit --no-fund --silent)
   node --test tests/node/
   stage "Node tests"
+  echo "== Deployment manifests (scripts/check-deploy.sh)"
+  scripts/check-deploy.sh
+  stage "deploy manifests"
 fi
 if [[ "${TENSORD_CI_PACKAGE:-1}" != 0 ]]; then
   echo "== Package: the installed C++ client and the Python wheel (scripts/check-package.sh)"

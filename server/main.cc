@@ -61,6 +61,13 @@ ABSL_FLAG(std::string, shared_memory_key_prefix, "",
 ABSL_FLAG(int64_t, max_shared_memory_regions_per_session, 64,
           "most shared memory regions one session holds registered at once "
           "(env TENSORD_MAX_SHARED_MEMORY_REGIONS_PER_SESSION)");
+ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
+          "how long a rank of a process group waits for its peers, at JoinGroup and in each "
+          "collective, before the call fails with PEER_UNAVAILABLE (env "
+          "TENSORD_COLLECTIVE_TIMEOUT)");
+ABSL_FLAG(std::string, collective_address, "",
+          "the address (host name or IP of this machine) the peers of a process group reach "
+          "this server's collectives at; empty: the host name (env TENSORD_COLLECTIVE_ADDRESS)");
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
@@ -129,6 +136,8 @@ bool ApplyEnvironment() {
       {"shared_memory", "TENSORD_SHARED_MEMORY"},
       {"shared_memory_key_prefix", "TENSORD_SHARED_MEMORY_KEY_PREFIX"},
       {"max_shared_memory_regions_per_session", "TENSORD_MAX_SHARED_MEMORY_REGIONS_PER_SESSION"},
+      {"collective_timeout", "TENSORD_COLLECTIVE_TIMEOUT"},
+      {"collective_address", "TENSORD_COLLECTIVE_ADDRESS"},
       {"plugin", "TENSORD_PLUGINS"},
       {"tls_cert", "TENSORD_TLS_CERT"},
       {"tls_key", "TENSORD_TLS_KEY"},
@@ -253,6 +262,9 @@ int main(int argc, char** argv) {
   options.shared_memory_key_prefix = absl::GetFlag(FLAGS_shared_memory_key_prefix);
   options.max_shared_memory_regions_per_session =
       absl::GetFlag(FLAGS_max_shared_memory_regions_per_session);
+  options.collective_timeout_ms =
+      absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_collective_timeout));
+  options.collective_address = absl::GetFlag(FLAGS_collective_address);
   for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
     if (!plugin.empty()) options.plugins.push_back(plugin);
   }

@@ -54,6 +54,10 @@ std::string SessionInfo::ToString() const {
     absl::StrAppend(&out, "\n  shared memory ", r.name, " (", r.key, " [", r.offset, ", ",
                     r.offset + r.byte_size, "))");
   }
+  if (group) {
+    absl::StrAppend(&out, "\n  group ", group->name, " (rank ", group->rank, " of ",
+                    group->world_size, ", ", group->backend, ")");
+  }
   return out;
 }
 
@@ -62,7 +66,8 @@ bool operator==(const SessionInfo& a, const SessionInfo& b) {
          a.memory_used_bytes == b.memory_used_bytes &&
          a.memory_quota_bytes == b.memory_quota_bytes && a.ttl_seconds == b.ttl_seconds &&
          a.autodiff_enabled == b.autodiff_enabled && a.tensors == b.tensors &&
-         a.contexts == b.contexts && a.programs == b.programs && a.shared_memory == b.shared_memory;
+         a.contexts == b.contexts && a.programs == b.programs &&
+         a.shared_memory == b.shared_memory && a.group == b.group;
 }
 
 std::ostream& operator<<(std::ostream& os, const SessionInfo& info) {
@@ -278,6 +283,10 @@ absl::StatusOr<SessionInfo> Session::Info() {
   }
   for (const auto& r : response.shared_memory()) {
     out.shared_memory.push_back({r.name(), r.key(), r.offset(), r.byte_size()});
+  }
+  if (response.has_group()) {
+    const auto& g = response.group();
+    out.group = GroupInfo{g.name(), g.rank(), g.world_size(), g.backend()};
   }
   return out;
 }

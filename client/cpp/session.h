@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -107,6 +108,19 @@ struct SharedMemoryInfo {
   friend bool operator!=(const SharedMemoryInfo& a, const SharedMemoryInfo& b) { return !(a == b); }
 };
 
+// The process group a session joined (Session::JoinGroup).
+struct GroupInfo {
+  std::string name;
+  int rank = 0;
+  int world_size = 0;
+  std::string backend;  // the communication library: "gloo"
+  friend bool operator==(const GroupInfo& a, const GroupInfo& b) {
+    return a.name == b.name && a.rank == b.rank && a.world_size == b.world_size &&
+           a.backend == b.backend;
+  }
+  friend bool operator!=(const GroupInfo& a, const GroupInfo& b) { return !(a == b); }
+};
+
 // GetSessionInfo. Comparable, so "the session is exactly as before" is one EXPECT_EQ.
 struct SessionInfo {
   std::string session_id;
@@ -119,6 +133,7 @@ struct SessionInfo {
   std::vector<ContextInfo> contexts;
   std::vector<ProgramInfo> programs;            // by program id
   std::vector<SharedMemoryInfo> shared_memory;  // by name
+  std::optional<GroupInfo> group;               // none when the session joined no group
   const ContextInfo* context(uint64_t id) const;
   std::string ToString() const;
   friend bool operator==(const SessionInfo& a, const SessionInfo& b);
@@ -286,6 +301,14 @@ class Session {
   // Flushes queued releases, then GetSessionInfo.
   absl::StatusOr<SessionInfo> Info();
   absl::StatusOr<AutodiffContext> OpenAutodiff(Checkpointing checkpointing = Checkpointing::kNone);
+  // Joins a process group of sessions on world_size servers as `rank` (docs/scaling.md);
+  // blocks until every rank has joined. `group` is the same on every rank and new for each
+  // launch; `rendezvous` is "file:///shared/dir" or "redis://host:port". The collective ops
+  // (all_reduce, all_gather, reduce_scatter, broadcast, reduce, barrier) then run across it.
+  absl::StatusOr<GroupInfo> JoinGroup(const std::string& group, int rank, int world_size,
+                                      const std::string& rendezvous);
+  // GROUP_NOT_JOINED when the session belongs to no group.
+  absl::Status LeaveGroup();
   // Frees everything in the session on the server.
   absl::Status Close();
   // Leaves the server session alive after this object goes (until its TTL).

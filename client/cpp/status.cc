@@ -45,6 +45,7 @@ absl::StatusCode CodeOf(ErrorReason reason) {
     case v1::GRAPH_FREED:
     case v1::SAVED_TENSOR_MODIFIED:
     case v1::SHARED_MEMORY_UNAVAILABLE:
+    case v1::GROUP_NOT_JOINED:
       return StatusCode::kFailedPrecondition;
     case v1::UNKNOWN_OP:
     case v1::WRONG_ARITY:
@@ -57,6 +58,7 @@ absl::StatusCode CodeOf(ErrorReason reason) {
     case v1::TRANSFER_INCOMPLETE:
     case v1::INVALID_REQUEST:
     case v1::DEVICE_MISMATCH:
+    case v1::COLLECTIVE_MISMATCH:
       return StatusCode::kInvalidArgument;
     case v1::TENSOR_NOT_FOUND:
     case v1::SESSION_NOT_FOUND:
@@ -81,6 +83,8 @@ absl::StatusCode CodeOf(ErrorReason reason) {
       return StatusCode::kUnauthenticated;
     case v1::PERMISSION_DENIED:
       return StatusCode::kPermissionDenied;
+    case v1::PEER_UNAVAILABLE:
+      return StatusCode::kUnavailable;
     default:
       return StatusCode::kUnknown;
   }

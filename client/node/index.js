@@ -20,7 +20,8 @@ const {AutodiffContext} = require('./lib/autodiff');
 const {Batch} = require('./lib/batch');
 const {Program, ProgramBuilder} = require('./lib/program');
 const {Session} = require('./lib/session');
-const {Client, connect} = require('./lib/client');
+const {Client, connect, SESSION_METADATA_KEY} = require('./lib/client');
 
 module.exports = {connect, Client, Session, Tensor, Batch, Pending, Program, ProgramBuilder,
-  AutodiffContext, TensordError, ERROR_REASONS, REASON_CODES, DTYPES, decodeStatusDetails, PROTO_DIR, fromFloat32, toFloat32};
+  AutodiffContext, TensordError, ERROR_REASONS, REASON_CODES, DTYPES, decodeStatusDetails, PROTO_DIR, fromFloat32, toFloat32,
+  SESSION_METADATA_KEY};

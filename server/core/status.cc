@@ -61,6 +61,9 @@ constexpr ReasonRow kReasons[] = {
     {Reason::kSharedMemoryNotFound, "SHARED_MEMORY_NOT_FOUND", absl::StatusCode::kNotFound},
     {Reason::kSharedMemoryUnavailable, "SHARED_MEMORY_UNAVAILABLE",
      absl::StatusCode::kFailedPrecondition},
+    {Reason::kPeerUnavailable, "PEER_UNAVAILABLE", absl::StatusCode::kUnavailable},
+    {Reason::kCollectiveMismatch, "COLLECTIVE_MISMATCH", absl::StatusCode::kInvalidArgument},
+    {Reason::kGroupNotJoined, "GROUP_NOT_JOINED", absl::StatusCode::kFailedPrecondition},
 };
 
 // Shortens the long values of `metadata` in place; the message quoting them gets the same short

@@ -47,6 +47,9 @@ enum class Reason : int {
   kProgramNotFound = 31,
   kSharedMemoryNotFound = 32,
   kSharedMemoryUnavailable = 33,
+  kPeerUnavailable = 34,
+  kCollectiveMismatch = 35,
+  kGroupNotJoined = 36,
 };
 
 // Name as in the proto enum, e.g. "OPERATION_NOT_MARKED_FOR_AUTODIFF".

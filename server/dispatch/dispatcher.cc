@@ -1,5 +1,6 @@
 #include "server/dispatch/dispatcher.h"
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -68,6 +69,11 @@ std::vector<std::string> Dispatcher::BackendsFor(const OpDef& op) const {
   std::vector<std::string> out;
   for (const auto& b : backends_) {
     // Composites run wherever their constituents run.
+    const std::vector<std::string> collective = distributed::CollectiveBackendKinds();
+    if (op.collective != CollectiveKind::kNone) {
+      if (std::count(collective.begin(), collective.end(), b->kind())) out.push_back(b->kind());
+      continue;
+    }
     if (op.composite != nullptr || op.device_move || b->Implements(op)) out.push_back(b->kind());
   }
   return out;
@@ -95,6 +101,19 @@ absl::StatusOr<Tensor> Dispatcher::FromHost(DType dtype, Shape shape, const std:
 absl::Status Dispatcher::ToHost(const Tensor& t, void* dst) const {
   ASSIGN_OR_RETURN(Backend * backend, BackendFor(t.device()));
   return backend->CopyToHost(t, dst);
+}
+
+absl::Status Dispatcher::CheckArity(const OpDef& def, int n) {
+  if (n >= def.min_inputs && (def.max_inputs == kVariadic || n <= def.max_inputs)) {
+    return absl::OkStatus();
+  }
+  std::string expected = def.max_inputs == kVariadic ? absl::StrCat(def.min_inputs, "+")
+                         : def.min_inputs == def.max_inputs
+                             ? absl::StrCat(def.min_inputs)
+                             : absl::StrCat(def.min_inputs, "..", def.max_inputs);
+  return Error(Reason::kWrongArity,
+               absl::StrCat(def.name, ": takes ", expected, " inputs, got ", n),
+               {{"op", def.name}, {"expected", expected}, {"got", absl::StrCat(n)}});
 }
 
 absl::Status Dispatcher::CheckAutodiff(const OpDef& def, const std::vector<Tensor>& inputs,
@@ -169,14 +188,10 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
   const OpDef* def = &resolved;
   const std::string& op = def->name;
   const int n = static_cast<int>(inputs.size());
-  if (n < def->min_inputs || (def->max_inputs != kVariadic && n > def->max_inputs)) {
-    std::string expected = def->max_inputs == kVariadic ? absl::StrCat(def->min_inputs, "+")
-                           : def->min_inputs == def->max_inputs
-                               ? absl::StrCat(def->min_inputs)
-                               : absl::StrCat(def->min_inputs, "..", def->max_inputs);
-    return Error(Reason::kWrongArity, absl::StrCat(op, ": takes ", expected, " inputs, got ", n),
-                 {{"op", op}, {"expected", expected}, {"got", absl::StrCat(n)}});
+  if (def->collective != CollectiveKind::kNone) {
+    return CallCollective(*def, std::move(inputs), attr_map, env);
   }
+  RETURN_IF_ERROR(CheckArity(*def, n));
   ASSIGN_OR_RETURN(Attrs attrs, ValidateAttrs(op, def->attrs, attr_map));
   RETURN_IF_ERROR(CheckAutodiff(*def, inputs, env));
   const bool has_autodiff_input =

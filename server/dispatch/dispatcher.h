@@ -11,6 +11,7 @@
 #include "server/autodiff/engine.h"
 #include "server/autodiff/tape.h"
 #include "server/backends/backend.h"
+#include "server/distributed/process_group.h"
 #include "server/ops/registry.h"
 
 namespace tensord {
@@ -25,6 +26,8 @@ struct CallEnv {
   std::function<AutodiffContext*(uint64_t)> contexts;
   // Checked between calls of a batch and between backward nodes.
   std::function<bool()> cancelled;
+  // The process group the session joined (null: none); collective ops run through it.
+  std::shared_ptr<distributed::ProcessGroup> group;
 };
 
 class Dispatcher {
@@ -63,6 +66,13 @@ class Dispatcher {
  private:
   absl::Status CheckAutodiff(const OpDef& def, const std::vector<Tensor>& inputs,
                              const CallEnv& env) const;
+  // A collective op (collective_call.cc): checked here, then run by the session's group,
+  // which meets its peers even when this rank refuses the call, so every rank fails alike.
+  absl::StatusOr<std::vector<Tensor>> CallCollective(const OpDef& def, std::vector<Tensor> inputs,
+                                                     const AttrMap& attr_map,
+                                                     const CallEnv& env) const;
+  // WRONG_ARITY unless `n` inputs fit the op.
+  static absl::Status CheckArity(const OpDef& def, int n);
   // Records a call onto the context of its autodiff inputs (gives the outputs their identity).
   void RecordOnContext(const OpDef& def, const Attrs& attrs, const std::vector<Tensor>& inputs,
                        const std::vector<Tensor>& promoted, std::vector<Tensor>& outputs,

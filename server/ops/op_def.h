@@ -57,6 +57,21 @@ using CompositeFn = std::function<absl::StatusOr<std::vector<Tensor>>(
 
 inline constexpr int kVariadic = -1;
 
+// Collectives run across the ranks of the session's process group (server/distributed): the
+// dispatcher hands them to the group, never to a backend kernel.
+enum class CollectiveKind {
+  kNone,
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kBarrier
+};
+// A collective's outputs depend on the number of ranks (all_gather's first dimension).
+using CollectiveInferFn = std::function<absl::StatusOr<std::vector<TensorMeta>>(
+    absl::Span<const TensorMeta> inputs, const Attrs& attrs, int world_size)>;
+
 struct OpDef {
   std::string name;
   std::string category;  // "elementwise", "reduction", ... (ListOps and docs)
@@ -96,6 +111,10 @@ struct OpDef {
   // runs it itself with the two backends' copies, so no backend has a kernel for it and it
   // runs between any two devices.
   bool device_move = false;
+  // A collective (server/ops/distributed_collectives.cc) and its shape rule, which replaces
+  // `infer`.
+  CollectiveKind collective = CollectiveKind::kNone;
+  CollectiveInferFn collective_infer;
   // Creation ops take no tensor inputs and produce their output on the session device.
   bool creation = false;
   // A helper op used by backward rules (e.g. max_pool2d_backward): not in ListOps, not in

@@ -8,11 +8,14 @@
 // X(name) for each op run by name.
 #define TENSORD_OPS_RUN_BY_NAME(X)      \
   X(add)                                \
+  X(all_gather)                         \
+  X(all_reduce)                         \
   X(amax_backward)                      \
   X(assign)                             \
   X(batch_matmul)                       \
   X(binary_cross_entropy_elementwise)   \
   X(bmm)                                \
+  X(broadcast)                          \
   X(cat)                                \
   X(clamp)                              \
   X(conv2d_backward_input)              \
@@ -64,12 +67,15 @@
   X(norm)                               \
   X(norm_backward)                      \
   X(ones)                               \
+  X(ones_like)                          \
   X(pad)                                \
   X(pad_backward)                       \
   X(permute)                            \
   X(pow)                                \
   X(prelu_backward)                     \
   X(prod_backward)                      \
+  X(reduce)                             \
+  X(reduce_scatter)                     \
   X(reshape)                            \
   X(roll)                               \
   X(rsqrt)                              \

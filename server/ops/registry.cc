@@ -42,6 +42,7 @@ const OpRegistry& OpRegistry::Builtin() {
     RegisterNnOps(*r);
     RegisterLossOps(*r);
     RegisterOptimizerOps(*r);
+    RegisterCollectiveOps(*r);
     // Rules run these by name: a listed name that is no op stops the server here, at start-up.
     std::vector<std::string> unknown = r->UnknownOpsRunByName();
     if (!unknown.empty()) {
@@ -84,7 +85,7 @@ absl::Status OpRegistry::Add(OpDef def) {
                                                    "' is already registered (origin ",
                                                    ops_[def.name]->origin, ")"));
   }
-  if (!def.infer && !def.composite) {
+  if (!def.infer && !def.composite && !def.collective_infer) {
     return absl::InvalidArgumentError(
         absl::StrCat("registry: op '", def.name, "' has neither a shape rule nor a composite"));
   }

@@ -41,6 +41,7 @@ void RegisterLinalgOps(OpRegistry& r);
 void RegisterNnOps(OpRegistry& r);
 void RegisterLossOps(OpRegistry& r);
 void RegisterOptimizerOps(OpRegistry& r);
+void RegisterCollectiveOps(OpRegistry& r);  // distributed_collectives.cc
 
 }  // namespace tensord
 

@@ -311,4 +311,11 @@ const char* CheckpointingName(Checkpointing c) {
   return c == Checkpointing::kBalanced ? "balanced" : "none";
 }
 
+void FillGroupInfo(const distributed::ProcessGroup& group, v1::GroupInfo* info) {
+  info->set_name(group.name());
+  info->set_rank(group.rank());
+  info->set_world_size(group.size());
+  info->set_backend(group.backend());
+}
+
 }  // namespace tensord

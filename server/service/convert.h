@@ -23,6 +23,7 @@ v1::DType DTypeToProto(DType dtype);
 
 void FillTensorInfo(uint64_t handle, const Tensor& t, v1::TensorInfo* info);
 void FillSharedMemoryInfo(const SharedMemorySpec& spec, v1::SharedMemoryInfo* info);
+void FillGroupInfo(const distributed::ProcessGroup& group, v1::GroupInfo* info);
 void FillTensorData(const Tensor& t, std::string bytes, v1::TensorData* data);
 
 // An unset AttrValue is BAD_ATTRIBUTE naming `name`.

@@ -179,6 +179,7 @@ CallEnv BatchEnv(Session& session, bool no_grad, const std::function<bool()>& ca
   env.autodiff_enabled = session.autodiff_enabled();
   env.contexts = [&session](uint64_t id) { return session.LookupContext(id); };
   env.cancelled = cancelled;
+  env.group = session.group();
   return env;
 }
 
@@ -206,7 +207,13 @@ absl::StatusOr<std::vector<Tensor>> RunBatchCall(const CallSpec& call, size_t k,
   }
   if (observe) observe(call, absl::Now() - started);
   if (!outs.ok()) {
-    return WithMetadata(outs.status(), {{"call_index", Str(k)}, {"op", call.op}});
+    Metadata md = {{"call_index", Str(k)}, {"op", call.op}};
+    // In a process group every rank runs the same batch: a failure says which rank it is.
+    if (env.group != nullptr) {
+      md["group"] = env.group->name();
+      md["rank"] = Str(env.group->rank());
+    }
+    return WithMetadata(outs.status(), md);
   }
   return outs;
 }

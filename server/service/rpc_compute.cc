@@ -12,13 +12,7 @@ namespace tensord {
 namespace {
 
 CallEnv SessionEnv(Session& session, const ServiceCore::Cancelled& cancelled) {
-  CallEnv env;
-  env.account = session.account();
-  env.device = session.device();
-  env.autodiff_enabled = session.autodiff_enabled();
-  env.contexts = [&session](uint64_t id) { return session.LookupContext(id); };
-  env.cancelled = cancelled;
-  return env;
+  return BatchEnv(session, /*no_grad=*/false, cancelled);
 }
 
 }  // namespace

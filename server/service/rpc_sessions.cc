@@ -125,6 +125,9 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
   for (const auto& [name, region] : session->shared_memory()) {
     FillSharedMemoryInfo(region->spec(), resp->add_shared_memory());
   }
+  if (std::shared_ptr<distributed::ProcessGroup> group = session->group()) {
+    FillGroupInfo(*group, resp->mutable_group());
+  }
   return absl::OkStatus();
 }
 

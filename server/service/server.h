@@ -51,6 +51,10 @@ struct ServerOptions {
   bool shared_memory = false;
   std::string shared_memory_key_prefix;
   int64_t max_shared_memory_regions_per_session = 64;
+  // Process groups (JoinGroup): how long a rank waits for its peers, and the address they
+  // reach this server's collectives at (empty: the host name).
+  int64_t collective_timeout_ms = 60000;
+  std::string collective_address;
   // More services on the same port (benchmark baselines); not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
   // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to

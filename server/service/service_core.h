@@ -40,6 +40,8 @@ struct ServiceConfig {
   BackendOptions backends;
   // Same-host shared memory regions (off by default).
   SharedMemoryOptions shared_memory;
+  // Process groups: the peers' timeout and this server's address for them.
+  distributed::CollectiveConfig collectives;
 };
 
 class ServiceCore {
@@ -86,6 +88,8 @@ class ServiceCore {
                                     v1::RegisterSharedMemoryResponse* resp);
   absl::Status UnregisterSharedMemory(const v1::UnregisterSharedMemoryRequest& req,
                                       v1::UnregisterSharedMemoryResponse* resp);
+  absl::Status JoinGroup(const v1::JoinGroupRequest& req, v1::JoinGroupResponse* resp);
+  absl::Status LeaveGroup(const v1::LeaveGroupRequest& req, v1::LeaveGroupResponse* resp);
 
   const Dispatcher& dispatcher() const { return dispatcher_; }
   SessionManager& sessions() { return sessions_; }

@@ -249,8 +249,36 @@ absl::Status Session::RemoveSharedMemory(const std::string& name) {
   return absl::OkStatus();
 }
 
+std::shared_ptr<distributed::ProcessGroup> Session::group() const {
+  absl::MutexLock lock(&group_mu_);
+  return group_;
+}
+
+absl::Status Session::SetGroup(std::shared_ptr<distributed::ProcessGroup> group) {
+  absl::MutexLock lock(&group_mu_);
+  if (group_ != nullptr) {
+    return Error(Reason::kGroupNotJoined,
+                 absl::StrCat("JoinGroup: the session already belongs to group '", group_->name(),
+                              "' (rank ", group_->rank(), "); LeaveGroup first"),
+                 {{"group", group_->name()}});
+  }
+  group_ = std::move(group);
+  return absl::OkStatus();
+}
+
+std::shared_ptr<distributed::ProcessGroup> Session::TakeGroup() {
+  absl::MutexLock lock(&group_mu_);
+  return std::move(group_);
+}
+
+void Session::AbortGroup() {
+  std::shared_ptr<distributed::ProcessGroup> group = this->group();
+  if (group != nullptr) group->Abort();
+}
+
 void Session::Clear() {
   live_ = false;
+  TakeGroup();
   tensors_.clear();
   gradient_handles_.clear();
   programs_.clear();
@@ -375,6 +403,7 @@ absl::Status SessionManager::Close(const std::string& id) {
     if (it == sessions_.end()) return NoSessionToClose(id);
     session = EraseLocked(it);
   }
+  session->AbortGroup();
   absl::MutexLock lock(&session->mu_);
   session->Clear();
   freed_since_trim = true;

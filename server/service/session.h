@@ -19,6 +19,7 @@
 #include "absl/types/span.h"
 #include "server/autodiff/tape.h"
 #include "server/core/tensor.h"
+#include "server/distributed/process_group.h"
 
 namespace tensord {
 
@@ -114,6 +115,18 @@ class Session {
     return shared_memory_;
   }
 
+  // The process group the session joined (JoinGroup); null when none. Under a lock of its own,
+  // so that closing the session can abort a collective that waits for its peers while the
+  // call holds mu().
+  std::shared_ptr<distributed::ProcessGroup> group() const ABSL_LOCKS_EXCLUDED(group_mu_);
+  // GROUP_NOT_JOINED (metadata group) when the session already belongs to a group.
+  absl::Status SetGroup(std::shared_ptr<distributed::ProcessGroup> group)
+      ABSL_LOCKS_EXCLUDED(group_mu_);
+  // Leaves the group; null when the session belongs to none.
+  std::shared_ptr<distributed::ProcessGroup> TakeGroup() ABSL_LOCKS_EXCLUDED(group_mu_);
+  // Makes a collective waiting for peers fail now (close and expiry; needs no mu()).
+  void AbortGroup() ABSL_LOCKS_EXCLUDED(group_mu_);
+
   // Drops every tensor, context, program and shared memory region (close and expiry). The memory
   // returns to the account once no in-flight transfer holds a tensor.
   void Clear() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -137,6 +150,8 @@ class Session {
       ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> tensor_count_{0};
   std::atomic<int64_t> open_contexts_{0};
+  mutable absl::Mutex group_mu_;
+  std::shared_ptr<distributed::ProcessGroup> group_ ABSL_GUARDED_BY(group_mu_);
 
   // Owned by SessionManager::mu_: calls in flight and the end of the last one.
   int active_calls_ = 0;

@@ -261,4 +261,14 @@ grpc::Status TensordService::UnregisterSharedMemory(grpc::ServerContext* ctx,
                      &ServiceCore::UnregisterSharedMemory);
 }
 
+grpc::Status TensordService::JoinGroup(grpc::ServerContext* ctx, const v1::JoinGroupRequest* req,
+                                       v1::JoinGroupResponse* resp) {
+  return SessionCall(ctx, "JoinGroup", *req, resp, &ServiceCore::JoinGroup);
+}
+
+grpc::Status TensordService::LeaveGroup(grpc::ServerContext* ctx, const v1::LeaveGroupRequest* req,
+                                        v1::LeaveGroupResponse* resp) {
+  return SessionCall(ctx, "LeaveGroup", *req, resp, &ServiceCore::LeaveGroup);
+}
+
 }  // namespace tensord

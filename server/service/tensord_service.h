@@ -68,6 +68,10 @@ class TensordService final : public v1::Tensord::Service {
   grpc::Status UnregisterSharedMemory(grpc::ServerContext* ctx,
                                       const v1::UnregisterSharedMemoryRequest* req,
                                       v1::UnregisterSharedMemoryResponse* resp) override;
+  grpc::Status JoinGroup(grpc::ServerContext* ctx, const v1::JoinGroupRequest* req,
+                         v1::JoinGroupResponse* resp) override;
+  grpc::Status LeaveGroup(grpc::ServerContext* ctx, const v1::LeaveGroupRequest* req,
+                          v1::LeaveGroupResponse* resp) override;
 
  private:
   // The caller's tenant (UNAUTHENTICATED without valid credentials, PERMISSION_DENIED when the

@@ -18,6 +18,7 @@ using tensord::v1::CloseAutodiffContextRequest;
 using tensord::v1::CompileProgramRequest;
 using tensord::v1::ExecuteRequest;
 using tensord::v1::GetTensorRequest;
+using tensord::v1::JoinGroupRequest;
 using tensord::v1::OpCall;
 using tensord::v1::OpenAutodiffContextRequest;
 using tensord::v1::PutTensorRequest;
@@ -30,7 +31,8 @@ using tensord::v1::UnregisterSharedMemoryRequest;
 // Step tags: the RPC in bits 0-3, then flags.
 constexpr uint8_t kExecute = 0, kPut = 1, kBackward = 2, kExecuteBackward = 3, kOpen = 4,
                   kClose = 5, kRelease = 6, kGet = 7, kKeepAlive = 8, kInfo = 9, kCompileRun = 10,
-                  kRunProgram = 11, kReleaseProgram = 12, kRegisterShm = 13, kUnregisterShm = 14;
+                  kRunProgram = 11, kReleaseProgram = 12, kRegisterShm = 13, kUnregisterShm = 14,
+                  kGroup = 15;
 constexpr uint8_t kKeepSessionId = 0x10;
 // Cancelled after n polls of the cancellation check.
 constexpr uint8_t Cancel(int n) { return static_cast<uint8_t>(0x20 | (n << 6)); }
@@ -575,6 +577,31 @@ int main(int argc, char** argv) {
               .Put(put)
               .Step(kUnregisterShm, unregister)
               .Write(dir, "shared_memory_put_get");
+  }
+  {  // process groups: a group of one and its collectives, a group whose second rank never
+     // comes, a second join, a leave, and a collective after it
+    auto join = [](const std::string& group, int rank, int world) {
+      JoinGroupRequest r;
+      r.set_group(group);
+      r.set_rank(rank);
+      r.set_world_size(world);
+      return r;
+    };
+    ExecuteRequest collectives;
+    F32(Call(collectives, "all_reduce"), {2}, {1, 2});
+    Prev(Call(collectives, "all_gather"), 0);
+    Prev(Call(collectives, "reduce_scatter"), 1);
+    Prev(Call(collectives, "broadcast"), 0);
+    Call(collectives, "barrier");
+    ok &= Seed()
+              .Step(kGroup, join("solo", 0, 1))
+              .Step(kExecute, collectives)
+              .Step(kGroup, join("again", 0, 1))
+              .Step(kGroup, JoinGroupRequest())
+              .Step(kExecute, collectives)
+              .Step(kGroup, join("pair", 0, 2))
+              .Step(kGroup, join("bad", 3, 2))
+              .Write(dir, "process_groups");
   }
   if (!ok) {
     std::fprintf(stderr, "make_corpus: could not write into %s\n", dir.c_str());

@@ -13,6 +13,8 @@
 //    11 RunProgram                    12 ReleaseProgram
 //    13 RegisterSharedMemory (a key "/x" names the object "<this process's prefix>x"; the
 //       fixture made "<prefix>a" of 4096 bytes)         14 UnregisterSharedMemory
+//    15 JoinGroup (JoinGroupRequest; its rendezvous becomes a directory of this process, and
+//       ranks that never come time out in 20 ms), or LeaveGroup when it names no group
 //   tag bit 4     keep the request's own session id instead of the fuzz session's
 //   tag bit 5     the client cancels (Execute, Backward, put, programs) after (tag >> 6)
 //   cancellation polls put stream    the payload is frames [u16 length LE][serialized
@@ -32,6 +34,7 @@
 //   the session holds no memory, and it serves a fresh batch.
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,7 +57,7 @@
 namespace tensord {
 namespace {
 
-constexpr int kRpcCount = 15;
+constexpr int kRpcCount = 16;
 constexpr int kMaxSteps = 16;
 constexpr uint8_t kKeepSessionId = 0x10;
 constexpr uint8_t kCancel = 0x20;
@@ -80,6 +83,18 @@ void MakeShmObject() {
   std::atexit([] { shm_unlink(unlink_key->c_str()); });
 }
 
+// A fresh rendezvous directory of this process (a group's name is used once per store).
+std::string RendezvousDir(int n) {
+  static const std::string* base = [] {
+    char dir[] = "/tmp/tensord-fuzz-rendezvous-XXXXXX";
+    if (mkdtemp(dir) == nullptr) std::abort();
+    return new std::string(dir);
+  }();
+  const std::string dir = *base + "/" + std::to_string(n);
+  mkdir(dir.c_str(), 0700);
+  return dir;
+}
+
 ServiceConfig FuzzConfig() {
   ServiceConfig config;
   config.shared_memory.enabled = true;
@@ -91,6 +106,9 @@ ServiceConfig FuzzConfig() {
   config.max_message_bytes = 4 << 20;
   // Sessions are closed explicitly; the reaper would only add a thread racing nothing.
   config.reap_interval = absl::Hours(1);
+  // A group whose other ranks never come fails fast.
+  config.collectives.timeout = std::chrono::milliseconds(20);
+  config.collectives.address = "127.0.0.1";
   return config;
 }
 
@@ -281,6 +299,22 @@ class Sequence {
       case 14:
         Unary<v1::UnregisterSharedMemoryRequest, v1::UnregisterSharedMemoryResponse>(
             data, size, "UnregisterSharedMemory", &ServiceCore::UnregisterSharedMemory);
+        break;
+      case 15:
+        if (v1::JoinGroupRequest r; Parse(data, size, keep_id_, session_, &r)) {
+          if (r.group().empty()) {
+            v1::LeaveGroupRequest leave;
+            leave.set_session_id(r.session_id());
+            v1::LeaveGroupResponse left;
+            Atomic("LeaveGroup", r.session_id(), false,
+                   [&] { return Core().LeaveGroup(leave, &left); });
+            break;
+          }
+          // Each join meets in a directory of its own, so no earlier input's keys are found.
+          r.set_rendezvous("file://" + RendezvousDir(++joins_));
+          v1::JoinGroupResponse resp;
+          Atomic("JoinGroup", r.session_id(), false, [&] { return Core().JoinGroup(r, &resp); });
+        }
         break;
     }
   }
@@ -555,6 +589,7 @@ class Sequence {
   bool keep_id_ = false;
   int polls_ = 0;
   int cancel_after_ = -1;
+  int joins_ = 0;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@ test_every_listed_op_is_in_the_table."""
 import optable_activation
 import optable_conv_pool
 import optable_creation
+import optable_distributed
 import optable_elementwise
 import optable_embedding_dropout
 import optable_indexing_sorting
@@ -19,7 +20,8 @@ TABLE = {}
 for _part in (optable_creation.TABLE, optable_elementwise.TABLE, optable_activation.TABLE,
               optable_reduction.TABLE, optable_shape.TABLE, optable_indexing_sorting.TABLE,
               optable_linalg.TABLE, optable_conv_pool.TABLE, optable_norm_resample_attention.TABLE,
-              optable_embedding_dropout.TABLE, optable_loss.TABLE, optable_optim.TABLE):
+              optable_embedding_dropout.TABLE, optable_loss.TABLE, optable_optim.TABLE,
+              optable_distributed.TABLE):
     _dup = set(TABLE) & set(_part)
     assert not _dup, f"ops in two table parts: {_dup}"
     TABLE.update(_part)

@@ -237,10 +237,10 @@ def _stream_replaced(sess, messages):
     """Has sess's client answer GetTensor with `messages` (a server gone wrong)."""
     real = sess.client._stream
 
-    def fake(method, request, timeout=None):
+    def fake(method, request, timeout=None, **kwargs):
         if method == "GetTensor":
             return iter(messages)
-        return real(method, request, timeout)
+        return real(method, request, timeout, **kwargs)
     sess.client._stream = fake
     return real
 

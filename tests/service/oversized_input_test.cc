@@ -148,6 +148,10 @@ const std::map<std::string, std::string>& ExpectedReasons() {
       {"RegisterSharedMemory region.key", "INVALID_REQUEST"},
       {"UnregisterSharedMemory session_id", "SESSION_NOT_FOUND"},
       {"UnregisterSharedMemory name", "SHARED_MEMORY_NOT_FOUND"},
+      {"JoinGroup session_id", "SESSION_NOT_FOUND"},
+      {"JoinGroup group", "INVALID_REQUEST"},
+      {"JoinGroup rendezvous", "INVALID_REQUEST"},
+      {"LeaveGroup session_id", "SESSION_NOT_FOUND"},
   };
   return *table;
 }
@@ -162,7 +166,11 @@ class OversizedInputTest : public ServiceTest {
     ServerOptions options = TestServerOptions();
     options.shared_memory = true;
     options.shared_memory_key_prefix = kRegionObjectPrefix;
+    options.collective_address = "127.0.0.1";
     env_ = StartServer(options).release();
+    char dir[] = "/tmp/tensord-oversized-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    rendezvous_ = absl::StrCat("file://", dir);
     object_key_ = absl::StrCat(kRegionObjectPrefix, getpid());
     const int fd = shm_open(object_key_.c_str(), O_RDWR | O_CREAT, 0600);
     ASSERT_GE(fd, 0);
@@ -258,6 +266,19 @@ class OversizedInputTest : public ServiceTest {
       return r;
     }
     if (method == "RegisterSharedMemory") return RegisterRegion();
+    if (method == "JoinGroup") {  // a group of one: joins at once
+      auto r = std::make_unique<v1::JoinGroupRequest>();
+      r->set_session_id(session_id_);
+      r->set_group(absl::StrCat("oversized-", ++groups_));
+      r->set_world_size(1);
+      r->set_rendezvous(rendezvous_);
+      return r;
+    }
+    if (method == "LeaveGroup") {
+      auto r = std::make_unique<v1::LeaveGroupRequest>();
+      r->set_session_id(session_id_);
+      return r;
+    }
     if (method == "UnregisterSharedMemory") {
       auto r = std::make_unique<v1::UnregisterSharedMemoryRequest>();
       r->set_session_id(session_id_);
@@ -441,6 +462,16 @@ class OversizedInputTest : public ServiceTest {
       v1::UnregisterSharedMemoryResponse out;
       return stub_->UnregisterSharedMemory(&context, *as(&r), &out);
     }
+    if (method == "JoinGroup") {
+      v1::JoinGroupRequest r;
+      v1::JoinGroupResponse out;
+      return stub_->JoinGroup(&context, *as(&r), &out);
+    }
+    if (method == "LeaveGroup") {
+      v1::LeaveGroupRequest r;
+      v1::LeaveGroupResponse out;
+      return stub_->LeaveGroup(&context, *as(&r), &out);
+    }
     ADD_FAILURE() << "no way to send " << method << ": add it to Send and Template";
     return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, method);
   }
@@ -498,6 +529,8 @@ class OversizedInputTest : public ServiceTest {
 
   std::unique_ptr<v1::Tensord::Stub> stub_;
   std::string session_id_;
+  static inline std::string rendezvous_;  // a directory of this process for JoinGroup
+  static inline int groups_ = 0;  // group names are used once per store
   uint64_t x_ = 0;
   uint64_t context_id_ = 0;
   uint64_t root_ = 0;

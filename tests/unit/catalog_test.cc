@@ -24,7 +24,8 @@ namespace {
 // dtypes, marking and gradients against PyTorch and by finite differences.
 std::vector<std::string> MissingParts(const OpDef& def, const Dispatcher& dispatcher) {
   std::vector<std::string> missing;
-  if (!def.infer && !def.composite) missing.push_back("a shape rule (infer) or composite");
+  if (!def.infer && !def.composite && !def.collective_infer)
+    missing.push_back("a shape rule (infer) or composite");
   if (def.marking == Marking::kDifferentiable && !def.backward && !def.composite) {
     missing.push_back("a backward rule (it is marked differentiable)");
   }

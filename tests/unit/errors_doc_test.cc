@@ -39,6 +39,8 @@ const char* CodeName(absl::StatusCode code) {
       return "UNAUTHENTICATED";
     case absl::StatusCode::kPermissionDenied:
       return "PERMISSION_DENIED";
+    case absl::StatusCode::kUnavailable:
+      return "UNAVAILABLE";
     default:
       return "UNKNOWN";
   }

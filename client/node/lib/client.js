@@ -2,12 +2,18 @@
 // Client: the channel (plaintext, TLS or mutual TLS, bearer token), the service-wide RPCs and
 // the health check; connect() makes one.
 
+const crypto = require('crypto');
 const fs = require('fs');
 const grpc = require('@grpc/grpc-js');
 const {TensordService, HealthService} = require('./proto');
 const {WIRE_TO_DTYPE} = require('./dtypes');
 const {fromServiceError} = require('./errors');
 const {Session} = require('./session');
+
+// Every call that concerns a session, CreateSession included, carries the session's affinity
+// key under this metadata key, so that a balancer in front of several servers can hash on it
+// and send all of a session's calls to the server that created it (docs/scaling.md).
+const SESSION_METADATA_KEY = 'x-tensord-session';
 
 // PEM contents from a Buffer, or from a file path.
 function readPem(value, what) {
@@ -50,9 +56,12 @@ class Client {
     this.timeoutMs = options.timeoutMs || 0;
   }
 
-  _metadata() {
+  // The metadata of one call, built here only: the bearer token, and for a call that concerns a
+  // session its affinity key.
+  _metadata(affinityKey) {
     const md = new grpc.Metadata();
     if (this.token) md.set('authorization', `Bearer ${this.token}`);
+    if (affinityKey) md.set(SESSION_METADATA_KEY, affinityKey);
     return md;
   }
 
@@ -60,9 +69,10 @@ class Client {
     return this.timeoutMs ? {deadline: Date.now() + this.timeoutMs} : {};
   }
 
-  _unary(method, req, stub = this.stub) {
+  // options: stub (default the Tensord service), affinityKey (of the session the call concerns).
+  _unary(method, req, {stub = this.stub, affinityKey = null} = {}) {
     return new Promise((resolve, reject) => {
-      stub[method](req, this._metadata(), this._callOptions(), (err, resp) => {
+      stub[method](req, this._metadata(affinityKey), this._callOptions(), (err, resp) => {
         if (err) reject(fromServiceError(err));
         else resolve(resp);
       });
@@ -70,9 +80,12 @@ class Client {
   }
 
   async session({device = '', ttlSeconds = 0, memoryQuotaBytes = 0, autodiff = true} = {}) {
+    // The session's affinity key is drawn before the server is asked, so that a balancer
+    // hashing on it routes CreateSession to the server every later call of the session reaches.
+    const affinityKey = crypto.randomBytes(16).toString('hex');
     const resp = await this._unary('CreateSession', {device, ttl_seconds: ttlSeconds,
-      memory_quota_bytes: memoryQuotaBytes, disable_autodiff: !autodiff});
-    return new Session(this, resp);
+      memory_quota_bytes: memoryQuotaBytes, disable_autodiff: !autodiff}, {affinityKey});
+    return new Session(this, resp, affinityKey);
   }
 
   async devices() {
@@ -89,7 +102,7 @@ class Client {
   }
 
   async check(service = '') {
-    const resp = await this._unary('Check', {service}, this.health);
+    const resp = await this._unary('Check', {service}, {stub: this.health});
     return resp.status;
   }
 
@@ -118,4 +131,4 @@ function connect(address, options) {
   return new Client(address, options);
 }
 
-module.exports = {Client, connect};
+module.exports = {Client, connect, SESSION_METADATA_KEY};

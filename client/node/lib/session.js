@@ -12,9 +12,11 @@ const {AutodiffContext, contextIdOf} = require('./autodiff');
 const PUT_CHUNK_BYTES = 1 << 20;
 
 class Session {
-  constructor(client, resp) {
+  constructor(client, resp, affinityKey = '') {
     this.client = client;
     this.id = resp.session_id;
+    // Sent with every call of the session (x-tensord-session) for a balancer to hash on.
+    this.affinityKey = affinityKey || this.id;
     this.device = resp.device;
     this.ttlSeconds = Number(resp.ttl_seconds);
     this.memoryQuotaBytes = Number(resp.memory_quota_bytes);
@@ -26,7 +28,7 @@ class Session {
 
   _unary(method, req) {
     this._checkOpen();
-    return this.client._unary(method, req);
+    return this.client._unary(method, req, {affinityKey: this.affinityKey});
   }
 
   // The server has forgotten a closed session; say so without asking it.
@@ -72,8 +74,8 @@ class Session {
       context_id: options.requiresGrad ? contextIdOf(this, options.ctx) : '0'};
     const bytes = toBuffer(data);
     return new Promise((resolve, reject) => {
-      const call = this.client.stub.PutTensor(this.client._metadata(), this.client._callOptions(),
-          (err, resp) => {
+      const call = this.client.stub.PutTensor(this.client._metadata(this.affinityKey),
+          this.client._callOptions(), (err, resp) => {
             if (err) reject(fromServiceError(err));
             else resolve(this._track(new Tensor(this, resp.tensor)));
           });
@@ -89,7 +91,7 @@ class Session {
     this._checkOpen();
     return new Promise((resolve, reject) => {
       const call = this.client.stub.GetTensor({session_id: this.id, handle},
-          this.client._metadata(), this.client._callOptions());
+          this.client._metadata(this.affinityKey), this.client._callOptions());
       let info = null;
       const parts = [];
       call.on('data', (msg) => {
@@ -167,13 +169,32 @@ class Session {
     return this._unary('KeepAlive', {session_id: this.id});
   }
 
+  // Joins a process group of sessions on worldSize servers as `rank` (docs/scaling.md);
+  // resolves once every rank has joined, with the group's info (name, rank, world_size,
+  // backend). `group` is the same on every rank and new for each launch; `rendezvous` is
+  // "file:///shared/dir" or "redis://host:port". Then the collective ops (all_reduce,
+  // all_gather, reduce_scatter, broadcast, reduce, barrier) run across the group.
+  async joinGroup(group, rank, worldSize, rendezvous) {
+    this._checkOpen();
+    const resp = await this._unary('JoinGroup', {session_id: this.id, group, rank,
+      world_size: worldSize, rendezvous});
+    return resp.group;
+  }
+
+  // Leaves the session's process group (GROUP_NOT_JOINED when it has none).
+  async leaveGroup() {
+    this._checkOpen();
+    await this._unary('LeaveGroup', {session_id: this.id});
+  }
+
   async close() {
     if (this.closed) return;
     this.closed = true;
     // Closing the session closed its contexts on the server too.
     for (const ctx of this._contexts) ctx.closed = true;
     this._contexts = [];
-    await this.client._unary('CloseSession', {session_id: this.id});
+    await this.client._unary('CloseSession', {session_id: this.id},
+        {affinityKey: this.affinityKey});
   }
 }
 

@@ -7,7 +7,7 @@
 
 Errors raise TensordError subclasses named after tensord.v1.ErrorReason (see errors.py).
 """
-from . import autograd, defaults, dtypes, nn, optim
+from . import autograd, defaults, distributed, dtypes, nn, optim
 from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .client import Client, connect
 from .compiler import CompiledFunction, compile  # noqa: A004  (torch.compile's name)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import time
 
 import grpc
@@ -12,6 +13,10 @@ from .errors import from_rpc_error
 from .session import Session
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+# Every call that concerns a session, CreateSession included, carries the session's affinity
+# key under this metadata key, so that a balancer in front of several servers can hash on it
+# and send all of a session's calls to the server that created it (docs/scaling.md).
+SESSION_METADATA_KEY = "x-tensord-session"
 # The server streams large tensors, but fetched values and literals travel inline.
 _CHANNEL_OPTIONS = [("grpc.max_receive_message_length", -1),
                     ("grpc.max_send_message_length", -1)]
@@ -96,19 +101,26 @@ class Client:
         self._closed = False
 
     # -- plumbing ------------------------------------------------------------------------------
-    def _call(self, method: str, request, timeout=None):
+    def _call_metadata(self, affinity_key: str | None = None):
+        """The metadata of one call, built here only: the bearer token, and for a call that
+        concerns a session its affinity key."""
+        if not affinity_key:
+            return self._metadata
+        return (self._metadata or ()) + ((SESSION_METADATA_KEY, affinity_key),)
+
+    def _call(self, method: str, request, timeout=None, affinity_key: str | None = None):
         """Calls a unary (or client-streaming) RPC, raising TensordError on failure."""
         try:
             return getattr(self.stub, method)(request, timeout=timeout or self.timeout,
-                                              metadata=self._metadata)
+                                              metadata=self._call_metadata(affinity_key))
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
 
-    def _stream(self, method: str, request, timeout=None):
+    def _stream(self, method: str, request, timeout=None, affinity_key: str | None = None):
         """Iterates a server-streaming RPC, raising TensordError on failure."""
         try:
             for msg in getattr(self.stub, method)(request, timeout=timeout or self.timeout,
-                                                  metadata=self._metadata):
+                                                  metadata=self._call_metadata(affinity_key)):
                 yield msg
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
@@ -117,10 +129,15 @@ class Client:
     def session(self, device: str | None = None, ttl_s: int | None = None,
                 memory_quota_bytes: int | None = None, autodiff: bool = True):
         """Opens a session; use it as a context manager to close it."""
+        # The session's affinity key is drawn here, before the server is asked, so that a
+        # balancer hashing on it routes CreateSession to the server every later call of the
+        # session reaches.
+        affinity_key = secrets.token_hex(16)
         resp = self._call("CreateSession", service_pb2.CreateSessionRequest(
             device=device or "", ttl_seconds=int(ttl_s or 0),
-            memory_quota_bytes=int(memory_quota_bytes or 0), disable_autodiff=not autodiff))
-        return Session(self, resp)
+            memory_quota_bytes=int(memory_quota_bytes or 0), disable_autodiff=not autodiff),
+            affinity_key=affinity_key)
+        return Session(self, resp, affinity_key)
 
     def devices(self) -> list[dict]:
         resp = self._call("ListDevices", service_pb2.ListDevicesRequest())
@@ -153,7 +170,7 @@ class Client:
         stub = health_pb2_grpc.HealthStub(self._channel)
         try:
             resp = stub.Check(health_pb2.HealthCheckRequest(service=service), timeout=timeout,
-                              metadata=self._metadata)
+                              metadata=self._call_metadata())
         except grpc.RpcError as err:
             raise from_rpc_error(err) from None
         return health_pb2.HealthCheckResponse.ServingStatus.Name(resp.status)

@@ -58,6 +58,9 @@ REASON_CODES: dict[str, grpc.StatusCode] = {
     "PROGRAM_NOT_FOUND": _C.NOT_FOUND,
     "SHARED_MEMORY_NOT_FOUND": _C.NOT_FOUND,
     "SHARED_MEMORY_UNAVAILABLE": _C.FAILED_PRECONDITION,
+    "PEER_UNAVAILABLE": _C.UNAVAILABLE,
+    "COLLECTIVE_MISMATCH": _C.INVALID_ARGUMENT,
+    "GROUP_NOT_JOINED": _C.FAILED_PRECONDITION,
 }
 # NOT_FOUND reasons name their resource (google.rpc.ResourceInfo) as the server does.
 _RESOURCES = {"SESSION_NOT_FOUND": ("session", "session_id"),

@@ -54,6 +54,8 @@ def _dim_size(operand, dim):
 
 def _guess_outputs(name: str, operands, attrs: dict):
     """Output count of a call inside a batch, where the server has not answered yet."""
+    if name == "barrier":
+        return 0
     if name in ("max", "min"):
         return 2 if attrs.get("dim") is not None else 1
     if name in ("sort", "topk"):
@@ -243,9 +245,11 @@ class AutodiffContext:
 class Session:
     """A tensord session. Use `client.session(...)`; as a context manager it closes itself."""
 
-    def __init__(self, client, resp):
+    def __init__(self, client, resp, affinity_key: str = ""):
         self.client = client
         self.id = resp.session_id
+        # Sent with every call of the session (x-tensord-session) for a balancer to hash on.
+        self.affinity_key = affinity_key or self.id
         self.device = resp.device
         self.ttl_s = resp.ttl_seconds
         self.memory_quota_bytes = resp.memory_quota_bytes
@@ -261,7 +265,7 @@ class Session:
     # -- plumbing ------------------------------------------------------------------------------
     def _call(self, method, request):
         self._check_open()
-        return self.client._call(method, request)
+        return self.client._call(method, request, affinity_key=self.affinity_key)
 
     def _check_open(self) -> None:
         # The server has forgotten a closed session; say so without asking it.
@@ -370,7 +374,7 @@ class Session:
         # writable buffer cost two copies and two rounds of page faults.
         info, out, filled, early = None, None, 0, []
         for msg in self.client._stream("GetTensor", service_pb2.GetTensorRequest(
-                session_id=self.id, handle=handle)):
+                session_id=self.id, handle=handle), affinity_key=self.affinity_key):
             if msg.HasField("info") and info is None:
                 info = msg.info
                 itemsize = 2 if info.dtype == tensor_pb2.DTYPE_BF16 else \
@@ -507,6 +511,8 @@ class Session:
                     "output count depends on a shape the client does not know yet)",
                     {"call_index": k, "op": name, "field": "num_outputs"})
             outs = batch.add(call, n, no_grad, context_id)
+            if n == 0:
+                return None
             return tuple(outs) if n != 1 or _returns_tuple(name, attrs) else outs[0]
         keepalive = []
         call.inputs.extend(
@@ -521,7 +527,7 @@ class Session:
             outs.append(t)
         if len(outs) == 1 and not _returns_tuple(name, attrs):
             return outs[0]
-        return tuple(outs)
+        return tuple(outs) if outs else None
 
     def __getattr__(self, name):
         # sess.relu(x), sess.zeros(shape=[2, 3]), ... for every op of the server's catalog.
@@ -661,6 +667,28 @@ class Session:
         must run on this host with --shared-memory)."""
         from .shared_memory import SharedMemory
         return SharedMemory(self, nbytes, name)
+
+    def join_group(self, group: str, rank: int, world_size: int, rendezvous: str):
+        """Joins a process group of sessions on `world_size` servers, as rank `rank`
+        (JoinGroup; docs/scaling.md). Blocks until every rank has joined. `group` is the same
+        on every rank and new for each launch; `rendezvous` is "file:///shared/dir" or
+        "redis://host:port". Then the collective ops (all_reduce, all_gather, reduce_scatter,
+        broadcast, reduce, barrier; tensord.distributed) run across the group. Returns the
+        GroupInfo (name, rank, world_size, backend)."""
+        self._check_open()
+        return self._call("JoinGroup", service_pb2.JoinGroupRequest(
+            session_id=self.id, group=group, rank=int(rank), world_size=int(world_size),
+            rendezvous=rendezvous)).group
+
+    def leave_group(self) -> None:
+        """Leaves the session's process group (GROUP_NOT_JOINED when it has none)."""
+        self._call("LeaveGroup", service_pb2.LeaveGroupRequest(session_id=self.id))
+
+    @property
+    def group(self):
+        """The GroupInfo of the session's process group, or None."""
+        info = self.info()
+        return info.group if info.HasField("group") else None
 
     def keep_alive(self) -> int:
         return self._call("KeepAlive", service_pb2.KeepAliveRequest(session_id=self.id)).ttl_seconds

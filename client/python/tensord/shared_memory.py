@@ -110,7 +110,8 @@ class SharedMemory:
         info = None
         for msg in sess.client._stream("GetTensor", service_pb2.GetTensorRequest(
                 session_id=sess.id, handle=handle,
-                shared_memory=service_pb2.SharedMemorySpan(region=self.name, offset=offset))):
+                shared_memory=service_pb2.SharedMemorySpan(region=self.name, offset=offset)),
+                affinity_key=sess.affinity_key):
             if msg.HasField("info"):
                 info = msg.info
         if info is None:

@@ -1,0 +1,401 @@
+// The Gloo process group: TCP pairs between every two ranks of the group (one listening
+// device per server, shared by its groups), the statements of collective_agreement.h sent to
+// every peer before each collective, and Gloo's algorithms for the data.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/half.h"
+#include "gloo/allgather.h"
+#include "gloo/allreduce.h"
+#include "gloo/barrier.h"
+#include "gloo/broadcast.h"
+#include "gloo/common/error.h"
+#include "gloo/math.h"
+#include "gloo/reduce.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "gloo/transport/unbound_buffer.h"
+#include "server/distributed/collective_agreement.h"
+#include "server/distributed/gloo_rendezvous.h"
+#include "server/distributed/process_group.h"
+
+namespace tensord::distributed {
+namespace {
+
+constexpr uint8_t kStatementSlot = 0x7d;
+// A group's name keys the rendezvous store and travels in every error of the group.
+constexpr size_t kMaxGroupNameBytes = 256;
+
+using Clock = std::chrono::steady_clock;
+
+// One TCP device per address, shared by every group of the process.
+absl::StatusOr<std::shared_ptr<gloo::transport::Device>> Device(const std::string& address) {
+  static absl::Mutex mu;
+  static auto* devices = new std::map<std::string, std::shared_ptr<gloo::transport::Device>>();
+  absl::MutexLock lock(&mu);
+  auto it = devices->find(address);
+  if (it != devices->end()) return it->second;
+  gloo::transport::tcp::attr attr;
+  if (address.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    attr.hostname = host;
+  } else {
+    attr.hostname = address;
+  }
+  try {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    (*devices)[address] = device;
+    return device;
+  } catch (const std::exception& e) {
+    return Error(
+        Reason::kInvalidRequest,
+        absl::StrCat("JoinGroup: cannot listen for collectives on '", attr.hostname,
+                     "' (set --collective-address to an address of this machine): ", e.what()),
+        {{"address", attr.hostname}});
+  }
+}
+
+std::string CanonicalAttrs(const Attrs& attrs) {
+  std::vector<std::string> parts;
+  for (const auto& [k, v] : attrs.map())
+    parts.push_back(absl::StrCat(k, "=", AttrValueToString(v)));
+  return absl::StrJoin(parts, ",");
+}
+
+template <typename T>
+gloo::AllreduceOptions::Func ReduceFn(const std::string& op) {
+  void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<T>;
+  if (op == "product") fn = &gloo::product<T>;
+  if (op == "max") fn = &gloo::max<T>;
+  if (op == "min") fn = &gloo::min<T>;
+  return fn;
+}
+
+template <typename T>
+void DivideBy(void* data, size_t n, int world) {
+  T* p = static_cast<T*>(data);
+  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(world));
+}
+
+class GlooProcessGroup final : public ProcessGroup {
+ public:
+  GlooProcessGroup(GroupOptions options, std::shared_ptr<gloo::Context> context,
+                   std::chrono::milliseconds timeout)
+      : ProcessGroup(std::move(options)), context_(std::move(context)), timeout_(timeout) {}
+
+  std::string backend() const override { return "gloo"; }
+  bool Serves(const std::string& kind) const override { return kind == "cpu"; }
+
+  absl::Status Run(const CollectiveCall& call) override {
+    const std::string& op = call.op.name;
+    if (broken_.load()) {
+      return Error(
+          Reason::kPeerUnavailable,
+          absl::StrCat(op, ": group '", name(), "' broke in an earlier collective (",
+                       broken_reason_, "); join a group again"),
+          {{"op", op}, {"group", name()}, {"rank", absl::StrCat(rank())}, {"cause", "broken"}});
+    }
+    const uint32_t seq = seq_++;
+    CollectiveStatement mine;
+    if (call.refusal.ok()) {
+      mine.op = op;
+      mine.attrs = CanonicalAttrs(call.attrs);
+      mine.device = call.device;
+      if (!call.inputs.empty()) {
+        mine.dtype = call.inputs[0].dtype();
+        mine.shape = call.inputs[0].shape();
+      }
+    } else {
+      mine = Refusal(op, call.device, call.refusal);
+    }
+    ASSIGN_OR_RETURN(std::vector<CollectiveStatement> all, Exchange(op, seq, mine));
+    if (!call.refusal.ok()) return call.refusal;
+    RETURN_IF_ERROR(Agree(rank(), name(), all));
+    try {
+      Move(call, seq);
+    } catch (const std::exception& e) {
+      return Break(op, -1, e.what());
+    }
+    return absl::OkStatus();
+  }
+
+  void Abort() override {
+    absl::MutexLock lock(&mu_);
+    aborted_ = true;
+    if (waiting_ != nullptr) waiting_->abortWaitRecv();
+  }
+
+ private:
+  // Sends this rank's statement to every peer and receives theirs (index = rank).
+  absl::StatusOr<std::vector<CollectiveStatement>> Exchange(const std::string& op, uint32_t seq,
+                                                            const CollectiveStatement& mine) {
+    const int n = size();
+    const std::string encoded = Encode(mine);
+    std::vector<std::string> in(n, std::string(kStatementBytes, '\0'));
+    std::vector<std::string> out(n, encoded);
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recv(n), send(n);
+    const uint64_t slot = gloo::Slot::build(kStatementSlot, seq);
+    int peer = -1;
+    try {
+      for (int r = 0; r < n; ++r) {
+        if (r == rank()) continue;
+        recv[r] = context_->createUnboundBuffer(in[r].data(), kStatementBytes);
+        recv[r]->recv(r, slot);
+        send[r] = context_->createUnboundBuffer(out[r].data(), kStatementBytes);
+        send[r]->send(r, slot);
+      }
+      const Clock::time_point deadline = Clock::now() + timeout_;
+      for (int r = 0; r < n; ++r) {
+        if (r == rank()) continue;
+        peer = r;
+        {
+          absl::MutexLock lock(&mu_);
+          if (aborted_) return Break(op, r, "the session closed", "aborted");
+          waiting_ = recv[r].get();
+        }
+        // Abort() may only reach the buffer while it exists: forgotten on every way out.
+        const auto forget = absl::MakeCleanup([this] {
+          absl::MutexLock lock(&mu_);
+          waiting_ = nullptr;
+        });
+        const auto left = std::max(
+            std::chrono::milliseconds(1),
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+        if (!recv[r]->waitRecv(nullptr, left)) {
+          return Break(op, r, "the session closed", "aborted");
+        }
+      }
+      for (int r = 0; r < n; ++r) {
+        if (r == rank()) continue;
+        peer = r;
+        send[r]->waitSend(nullptr, timeout_);
+      }
+    } catch (const std::exception& e) {
+      return Break(op, peer, e.what());
+    }
+    std::vector<CollectiveStatement> all(n);
+    for (int r = 0; r < n; ++r) {
+      if (r == rank()) {
+        all[r] = mine;
+        continue;
+      }
+      ASSIGN_OR_RETURN(all[r], Decode(in[r]));
+    }
+    return all;
+  }
+
+  absl::Status Break(const std::string& op, int peer, const std::string& what,
+                     std::string cause = "") {
+    if (cause.empty()) cause = absl::StrContains(what, "Timed out") ? "timeout" : "connection";
+    broken_reason_ = peer >= 0 ? absl::StrCat("rank ", peer, ": ", what) : what;
+    broken_.store(true);
+    Metadata md = {{"op", op}, {"group", name()}, {"rank", absl::StrCat(rank())}, {"cause", cause}};
+    if (peer >= 0) md["peer_rank"] = absl::StrCat(peer);
+    return Error(
+        Reason::kPeerUnavailable,
+        absl::StrCat(op, ": ",
+                     peer >= 0
+                         ? absl::StrCat("rank ", peer, " of group '", name(), "' did not take part")
+                         : absl::StrCat("group '", name(), "' lost a peer"),
+                     cause == "timeout" ? absl::StrCat(" within ", timeout_.count(), " ms") : "",
+                     " (", what, "); the group is broken, join a group again"),
+        md);
+  }
+
+  // The data of an agreed collective.
+  void Move(const CollectiveCall& call, uint32_t seq) {
+    const CollectiveKind kind = call.op.collective;
+    if (kind == CollectiveKind::kBarrier) {
+      gloo::BarrierOptions opts(context_);
+      opts.setTag(seq);
+      opts.setTimeout(timeout_);
+      gloo::barrier(opts);
+      return;
+    }
+    const Tensor& in = call.inputs[0];
+    Tensor& out = call.outputs[0];
+    const size_t n = static_cast<size_t>(in.numel());
+    const size_t bytes = in.nbytes();
+    const int world = size();
+    switch (kind) {
+      case CollectiveKind::kAllGather: {
+        if (bytes == 0) return;
+        gloo::AllgatherOptions opts(context_);
+        opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in.raw())), bytes);
+        opts.setOutput(static_cast<uint8_t*>(out.raw()), bytes * world);
+        opts.setTag(seq);
+        opts.setTimeout(timeout_);
+        gloo::allgather(opts);
+        return;
+      }
+      case CollectiveKind::kBroadcast: {
+        std::memcpy(out.raw(), in.raw(), bytes);
+        if (bytes == 0) return;
+        gloo::BroadcastOptions opts(context_);
+        opts.setOutput(static_cast<uint8_t*>(out.raw()), bytes);
+        opts.setRoot(static_cast<int>(call.attrs.GetInt("src")));
+        opts.setTag(seq);
+        opts.setTimeout(timeout_);
+        gloo::broadcast(opts);
+        return;
+      }
+      default:
+        break;
+    }
+    // The reducing collectives, per dtype; bf16 and f16 are reduced in f32 and rounded once,
+    // as the CPU kernels compute them.
+    void* out_data = out.raw();
+    switch (in.dtype()) {
+      case DType::kF32:
+        return Reduce<float>(call, seq, in.data<float>(), out.data<float>(), n);
+      case DType::kF64:
+        return Reduce<double>(call, seq, in.data<double>(), out.data<double>(), n);
+      case DType::kI32:
+        return Reduce<int32_t>(call, seq, in.data<int32_t>(), out.data<int32_t>(), n);
+      case DType::kI64:
+        return Reduce<int64_t>(call, seq, in.data<int64_t>(), out.data<int64_t>(), n);
+      case DType::kBF16:
+      case DType::kF16: {
+        const bool bf16 = in.dtype() == DType::kBF16;
+        const uint16_t* bits = in.data<uint16_t>();
+        std::vector<float> wide_in(n), wide_out(out.numel());
+        for (size_t i = 0; i < n; ++i) {
+          wide_in[i] = bf16 ? BF16ToFloat(bits[i]) : HalfToFloat(bits[i]);
+        }
+        Reduce<float>(call, seq, wide_in.data(), wide_out.data(), n);
+        uint16_t* out_bits = static_cast<uint16_t*>(out_data);
+        for (size_t i = 0; i < wide_out.size(); ++i) {
+          out_bits[i] = bf16 ? FloatToBF16(wide_out[i]) : FloatToHalf(wide_out[i]);
+        }
+        return;
+      }
+      default:
+        throw std::logic_error(absl::StrCat("no reduction over ", DTypeName(in.dtype())));
+    }
+  }
+
+  // all_reduce, reduce_scatter and reduce of n elements at `src` into `dst` (the output).
+  template <typename T>
+  void Reduce(const CollectiveCall& call, uint32_t seq, const T* src, T* dst, size_t n) {
+    const CollectiveKind kind = call.op.collective;
+    const std::string op = call.attrs.Has("op") ? call.attrs.GetString("op") : "sum";
+    const int world = size();
+    if (kind == CollectiveKind::kReduce) {
+      const int root = static_cast<int>(call.attrs.GetInt("dst"));
+      std::vector<T> result(n);
+      if (n > 0) {
+        gloo::ReduceOptions opts(context_);
+        opts.setInput(const_cast<T*>(src), n);
+        opts.setOutput(result.data(), n);
+        opts.setRoot(root);
+        opts.setReduceFunction(ReduceFn<T>(op));
+        opts.setTag(seq);
+        opts.setTimeout(timeout_);
+        gloo::reduce(opts);
+      }
+      if (rank() == root) {
+        std::copy(result.begin(), result.end(), dst);
+      } else {
+        std::fill(dst, dst + n, T(0));
+      }
+      return;
+    }
+    // all_reduce writes the output; reduce_scatter reduces all of it and keeps its rank's part.
+    std::vector<T> whole(kind == CollectiveKind::kReduceScatter ? n : 0);
+    T* target = kind == CollectiveKind::kReduceScatter ? whole.data() : dst;
+    if (n > 0) {
+      gloo::AllreduceOptions opts(context_);
+      opts.setInput(const_cast<T*>(src), n);
+      opts.setOutput(target, n);
+      opts.setReduceFunction(ReduceFn<T>(op));
+      opts.setTag(seq);
+      opts.setTimeout(timeout_);
+      gloo::allreduce(opts);
+    }
+    if (op == "mean") DivideBy<T>(target, n, world);
+    if (kind == CollectiveKind::kReduceScatter) {
+      const size_t part = n / world;
+      std::copy(target + part * rank(), target + part * (rank() + 1), dst);
+    }
+  }
+
+  std::shared_ptr<gloo::Context> context_;
+  const std::chrono::milliseconds timeout_;
+  uint32_t seq_ = 0;  // the tag of the next collective; the same on every rank
+  std::atomic<bool> broken_{false};
+  std::string broken_reason_;
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  gloo::transport::UnboundBuffer* waiting_ ABSL_GUARDED_BY(mu_) = nullptr;  // a peer's statement
+};
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& options,
+                                                        const CollectiveConfig& config) {
+  const Metadata md = {{"group", options.name}, {"rank", absl::StrCat(options.rank)}};
+  if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
+    return Error(Reason::kInvalidRequest,
+                 absl::StrCat("JoinGroup: rank ", options.rank,
+                              " is not in [0, world_size=", options.world_size, ")"),
+                 {{"field", "rank"}, {"value", absl::StrCat(options.rank)}});
+  }
+  if (options.name.empty() || options.name.size() > kMaxGroupNameBytes) {
+    return Error(Reason::kInvalidRequest,
+                 absl::StrCat("JoinGroup: the group name '", options.name, "' is ",
+                              options.name.empty() ? "empty" : "too long",
+                              " (1 to ", kMaxGroupNameBytes, " bytes)"),
+                 {{"field", "group"}, {"value", options.name}});
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<gloo::rendezvous::Store> store,
+                   OpenRendezvous(options.rendezvous, options.name, config.timeout));
+  ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device, Device(config.address));
+  const std::string joined = "joined/";
+  int waiting_for = -1;
+  try {
+    store->set(absl::StrCat(joined, options.rank), {'1'});
+    // Each rank's arrival first, so a rank that never comes is named.
+    const Clock::time_point deadline = Clock::now() + config.timeout;
+    for (int r = 0; r < options.world_size; ++r) {
+      waiting_for = r;
+      const auto left =
+          std::max(std::chrono::milliseconds(1),
+                   std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+      store->wait({absl::StrCat(joined, r)}, left);
+    }
+    waiting_for = -1;
+    auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
+    context->setTimeout(config.timeout);
+    context->connectFullMesh(*store, device);
+    return std::shared_ptr<ProcessGroup>(
+        std::make_shared<GlooProcessGroup>(options, std::move(context), config.timeout));
+  } catch (const std::exception& e) {
+    Metadata err = md;
+    err["cause"] = "rendezvous";
+    if (waiting_for >= 0) err["peer_rank"] = absl::StrCat(waiting_for);
+    return Error(Reason::kPeerUnavailable,
+                 absl::StrCat("JoinGroup: group '", options.name, "' did not form",
+                              waiting_for >= 0
+                                  ? absl::StrCat(": rank ", waiting_for, " did not join within ",
+                                                 config.timeout.count(), " ms")
+                                  : "",
+                              " (", e.what(), ")"),
+                 err);
+  }
+}
+
+std::vector<std::string> CollectiveBackendKinds() { return {"cpu"}; }
+
+}  // namespace tensord::distributed

@@ -1,0 +1,116 @@
+// Process groups through the C++ client: two sessions of one server form a group of two
+// (a server holds sessions of many groups), all_reduce sums across them, the session info
+// shows the group, and an autodiff tensor of a closed context on one rank fails the
+// collective on both with AUTODIFF_CONTEXT_NOT_ENABLED naming that rank, after which the
+// group still works. Groups across processes: tests/python/test_collectives.py.
+#include <cstdlib>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "server/core/status.h"
+#include "tests/service/service_env.h"
+
+namespace tensord::service_test {
+namespace {
+
+class CollectivesTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    ServerOptions options = TestServerOptions();
+    options.collective_address = "127.0.0.1";
+    options.collective_timeout_ms = 5000;
+    env_ = StartServer(options).release();
+  }
+  static void TearDownTestSuite() {
+    delete env_;
+    env_ = nullptr;
+  }
+  void SetUp() override {
+    char dir[] = "/tmp/tensord-collectives-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    rendezvous_ = absl::StrCat("file://", dir);
+    for (int r = 0; r < 2; ++r) {
+      absl::StatusOr<tc::Session> s = env_->client->CreateSession();
+      ASSERT_TRUE(s.ok()) << s.status();
+      sessions_.push_back(std::move(*s));
+    }
+    static int groups = 0;
+    const std::string name = absl::StrCat("cpp-", getpid(), "-", ++groups);
+    auto joined = Both([&](int r) { return sessions_[r].JoinGroup(name, r, 2, rendezvous_); });
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_TRUE(joined[r].ok()) << joined[r].status();
+      EXPECT_EQ(joined[r]->rank, r);
+      EXPECT_EQ(joined[r]->world_size, 2);
+      EXPECT_EQ(joined[r]->backend, "gloo");
+    }
+  }
+
+  // Runs fn(rank) for both ranks at once.
+  template <typename Fn>
+  auto Both(Fn fn) -> std::vector<decltype(fn(0))> {
+    auto other = std::async(std::launch::async, fn, 1);
+    std::vector<decltype(fn(0))> out;
+    out.push_back(fn(0));
+    out.push_back(other.get());
+    return out;
+  }
+
+  static ServerAndClient* env_;
+  std::string rendezvous_;
+  std::vector<tc::Session> sessions_;
+};
+ServerAndClient* CollectivesTest::env_ = nullptr;
+
+TEST_F(CollectivesTest, AllReduceSumsAcrossTheGroup) {
+  auto sums = Both([&](int r) -> absl::StatusOr<tc::HostTensor> {
+    tc::Session& s = sessions_[r];
+    ASSIGN_OR_RETURN(tc::Tensor x, s.Put(tc::HostTensor(std::vector<double>{1.0 + r, 10.0})));
+    ASSIGN_OR_RETURN(tc::Tensor y, s.Op1("all_reduce", {x}, {{"op", std::string("sum")}}));
+    return s.Get(y);
+  });
+  for (const auto& sum : sums) {
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    EXPECT_EQ(*sum->ToVector<double>(), (std::vector<double>{3.0, 20.0}));
+  }
+  absl::StatusOr<tc::SessionInfo> info = sessions_[1].Info();
+  ASSERT_TRUE(info.ok());
+  ASSERT_TRUE(info->group.has_value());
+  EXPECT_EQ(info->group->rank, 1);
+  ASSERT_TRUE(sessions_[1].LeaveGroup().ok());
+  info = sessions_[1].Info();
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->group.has_value());
+  EXPECT_EQ(tc::ReasonOf(sessions_[1].LeaveGroup()), v1::GROUP_NOT_JOINED);
+}
+
+TEST_F(CollectivesTest, AClosedContextOnOneRankFailsEveryRank) {
+  auto results = Both([&](int r) -> absl::Status {
+    tc::Session& s = sessions_[r];
+    ASSIGN_OR_RETURN(tc::AutodiffContext ctx, s.OpenAutodiff());
+    ASSIGN_OR_RETURN(tc::Tensor x, s.Put(tc::HostTensor(std::vector<double>{1.0, 2.0}),
+                                         tc::PutOptions{true, ctx.id()}));
+    if (r == 1) RETURN_IF_ERROR(ctx.Close());
+    return s.Op1("all_reduce", {x}).status();
+  });
+  for (const absl::Status& s : results) {
+    EXPECT_EQ(tc::ReasonOf(s), v1::AUTODIFF_CONTEXT_NOT_ENABLED) << s;
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(tc::MetadataOf(s)["rank"], "1") << s;
+    EXPECT_EQ(tc::MetadataOf(s)["op"], "all_reduce");
+  }
+  auto again = Both([&](int r) -> absl::StatusOr<tc::HostTensor> {
+    tc::Session& s = sessions_[r];
+    ASSIGN_OR_RETURN(tc::Tensor x, s.Put(tc::HostTensor(std::vector<double>{1.0})));
+    ASSIGN_OR_RETURN(tc::Tensor y, s.Op1("all_reduce", {x}));
+    return s.Get(y);
+  });
+  for (const auto& v : again) {
+    ASSERT_TRUE(v.ok()) << v.status();
+    EXPECT_EQ(*v->ToVector<double>(), (std::vector<double>{2.0}));
+  }
+}
+
+}  // namespace
+}  // namespace tensord::service_test
