@@ -63,7 +63,7 @@ absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& r
     request.add_seeds(*h);
   }
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   request.set_retain_graph(retain_graph);
   ::tensord::v1::BackwardResponse response;
   grpc::Status status = state_->stub().Backward(&context, request, &response);
@@ -79,7 +79,7 @@ absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& r
 absl::Status AutodiffContext::Close() {
   if (!state_ || closed_ || state_->closed()) return absl::OkStatus();
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::CloseAutodiffContextRequest request;
   request.set_session_id(state_->id());
   request.set_context_id(id_);

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -103,8 +104,16 @@ absl::StatusOr<bool> Client::Health(const std::string& service) const {
 }
 
 absl::StatusOr<Session> Client::CreateSession(const SessionOptions& options) const {
+  // The session's affinity key, drawn before the server is asked, so that a balancer hashing on
+  // it sends CreateSession where every later call of the session goes (docs/scaling.md).
+  std::string key;
+  {
+    std::random_device random;
+    for (int i = 0; i < 4; ++i) absl::StrAppend(&key, absl::Hex(random(), absl::kZeroPad8));
+  }
   grpc::ClientContext context;
   connection_->Prepare(&context);
+  context.AddMetadata(kSessionMetadataKey, key);
   ::tensord::v1::CreateSessionRequest request;
   request.set_device(options.device);
   request.set_ttl_seconds(options.ttl_seconds);
@@ -113,12 +122,15 @@ absl::StatusOr<Session> Client::CreateSession(const SessionOptions& options) con
   ::tensord::v1::CreateSessionResponse response;
   grpc::Status status = connection_->stub->CreateSession(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
-  return Session(std::make_shared<internal::SessionState>(connection_, response, true));
+  return Session(
+      std::make_shared<internal::SessionState>(connection_, response, true, std::move(key)));
 }
 
-absl::StatusOr<Session> Client::AttachSession(const std::string& session_id) const {
+absl::StatusOr<Session> Client::AttachSession(const std::string& session_id,
+                                              const std::string& affinity_key) const {
   grpc::ClientContext context;
   connection_->Prepare(&context);
+  if (!affinity_key.empty()) context.AddMetadata(kSessionMetadataKey, affinity_key);
   ::tensord::v1::GetSessionInfoRequest request;
   request.set_session_id(session_id);
   ::tensord::v1::GetSessionInfoResponse info;
@@ -130,7 +142,8 @@ absl::StatusOr<Session> Client::AttachSession(const std::string& session_id) con
   created.set_memory_quota_bytes(info.memory_quota_bytes());
   created.set_device(info.device());
   created.set_autodiff_enabled(info.autodiff_enabled());
-  return Session(std::make_shared<internal::SessionState>(connection_, created, false));
+  return Session(
+      std::make_shared<internal::SessionState>(connection_, created, false, affinity_key));
 }
 
 const std::string& Client::target() const { return connection_->target; }

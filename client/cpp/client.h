@@ -80,7 +80,10 @@ class Client {
   absl::StatusOr<Session> CreateSession(const SessionOptions& options = {}) const;
   // A Session object for an existing session id (e.g. from `tensordctl session create`). It
   // does not close the session when it goes. Fails with SESSION_NOT_FOUND for an unknown id.
-  absl::StatusOr<Session> AttachSession(const std::string& session_id) const;
+  // Behind a balancer, pass the affinity key the session was created with
+  // (Session::affinity_key, docs/scaling.md), so the calls reach the replica that holds it.
+  absl::StatusOr<Session> AttachSession(const std::string& session_id,
+                                        const std::string& affinity_key = "") const;
 
   const std::string& target() const;
   std::shared_ptr<grpc::Channel> channel() const;

@@ -10,7 +10,7 @@ absl::StatusOr<GroupInfo> Session::JoinGroup(const std::string& group, int rank,
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::JoinGroupRequest request;
   request.set_session_id(state_->id());
   request.set_group(group);
@@ -28,7 +28,7 @@ absl::Status Session::LeaveGroup() {
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::LeaveGroupRequest request;
   request.set_session_id(state_->id());
   ::tensord::v1::LeaveGroupResponse response;

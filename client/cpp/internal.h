@@ -32,12 +32,17 @@ struct Connection {
 class SessionState {
  public:
   SessionState(std::shared_ptr<const Connection> connection,
-               const ::tensord::v1::CreateSessionResponse& created, bool owned);
+               const ::tensord::v1::CreateSessionResponse& created, bool owned,
+               std::string affinity_key = "");
 
   const std::string& id() const { return created_.session_id(); }
   const ::tensord::v1::CreateSessionResponse& created() const { return created_; }
   const Connection& connection() const { return *connection_; }
   ::tensord::v1::Tensord::Stub& stub() const { return *connection_->stub; }
+  const std::string& affinity_key() const { return affinity_key_; }
+  // The connection's deadline and credentials, and the session's affinity key
+  // (x-tensord-session), for a call of this session.
+  void Prepare(grpc::ClientContext* context) const;
 
   bool owned() const { return owned_.load(); }
   void set_owned(bool owned) { owned_ = owned; }
@@ -70,6 +75,7 @@ class SessionState {
 
   std::shared_ptr<const Connection> connection_;
   ::tensord::v1::CreateSessionResponse created_;
+  const std::string affinity_key_;
   std::atomic<bool> owned_;
   std::atomic<bool> closed_{false};
   std::atomic<int> no_grad_depth_{0};

@@ -100,7 +100,7 @@ absl::StatusOr<Program> ProgramBuilder::Compile() {
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   request_.set_session_id(state_->id());
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::CompileProgramResponse response;
   grpc::Status status = state_->stub().CompileProgram(&context, request_, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -138,7 +138,7 @@ absl::StatusOr<ProgramResult> Program::Run(const std::vector<Operand>& inputs) c
     if (!st.ok()) return st;
   }
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::RunProgramResponse response;
   grpc::Status status = state_->stub().RunProgram(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -171,7 +171,7 @@ absl::Status Program::Release() const {
   request.set_session_id(state_->id());
   request.set_program_id(id_);
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::ReleaseProgramResponse response;
   grpc::Status status = state_->stub().ReleaseProgram(&context, request, &response);
   return status.ok() ? absl::OkStatus() : FromGrpcStatus(status);

@@ -137,7 +137,7 @@ absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& o
   if (absl::Status s = value.Validate(); !s.ok()) return s;
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::PutTensorResponse response;
   std::unique_ptr<grpc::ClientWriter<::tensord::v1::PutTensorRequest>> writer =
       state_->stub().PutTensor(&context, &response);
@@ -240,11 +240,16 @@ absl::Status Session::FlushReleases() {
   return state_->FlushReleases();
 }
 
+const std::string& Session::affinity_key() const {
+  static const std::string* none = new std::string();
+  return state_ ? state_->affinity_key() : *none;
+}
+
 absl::StatusOr<uint64_t> Session::KeepAlive() {
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::KeepAliveRequest request;
   request.set_session_id(state_->id());
   ::tensord::v1::KeepAliveResponse response;
@@ -259,7 +264,7 @@ absl::StatusOr<SessionInfo> Session::Info() {
   // A failed flush (e.g. the session expired) is reported by GetSessionInfo itself.
   state_->FlushReleases().IgnoreError();
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::GetSessionInfoRequest request;
   request.set_session_id(state_->id());
   ::tensord::v1::GetSessionInfoResponse response;
@@ -295,7 +300,7 @@ absl::StatusOr<AutodiffContext> Session::OpenAutodiff(Checkpointing checkpointin
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::OpenAutodiffContextRequest request;
   request.set_session_id(state_->id());
   request.set_checkpointing(checkpointing == Checkpointing::kBalanced
@@ -310,7 +315,7 @@ absl::StatusOr<AutodiffContext> Session::OpenAutodiff(Checkpointing checkpointin
 absl::Status Session::Close() {
   if (!state_ || state_->closed()) return absl::OkStatus();
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   ::tensord::v1::CloseSessionRequest request;
   request.set_session_id(state_->id());
   ::tensord::v1::CloseSessionResponse response;

@@ -96,6 +96,9 @@ struct ProgramInfo {
   friend bool operator!=(const ProgramInfo& a, const ProgramInfo& b) { return !(a == b); }
 };
 
+// The metadata key of a session's affinity key (docs/scaling.md).
+inline constexpr char kSessionMetadataKey[] = "x-tensord-session";
+
 // A shared memory region registered in the session (client/cpp/shared_memory.h).
 struct SharedMemoryInfo {
   std::string name;
@@ -315,6 +318,10 @@ class Session {
   void Detach();
 
   const std::shared_ptr<internal::SessionState>& state() const { return state_; }
+  // The key every call of the session carries as x-tensord-session, so that a balancer
+  // hashing on it keeps the session on one replica (docs/scaling.md); empty for a session
+  // attached without one.
+  const std::string& affinity_key() const;
 
  private:
   friend class Client;

@@ -64,8 +64,17 @@ absl::Status SessionState::CheckOpen() const {
 }
 
 SessionState::SessionState(std::shared_ptr<const Connection> connection,
-                           const ::tensord::v1::CreateSessionResponse& created, bool owned)
-    : connection_(std::move(connection)), created_(created), owned_(owned) {}
+                           const ::tensord::v1::CreateSessionResponse& created, bool owned,
+                           std::string affinity_key)
+    : connection_(std::move(connection)),
+      created_(created),
+      affinity_key_(std::move(affinity_key)),
+      owned_(owned) {}
+
+void SessionState::Prepare(grpc::ClientContext* context) const {
+  connection_->Prepare(context);
+  if (!affinity_key_.empty()) context->AddMetadata(kSessionMetadataKey, affinity_key_);
+}
 
 absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
     ::tensord::v1::ExecuteRequest& request) {
@@ -73,7 +82,7 @@ absl::StatusOr<::tensord::v1::ExecuteResponse> SessionState::Execute(
   request.set_session_id(id());
   if (no_grad()) request.set_no_grad(true);
   grpc::ClientContext context;
-  connection_->Prepare(&context);
+  Prepare(&context);
   ::tensord::v1::ExecuteResponse response;
   grpc::Status status = stub().Execute(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -85,7 +94,7 @@ absl::StatusOr<HostTensor> SessionState::Get(
     const std::function<void(uint64_t, uint64_t)>& progress) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  connection_->Prepare(&context);
+  Prepare(&context);
   ::tensord::v1::GetTensorRequest request;
   request.set_session_id(id());
   request.set_handle(handle);
@@ -131,7 +140,7 @@ absl::StatusOr<HostTensor> SessionState::Get(
 absl::StatusOr<uint32_t> SessionState::Release(const std::vector<uint64_t>& handles) {
   if (absl::Status s = CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  connection_->Prepare(&context);
+  Prepare(&context);
   ::tensord::v1::ReleaseRequest request;
   request.set_session_id(id());
   request.mutable_handles()->Add(handles.begin(), handles.end());

@@ -60,7 +60,7 @@ absl::StatusOr<SharedMemory> SharedMemory::Create(const Session& session, uint64
   }
   SharedMemory region(state, std::move(name), key, base, bytes);
   grpc::ClientContext context;
-  state->connection().Prepare(&context);
+  state->Prepare(&context);
   v1::RegisterSharedMemoryRequest request;
   request.set_session_id(state->id());
   v1::SharedMemoryInfo* info = request.mutable_region();
@@ -110,7 +110,7 @@ absl::Status SharedMemory::Unregister() {
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   v1::UnregisterSharedMemoryRequest request;
   request.set_session_id(state_->id());
   request.set_name(name_);
@@ -137,7 +137,7 @@ absl::StatusOr<Tensor> SharedMemory::PutAt(DType dtype, const Shape& shape, uint
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   v1::PutTensorResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::PutTensorRequest>> writer =
       state_->stub().PutTensor(&context, &response);
@@ -163,7 +163,7 @@ absl::Status SharedMemory::GetAt(const Tensor& tensor, uint64_t offset) {
   absl::StatusOr<uint64_t> handle = internal::HandleIn(*state_, tensor, {});
   if (!handle.ok()) return handle.status();
   grpc::ClientContext context;
-  state_->connection().Prepare(&context);
+  state_->Prepare(&context);
   v1::GetTensorRequest request;
   request.set_session_id(state_->id());
   request.set_handle(*handle);

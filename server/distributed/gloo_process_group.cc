@@ -34,6 +34,10 @@ namespace tensord::distributed {
 namespace {
 
 constexpr uint8_t kStatementSlot = 0x7d;
+// Gloo's ring algorithms allocate scratch of two segments per call. Kept under the server's
+// malloc mmap threshold (256 KiB, server/core/host_memory), the scratch comes from the heap
+// instead of fresh pages mapped and unmapped on every call.
+constexpr size_t kSegmentBytes = 112 << 10;
 // A group's name keys the rendezvous store and travels in every error of the group.
 constexpr size_t kMaxGroupNameBytes = 256;
 
@@ -147,22 +151,45 @@ class GlooProcessGroup final : public ProcessGroup {
     std::vector<std::string> out(n, encoded);
     std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> recv(n), send(n);
     const uint64_t slot = gloo::Slot::build(kStatementSlot, seq);
-    int peer = -1;
-    try {
+    // Every live peer gets this rank's statement, even when another's connection is gone, so
+    // that each finds the rank that really failed; what was sent is delivered before a break.
+    const auto flush_then_break = [&](int peer, const std::string& what, std::string cause = "") {
       for (int r = 0; r < n; ++r) {
-        if (r == rank()) continue;
+        if (send[r] == nullptr) continue;
+        try {
+          send[r]->waitSend(nullptr, std::min(timeout_, std::chrono::milliseconds(1000)));
+        } catch (const std::exception&) {
+          // That peer is gone too.
+        }
+      }
+      return Break(op, peer, what, std::move(cause));
+    };
+    int peer = -1;
+    std::string failure;
+    for (int r = 0; r < n; ++r) {
+      if (r == rank()) continue;
+      try {
         recv[r] = context_->createUnboundBuffer(in[r].data(), kStatementBytes);
         recv[r]->recv(r, slot);
-        send[r] = context_->createUnboundBuffer(out[r].data(), kStatementBytes);
-        send[r]->send(r, slot);
+        auto buffer = context_->createUnboundBuffer(out[r].data(), kStatementBytes);
+        buffer->send(r, slot);
+        send[r] = std::move(buffer);
+      } catch (const std::exception& e) {
+        if (peer < 0) {
+          peer = r;
+          failure = e.what();
+        }
       }
+    }
+    if (peer >= 0) return flush_then_break(peer, failure);
+    try {
       const Clock::time_point deadline = Clock::now() + timeout_;
       for (int r = 0; r < n; ++r) {
         if (r == rank()) continue;
         peer = r;
         {
           absl::MutexLock lock(&mu_);
-          if (aborted_) return Break(op, r, "the session closed", "aborted");
+          if (aborted_) return flush_then_break(r, "the session closed", "aborted");
           waiting_ = recv[r].get();
         }
         // Abort() may only reach the buffer while it exists: forgotten on every way out.
@@ -174,7 +201,7 @@ class GlooProcessGroup final : public ProcessGroup {
             std::chrono::milliseconds(1),
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
         if (!recv[r]->waitRecv(nullptr, left)) {
-          return Break(op, r, "the session closed", "aborted");
+          return flush_then_break(r, "the session closed", "aborted");
         }
       }
       for (int r = 0; r < n; ++r) {
@@ -183,7 +210,7 @@ class GlooProcessGroup final : public ProcessGroup {
         send[r]->waitSend(nullptr, timeout_);
       }
     } catch (const std::exception& e) {
-      return Break(op, peer, e.what());
+      return flush_then_break(peer, e.what());
     }
     std::vector<CollectiveStatement> all(n);
     for (int r = 0; r < n; ++r) {
@@ -201,6 +228,9 @@ class GlooProcessGroup final : public ProcessGroup {
     if (cause.empty()) cause = absl::StrContains(what, "Timed out") ? "timeout" : "connection";
     broken_reason_ = peer >= 0 ? absl::StrCat("rank ", peer, ": ", what) : what;
     broken_.store(true);
+    // Closing this rank's connections makes every peer still waiting on it fail now, not at
+    // its own timeout (the connections close once the last buffer of the call goes).
+    context_.reset();
     Metadata md = {{"op", op}, {"group", name()}, {"rank", absl::StrCat(rank())}, {"cause", cause}};
     if (peer >= 0) md["peer_rank"] = absl::StrCat(peer);
     return Error(
@@ -301,6 +331,7 @@ class GlooProcessGroup final : public ProcessGroup {
         opts.setOutput(result.data(), n);
         opts.setRoot(root);
         opts.setReduceFunction(ReduceFn<T>(op));
+        opts.setMaxSegmentSize(kSegmentBytes);
         opts.setTag(seq);
         opts.setTimeout(timeout_);
         gloo::reduce(opts);
@@ -320,6 +351,7 @@ class GlooProcessGroup final : public ProcessGroup {
       opts.setInput(const_cast<T*>(src), n);
       opts.setOutput(target, n);
       opts.setReduceFunction(ReduceFn<T>(op));
+      opts.setMaxSegmentSize(kSegmentBytes);
       opts.setTag(seq);
       opts.setTimeout(timeout_);
       gloo::allreduce(opts);
@@ -355,8 +387,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& opti
   if (options.name.empty() || options.name.size() > kMaxGroupNameBytes) {
     return Error(Reason::kInvalidRequest,
                  absl::StrCat("JoinGroup: the group name '", options.name, "' is ",
-                              options.name.empty() ? "empty" : "too long",
-                              " (1 to ", kMaxGroupNameBytes, " bytes)"),
+                              options.name.empty() ? "empty" : "too long", " (1 to ",
+                              kMaxGroupNameBytes, " bytes)"),
                  {{"field", "group"}, {"value", options.name}});
   }
   ASSIGN_OR_RETURN(std::unique_ptr<gloo::rendezvous::Store> store,

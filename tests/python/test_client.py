@@ -160,6 +160,15 @@ def test_batch_is_lazy_then_resolves(sess):
     assert c.shape == (2,) and c.dtype == np.float32
 
 
+def test_split_by_sections_in_a_batch_needs_no_output_count(sess):
+    """A lazy input's size is unknown in a batch, but a list of sections gives the count."""
+    with sess.batch():
+        flat = sess.op("reshape", sess.tensor(np.arange(6.0)) * 2.0, shape=[6])
+        parts = sess.op("split", flat, split_size=[1, 2, 3])
+    assert len(parts) == 3
+    np.testing.assert_array_equal(parts[2].numpy(), [6.0, 8.0, 10.0])
+
+
 def test_failed_batch_leaves_nothing_behind(sess):
     a = sess.tensor(np.ones((2, 3), np.float32))
     state = session_state(sess)

@@ -93,6 +93,27 @@ TEST_F(RpcTest, SessionIdsAreDistinct) {
   EXPECT_EQ(ids.size(), 20u);
 }
 
+// Each session's affinity key (x-tensord-session on its calls, docs/scaling.md): 128 random
+// bits as 32 hex digits, drawn per session, kept by AttachSession when given.
+TEST_F(RpcTest, SessionsCarryDistinctAffinityKeys) {
+  std::set<std::string> keys;
+  std::vector<tc::Session> sessions;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_OK_AND_ASSIGN(tc::Session s, client().CreateSession());
+    EXPECT_EQ(s.affinity_key().size(), 32u);
+    EXPECT_EQ(s.affinity_key().find_first_not_of("0123456789abcdef"), std::string::npos)
+        << s.affinity_key();
+    keys.insert(s.affinity_key());
+    sessions.push_back(std::move(s));
+  }
+  EXPECT_EQ(keys.size(), 20u);
+  ASSERT_OK_AND_ASSIGN(tc::Session attached,
+                       client().AttachSession(sessions[0].id(), sessions[0].affinity_key()));
+  EXPECT_EQ(attached.affinity_key(), sessions[0].affinity_key());
+  ASSERT_OK_AND_ASSIGN(tc::Session plain, client().AttachSession(sessions[0].id()));
+  EXPECT_EQ(plain.affinity_key(), "");
+}
+
 TEST_F(RpcTest, KeepAliveReturnsTtl) {
   ASSERT_OK_AND_ASSIGN(uint64_t ttl, session().KeepAlive());
   EXPECT_EQ(ttl, session().ttl_seconds());

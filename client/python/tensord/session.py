@@ -68,6 +68,10 @@ def _guess_outputs(name: str, operands, attrs: dict):
             return None
         shape = operands[0].shape if isinstance(operands[0], Tensor) else np.shape(operands[0])
         return max(len(shape), 1)
+    if name == "split":
+        sections = attrs.get("split_size", attrs.get("split_size_or_sections"))
+        if isinstance(sections, (list, tuple)):
+            return len(sections)  # one output per section, whatever the input's size
     if name in ("split", "chunk", "unbind") and operands:
         dim = int(attrs.get("dim", 0))
         n = _dim_size(operands[0], dim)
