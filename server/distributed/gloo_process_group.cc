@@ -398,6 +398,21 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& opti
                    OpenRendezvous(options.rendezvous, options.name, config.timeout));
   ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device, Device(config.address));
   const std::string joined = "joined/";
+  // The store keeps what an earlier launch of the same name wrote; joining on it would meet
+  // stale addresses.
+  bool reused = true;
+  try {
+    store->wait({absl::StrCat(joined, options.rank)}, std::chrono::milliseconds(1));
+  } catch (const std::exception&) {
+    reused = false;
+  }
+  if (reused) {
+    return Error(Reason::kInvalidRequest,
+                 absl::StrCat("JoinGroup: rank ", options.rank, " of group '", options.name,
+                              "' already joined through this rendezvous store; a group name is "
+                              "used once per store: give each launch a new one"),
+                 {{"field", "group"}, {"value", options.name}});
+  }
   int waiting_for = -1;
   try {
     store->set(absl::StrCat(joined, options.rank), {'1'});

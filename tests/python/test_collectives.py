@@ -323,12 +323,17 @@ def test_group_membership(servers, tmp_path, group):
             s.join_group(**args)
         assert err.value.reason == "INVALID_REQUEST" and err.value.metadata["field"] == field
     # A group of one: every collective is the identity, and the info shows it.
-    s.join_group(f"solo-{uuid.uuid4().hex[:8]}", 0, 1, f"file://{tmp_path}")
+    solo = f"solo-{uuid.uuid4().hex[:8]}"
+    s.join_group(solo, 0, 1, f"file://{tmp_path}")
     assert s.group.world_size == 1
     np.testing.assert_array_equal(s.op("all_gather", s.tensor(np.arange(3.0))).numpy(),
                                   np.arange(3.0))
     s.leave_group()
     assert s.group is None
+    # A name is used once per store: the store still holds the first launch's keys.
+    with pytest.raises(tensord.TensordError) as err:
+        s.join_group(solo, 0, 1, f"file://{tmp_path}")
+    assert err.value.reason == "INVALID_REQUEST" and err.value.metadata["field"] == "group"
     s.close()
 
 
