@@ -67,7 +67,8 @@ ABSL_FLAG(absl::Duration, collective_timeout, absl::Seconds(60),
           "TENSORD_COLLECTIVE_TIMEOUT)");
 ABSL_FLAG(std::string, collective_address, "",
           "the address (host name or IP of this machine) the peers of a process group reach "
-          "this server's collectives at; empty: the host name (env TENSORD_COLLECTIVE_ADDRESS)");
+          "this server's collectives at; empty: the host name, or the loopback address where "
+          "the host name does not resolve (env TENSORD_COLLECTIVE_ADDRESS)");
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");

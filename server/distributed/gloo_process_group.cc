@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/cleanup/cleanup.h"
@@ -46,32 +48,38 @@ constexpr size_t kMaxGroupNameBytes = 256;
 
 using Clock = std::chrono::steady_clock;
 
-// One TCP device per address, shared by every group of the process.
+// One TCP device per address, shared by every group of the process. Without an address, the
+// machine's host name, or the loopback address where the host name does not resolve (a
+// container without an entry for itself): peers on other machines need --collective-address.
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> Device(const std::string& address) {
   static absl::Mutex mu;
   static auto* devices = new std::map<std::string, std::shared_ptr<gloo::transport::Device>>();
   absl::MutexLock lock(&mu);
   auto it = devices->find(address);
   if (it != devices->end()) return it->second;
-  gloo::transport::tcp::attr attr;
+  std::vector<std::string> candidates = {address};
   if (address.empty()) {
     char host[256] = {};
     gethostname(host, sizeof host - 1);
-    attr.hostname = host;
-  } else {
-    attr.hostname = address;
+    candidates = {host, "127.0.0.1"};
   }
-  try {
-    auto device = gloo::transport::tcp::CreateDevice(attr);
-    (*devices)[address] = device;
-    return device;
-  } catch (const std::exception& e) {
-    return Error(
-        Reason::kInvalidRequest,
-        absl::StrCat("JoinGroup: cannot listen for collectives on '", attr.hostname,
-                     "' (set --collective-address to an address of this machine): ", e.what()),
-        {{"address", attr.hostname}});
+  std::string failures;
+  for (const std::string& hostname : candidates) {
+    gloo::transport::tcp::attr attr;
+    attr.hostname = hostname;
+    try {
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      (*devices)[address] = device;
+      return device;
+    } catch (const std::exception& e) {
+      absl::StrAppend(&failures, failures.empty() ? "" : "; ", hostname, ": ", e.what());
+    }
   }
+  return Error(Reason::kInvalidRequest,
+               absl::StrCat("JoinGroup: cannot listen for collectives (set --collective-address "
+                            "to an address of this machine): ",
+                            failures),
+               {{"address", address}});
 }
 
 std::string CanonicalAttrs(const Attrs& attrs) {

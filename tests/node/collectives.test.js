@@ -14,7 +14,8 @@ const servers = [];
 let dir;
 before(async () => {
   dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensord-group-'));
-  servers.push(await startServer(), await startServer());
+  const args = ['--collective-address=127.0.0.1'];
+  servers.push(await startServer({args}), await startServer({args}));
 });
 after(async () => {
   for (const s of servers) await s.stop();

@@ -22,7 +22,7 @@ function freePort() {
   });
 }
 
-async function startServer({port = 0} = {}) {
+async function startServer({port = 0, args = []} = {}) {
   const bin = process.env.TENSORD_BIN || path.join(REPO, 'build', 'tensord');
   if (!fs.existsSync(bin)) {
     throw new Error(`tensord server binary not found at ${bin}: build it or set TENSORD_BIN`);
@@ -30,7 +30,8 @@ async function startServer({port = 0} = {}) {
   let lastError = null;
   for (let attempt = 0; attempt < 5; attempt++) {
     const address = `127.0.0.1:${port || await freePort()}`;
-    const proc = spawn(bin, [`--address=${address}`], {stdio: ['ignore', 'ignore', 'pipe']});
+    const proc = spawn(bin, [`--address=${address}`, ...args],
+        {stdio: ['ignore', 'ignore', 'pipe']});
     let log = '';
     proc.stderr.on('data', (d) => {
       log += d;
