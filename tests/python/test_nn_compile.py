@@ -1,6 +1,7 @@
 """tensord.compile: a PyTorch-style step (forward, loss.backward(), opt.step(),
 opt.zero_grad()) traced once into a server program; its losses and trained parameters equal
-the eager tensord.nn loop's and torch's; new argument shapes retrace (dynamic=False raises)."""
+the eager tensord.nn loop's and torch's; new argument shapes retrace (dynamic=False raises);
+the optimizer's state_dict() / load_state_dict() around compiled steps."""
 import numpy as np
 import pytest
 import torch
@@ -172,3 +173,37 @@ def test_backward_inside_sess_compile_still_names_both_ways(nsess):
 
     with pytest.raises(tensord.InvalidRequest, match="tensord.compile"):
         nsess.compile(bad_step, np.ones((3, 2), np.float32))
+
+
+def test_compiled_steps_and_optimizer_state_dict(nsess):
+    """The optimizer state a compiled step updates on the server is what state_dict() reads;
+    load_state_dict() writes into the same state tensors, so the compiled step continues from
+    the loaded state (as the eager optimizer does from it)."""
+    tmodel, topt, [(emodel, eopt), (cmodel, copt)] = _make("mlp", "f64", "Adam",
+                                                            dict(lr=0.01))
+    data = _data("mlp", np.float64)
+    criterion = nn.CrossEntropyLoss()
+    eager_step = _step_source(emodel, eopt, criterion)
+    step = tensord.compile(_step_source(cmodel, copt, criterion))
+    for x, y in data[:2]:
+        eager_step(x, y)
+        step(x, y)
+    saved, esaved = copt.state_dict(), eopt.state_dict()
+    params = cmodel.state_dict()
+    for index, entries in esaved["state"].items():
+        for name, value in entries.items():
+            np.testing.assert_allclose(saved["state"][index][name], value, rtol=1e-12,
+                                       atol=1e-12, err_msg=f"{index}.{name}")
+    x, y = data[2]
+    step(x, y)
+    after = cmodel.state_dict()
+    step(*data[3])
+    # Rewind the parameters and the optimizer: the same step updates them alike again (the
+    # update reads the moments and the step count of the loaded state).
+    cmodel.load_state_dict(params)
+    copt.load_state_dict(saved)
+    step(x, y)
+    for name, value in cmodel.state_dict().items():
+        np.testing.assert_allclose(value, after[name], rtol=1e-12, atol=1e-12, err_msg=name)
+    assert step.traces == 1
+    assert float(copt.state_dict()["state"][0]["step"]) == 3

@@ -1,8 +1,8 @@
 """torch interop: sess.tensor(torch_tensor) and Tensor.torch() over every dtype the wire has
 (bf16 included, bit for bit, read and handed over through numpy without copies),
-tensord.nn.from_torch (a CNN and a transformer encoder give torch's outputs and gradients;
-buffers, training flags and frozen parameters carried over), Module.to_torch (round trips),
-and the error naming a layer that cannot be converted."""
+tensord.nn.from_torch (a CNN, a transformer encoder and a Transformer give torch's outputs and
+gradients; buffers, training flags and frozen parameters carried over), Module.to_torch (round
+trips), and the error naming a layer that cannot be converted."""
 import inspect
 
 import numpy as np
@@ -167,9 +167,43 @@ def test_from_torch_transformer_matches_torch(nsess):
              "layer")
 
 
+def seq2seq():
+    """A Transformer with a decoder layer whose cross-attention has add_bias_kv and
+    add_zero_attn (given after construction: converted on its own)."""
+    model = T.Transformer(8, 2, 1, 2, 12, dropout=0.0, activation="gelu", norm_first=True)
+    model.decoder.layers[1].multihead_attn = T.MultiheadAttention(8, 2, add_bias_kv=True,
+                                                                 add_zero_attn=True)
+    return model
+
+
+def test_from_torch_seq2seq_transformer_matches_torch(nsess):
+    torch.manual_seed(8)
+    tmodel = seq2seq().double()
+    dmodel = nn.from_torch(tmodel)
+    assert repr(dmodel) == repr(tmodel) and isinstance(dmodel, nn.Transformer)
+    assert list(dmodel.state_dict()) == list(tmodel.state_dict())
+    assert dmodel.decoder.layers[1].multihead_attn.bias_k is not None
+    rng = np.random.default_rng(9)
+    src, tgt = rng.standard_normal((5, 2, 8)), rng.standard_normal((3, 2, 8))
+    tmask = T.Transformer.generate_square_subsequent_mask(3).double()
+    tout = tmodel(torch.from_numpy(src), torch.from_numpy(tgt), tgt_mask=tmask)
+    g = rng.standard_normal(tuple(tout.shape))
+    (tout * torch.from_numpy(g)).sum().backward()
+    dout = dmodel(src, tgt, tgt_mask=nn.Transformer.generate_square_subsequent_mask(3))
+    _close(dout.numpy(), tout.detach().numpy(), "forward")
+    nsess.op("sum", dout * g).backward()
+    dparams = dict(dmodel.named_parameters())
+    for name, p in tmodel.named_parameters():
+        _close(dparams[name].grad.numpy(), p.grad.numpy(), f"gradient of {name}")
+
+
 def zoo():
     return T.ModuleDict({
         "attention": T.MultiheadAttention(8, 2, kdim=4, vdim=6, batch_first=True, bias=False),
+        "attention_kv": T.MultiheadAttention(8, 2, add_bias_kv=True, add_zero_attn=True,
+                                             kdim=3),
+        "decoder": T.TransformerDecoder(T.TransformerDecoderLayer(8, 2, 12, batch_first=True),
+                                        2, norm=T.LayerNorm(8)),
         "convs": T.ModuleList([T.Conv3d(2, 3, 2, padding=1, groups=1),
                                T.ConvTranspose1d(4, 2, 3, stride=2, output_padding=1),
                                T.Conv1d(2, 4, 3, padding_mode="circular", padding=1)]),
@@ -188,7 +222,7 @@ def zoo():
 
 def test_to_torch_round_trips(nsess):
     torch.manual_seed(6)
-    for make in (cnn, small_transformer, zoo):
+    for make in (cnn, small_transformer, zoo, seq2seq):
         tmodel = make().double().eval()
         back = nn.from_torch(tmodel).to_torch()
         assert type(back) is type(tmodel) and repr(back) == repr(tmodel) and not back.training
@@ -257,3 +291,5 @@ def test_unsupported_layers_are_named(nsess):
             nn.Sequential(nn.LayerNorm(4, bias=False)).to_torch()
         with pytest.raises(NotImplementedError, match="has no bias argument"):
             nn.TransformerEncoderLayer(8, 2, bias=False).to_torch()
+        with pytest.raises(NotImplementedError, match="has no bias argument"):
+            nn.TransformerDecoderLayer(8, 2, bias=False).to_torch()

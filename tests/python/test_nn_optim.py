@@ -1,6 +1,7 @@
 """tensord.optim over tensord.nn modules, PyTorch-style (model.parameters(), loss.backward(),
 opt.step(), opt.zero_grad()), parameter groups and the lr schedulers, against torch.optim over
-10 steps; and an MLP and a CNN training loop written as in PyTorch giving torch's losses."""
+10 steps; optimizer and scheduler state_dicts both ways with torch.optim; and an MLP and a CNN
+training loop written as in PyTorch giving torch's losses."""
 import numpy as np
 import pytest
 import torch
@@ -251,3 +252,172 @@ def test_cnn_training_loop_matches_torch(nsess, dtype, tol):
         x = rng.standard_normal((2, 1, 8, 8)).astype(np_dtype)
         np.testing.assert_allclose(model(x).numpy(), tmodel(torch.from_numpy(x)).numpy(),
                                    rtol=tol * 10, atol=tol * 10)
+
+
+def _step(model, opt, xn, yn, ns):
+    """One step of a PyTorch loop, the same source for both libraries."""
+    if ns is torch.nn:
+        x, y = torch.from_numpy(xn), torch.from_numpy(yn)
+    else:
+        x, y = xn, yn
+    opt.zero_grad()
+    ns.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+
+
+def _states_equal(got, want, tol, what):
+    """Optimizer state_dicts in torch's format: the same state entries (values to tol) and the
+    same hyperparameters (a torch group has more keys: foreach, differentiable, ...). torch
+    1.13's SGD without momentum lists {"momentum_buffer": None} per parameter: no state."""
+    want_state = {i: e for i, e in want["state"].items()
+                  if any(v is not None for v in e.values())}
+    assert list(got["state"]) == list(want_state), what
+    for index, entries in want_state.items():
+        assert list(got["state"][index]) == list(entries), f"{what}: state {index}"
+        for name, value in entries.items():
+            np.testing.assert_allclose(np.asarray(got["state"][index][name]), value.numpy(),
+                                       rtol=tol, atol=tol, err_msg=f"{what}: {index}.{name}")
+    assert len(got["param_groups"]) == len(want["param_groups"])
+    for group, tgroup in zip(got["param_groups"], want["param_groups"]):
+        assert group == {k: v for k, v in tgroup.items() if k in group}, what
+
+
+OPT_STATE_CONFIGS = [
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3)),
+    ("SGD", dict(lr=0.2)),
+    ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=1e-2)),
+    ("AdamW", dict(lr=0.01, betas=(0.85, 0.99))),
+]
+
+
+@pytest.mark.parametrize("kind,config", OPT_STATE_CONFIGS, ids=lambda v: str(v))
+def test_optimizer_state_dict_round_trips_with_torch(nsess, kind, config):
+    """After 4 steps both optimizers' state_dicts agree (torch's format, numpy values); each
+    loads into a fresh optimizer of the other library (over a copy of the model) which then
+    continues exactly as the original does, for 4 more steps."""
+    torch.manual_seed(5)
+    tmod, dmod = mlp(torch.nn, dtype=torch.float64), mlp(nn, dtype="f64")
+    dmod.load_state_dict(tmod.state_dict())
+
+    def groups(model):  # two groups, one with its own lr
+        return [{"params": model[0].parameters(), "lr": config["lr"] / 2},
+                {"params": model[2].parameters()}]
+
+    topt = getattr(torch.optim, kind)(groups(tmod), foreach=False, **config)
+    opt = getattr(tensord.optim, kind)(groups(dmod), **config)
+    tsched = torch.optim.lr_scheduler.StepLR(topt, step_size=3, gamma=0.5)
+    sched = lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    batches = [_data(20 + i) for i in range(8)]
+    for xn, yn in batches[:4]:
+        _step(dmod, opt, xn, yn, nn)
+        _step(tmod, topt, xn, yn, torch.nn)
+        sched.step()
+        tsched.step()
+    saved, tsaved = opt.state_dict(), topt.state_dict()
+    _states_equal(saved, tsaved, 1e-10, "after 4 steps")
+    assert all(isinstance(v, np.ndarray) for s in saved["state"].values() for v in s.values())
+    # Fresh optimizers of the other library, over copies of the models, from the state_dicts.
+    dtwin, ttwin = nn.from_torch(tmod), dmod.to_torch()
+    opt2 = getattr(tensord.optim, kind)(groups(dtwin), lr=1.0)  # lr: loaded
+    opt2.load_state_dict(tsaved)
+    assert opt2.defaults["lr"] == 1.0 and opt2.param_groups[1]["lr"] == topt.param_groups[1]["lr"]
+    topt2 = getattr(torch.optim, kind)(groups(ttwin), lr=1.0, foreach=False)
+    topt2.load_state_dict(nn.to_torch_state_dict(saved))
+    sched2 = lr_scheduler.StepLR(opt2, step_size=1)
+    sched2.load_state_dict(tsched.state_dict())
+    tsched2 = torch.optim.lr_scheduler.StepLR(topt2, step_size=1)
+    tsched2.load_state_dict(sched.state_dict())
+    _states_equal(opt2.state_dict(), tsaved, 1e-10, "loaded from torch")
+    for step, (xn, yn) in enumerate(batches[4:]):
+        for model, o, s, ns in ((dmod, opt, sched, nn), (tmod, topt, tsched, torch.nn),
+                                (dtwin, opt2, sched2, nn), (ttwin, topt2, tsched2, torch.nn)):
+            _step(model, o, xn, yn, ns)
+            s.step()
+        _params_equal(tmod, dmod, 1e-10, f"continued, step {step}")
+        _params_equal(tmod, dtwin, 1e-10, f"tensord from torch's state, step {step}")
+        for (name, a), b in zip(tmod.named_parameters(), ttwin.parameters()):
+            np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-10,
+                                       atol=1e-10, err_msg=f"torch from tensord's, {name}")
+        assert opt2.param_groups[0]["lr"] == topt.param_groups[0]["lr"]
+    _states_equal(opt2.state_dict(), topt.state_dict(), 1e-10, "after 8 steps")
+
+
+def test_optimizer_load_state_dict_in_place_and_errors(nsess):
+    torch.manual_seed(6)
+    model = mlp(nn, dtype="f64")
+    opt = tensord.optim.Adam(model.parameters(), lr=0.01)
+    xn, yn = _data(7)
+    _step(model, opt, xn, yn, nn)
+    saved = opt.state_dict()
+    state_tensors = {name: t.handle for name, t in opt.state[model[0].weight].items()}
+    _step(model, opt, xn, yn, nn)
+    assert float(opt.state[model[0].weight]["step"].numpy()) == 2
+    # Back to the saved state: written into the same state tensors (a compiled step that
+    # names them sees it), every parameter's.
+    opt.load_state_dict(saved)
+    assert {n: t.handle for n, t in opt.state[model[0].weight].items()} == state_tensors
+    again = opt.state_dict()
+    assert again["param_groups"] == saved["param_groups"]
+    for index, entries in saved["state"].items():
+        for name, value in entries.items():
+            np.testing.assert_array_equal(again["state"][index][name], value)
+    assert again["state"][0]["step"].dtype == np.float32 and again["state"][0]["step"].ndim == 0
+    # A state that leaves a parameter out drops its state (as torch.optim); hyperparameters
+    # come from the saved groups; the saved dict is not changed by the load.
+    partial = {"state": {0: saved["state"][0]},
+               "param_groups": [dict(saved["param_groups"][0], lr=0.5)]}
+    opt.load_state_dict(partial)
+    assert set(opt.state) == {model[0].weight} and opt.param_groups[0]["lr"] == 0.5
+    assert saved["param_groups"][0]["lr"] == 0.01
+    # Mismatches are refused before anything changes.
+    with pytest.raises(ValueError, match="different number of parameter groups"):
+        opt.load_state_dict({"state": {}, "param_groups": saved["param_groups"] * 2})
+    short = dict(saved["param_groups"][0], params=[0, 1])
+    with pytest.raises(ValueError, match="doesn't match the size"):
+        opt.load_state_dict({"state": {}, "param_groups": [short]})
+    bad = {"state": {1: dict(saved["state"][1], exp_avg=np.zeros((3, 3)))},
+           "param_groups": saved["param_groups"]}
+    with pytest.raises(ValueError, match="'exp_avg' of parameter 1 has the shape"):
+        opt.load_state_dict(bad)
+    with pytest.raises(tensord.BadAttribute):
+        opt.load_state_dict({"state": {}, "param_groups": [dict(saved["param_groups"][0],
+                                                                 lr=-1.0)]})
+    assert set(opt.state) == {model[0].weight} and opt.param_groups[0]["lr"] == 0.5
+    # amsgrad is one setting for all groups: taken from the saved groups when they agree.
+    two = tensord.optim.Adam([{"params": model[0].parameters()},
+                              {"params": model[2].parameters()}])
+    ams = [dict(g, amsgrad=a, params=p) for g, a, p in
+           ((saved["param_groups"][0], True, [0, 1]), (saved["param_groups"][0], False, [2, 3]))]
+    with pytest.raises(tensord.BadAttribute, match="one setting for all parameter groups"):
+        two.load_state_dict({"state": {}, "param_groups": ams})
+    ams[1]["amsgrad"] = True
+    two.load_state_dict({"state": {}, "param_groups": ams})
+    assert two.defaults["amsgrad"] and "max_exp_avg_sq" in two.state_names
+
+
+def test_sgd_state_dict_without_momentum_and_from_torch_none(nsess):
+    """SGD without momentum keeps no state; torch 1.13's {"momentum_buffer": None} entries
+    load as no state, and a loaded buffer continues as torch's (no restart at step 0)."""
+    torch.manual_seed(7)
+    tmod, dmod = mlp(torch.nn, dtype=torch.float64), mlp(nn, dtype="f64")
+    dmod.load_state_dict(tmod.state_dict())
+    xn, yn = _data(8)
+    plain = tensord.optim.SGD(dmod.parameters(), lr=0.1)
+    _step(dmod, plain, xn, yn, nn)
+    assert plain.state_dict()["state"] == {}
+    tplain = torch.optim.SGD(tmod.parameters(), lr=0.1, foreach=False)
+    _step(tmod, tplain, xn, yn, torch.nn)
+    opt = tensord.optim.SGD(dmod.parameters(), lr=0.1, momentum=0.9)
+    opt.load_state_dict(tplain.state_dict())  # momentum_buffer None: none yet
+    assert not opt.state and opt.param_groups[0]["momentum"] == 0.0
+    tmom = torch.optim.SGD(tmod.parameters(), lr=0.1, momentum=0.9, foreach=False)
+    opt = tensord.optim.SGD(dmod.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        _step(tmod, tmom, xn, yn, torch.nn)
+    opt.load_state_dict(tmom.state_dict())
+    dmod.load_state_dict(tmod.state_dict())
+    assert list(opt.state_dict()["state"][0]) == ["momentum_buffer"]
+    for _ in range(3):
+        _step(tmod, tmom, xn, yn, torch.nn)
+        _step(dmod, opt, xn, yn, nn)
+        _params_equal(tmod, dmod, 1e-10, "continued from torch's buffers")

@@ -1,7 +1,9 @@
-"""tensord.nn.MultiheadAttention, TransformerEncoderLayer and TransformerEncoder against
-torch.nn's with the same weights (dropout 0): outputs, attention weights, the inputs' and
-every parameter's gradients (f64 to 1e-10), over the layouts (batch_first, unbatched), the
-masks (bool / float attn_mask, key_padding_mask, both) and both attention paths
+"""tensord.nn.MultiheadAttention, TransformerEncoderLayer, TransformerEncoder,
+TransformerDecoderLayer, TransformerDecoder and Transformer against torch.nn's with the same
+weights (dropout 0, train and eval mode): outputs, attention weights, the inputs' and every
+parameter's gradients (f64 to 1e-10), over the layouts (batch_first, unbatched), the masks
+(bool / float attn_mask, key_padding_mask, both; numpy or tensors; the causal mask of
+generate_square_subsequent_mask), add_bias_kv / add_zero_attn and both attention paths
 (need_weights=True: softmax written out; False: the scaled_dot_product_attention op); plus
 ConvTranspose2d's output_size, copy.deepcopy of modules and the reprs."""
 import copy
@@ -170,13 +172,66 @@ def test_attention_parameters_init_and_errors(nsess):
         [n for n, _ in torch.nn.MultiheadAttention(16, 4, kdim=8, vdim=4).named_parameters()]
     with pytest.raises(AssertionError, match="divisible"):
         nn.MultiheadAttention(10, 3)
-    with pytest.raises(NotImplementedError, match="add_bias_kv"):
-        nn.MultiheadAttention(8, 2, add_bias_kv=True)
+    extra = nn.MultiheadAttention(16, 4, add_bias_kv=True, add_zero_attn=True)
+    textra = torch.nn.MultiheadAttention(16, 4, add_bias_kv=True, add_zero_attn=True)
+    assert [(n, p.shape) for n, p in extra.named_parameters()] == \
+        [(n, tuple(p.shape)) for n, p in textra.named_parameters()]
+    assert extra.bias_k.shape == (1, 1, 16) and extra.add_zero_attn and m.bias_k is None
+    assert 0 < extra.bias_k.numpy().std() < 1  # xavier_normal: std sqrt(2 / (16 + 16))
     x = np.zeros((3, 2, 16), np.float32)
     with pytest.raises(RuntimeError, match="Need attn_mask"):
         m(x, x, x, is_causal=True)
     with pytest.raises(AssertionError, match="only bool and floating"):
         m(x, x, x, key_padding_mask=np.zeros((2, 3), np.int64))
+
+
+EXTRA_KEYS = [
+    ("bias-kv", dict(add_bias_kv=True)),
+    ("zero-attn", dict(add_zero_attn=True)),
+    ("both", dict(add_bias_kv=True, add_zero_attn=True)),
+    ("both-kdim-vdim", dict(add_bias_kv=True, add_zero_attn=True, kdim=3, vdim=5)),
+    ("both-batch-first", dict(add_bias_kv=True, add_zero_attn=True, batch_first=True)),
+    ("both-unbatched", dict(add_bias_kv=True, add_zero_attn=True)),
+]
+
+
+@pytest.mark.parametrize("need_weights", [True, False], ids=["weights", "sdpa"])
+@pytest.mark.parametrize("masks", ["none", "causal+padding", "float+padding", "tensors"])
+@pytest.mark.parametrize("case,kwargs", EXTRA_KEYS, ids=[c[0] for c in EXTRA_KEYS])
+def test_attention_bias_kv_and_zero_attn(nsess, case, kwargs, masks, need_weights):
+    """add_bias_kv / add_zero_attn: one or two more keys and values, which every query attends
+    (the masks are padded for them), against torch with the same bias_k / bias_v."""
+    torch.manual_seed(16)
+    rng = np.random.default_rng(17)
+    L, S, n = 4, 6, 2
+    kdim, vdim = kwargs.get("kdim", E), kwargs.get("vdim", E)
+    q, k, v = (rng.standard_normal((L, n, E)), rng.standard_normal((S, n, kdim)),
+               rng.standard_normal((S, n, vdim)))
+    attn_mask, kpm = _mask_values(rng, "float+padding" if masks == "tensors" else masks, n,
+                                  L, S)
+    inputs = [q, k, v]
+    if kwargs.get("batch_first"):
+        inputs = [a.transpose(1, 0, 2).copy() for a in inputs]
+    elif case == "both-unbatched":
+        inputs = [a[:, 0].copy() for a in inputs]
+        if attn_mask is not None and attn_mask.ndim == 3:
+            attn_mask = attn_mask[:H]
+        kpm = None if kpm is None else kpm[-1].copy()
+    tmod, dmod = _mha(torch.nn, **kwargs), _mha(nn, **kwargs)
+    dmasks = {"attn_mask": attn_mask, "key_padding_mask": kpm}
+    if masks == "tensors":  # tensord tensors: a float attn_mask, a bool key_padding_mask
+        dmasks = {key: None if val is None else nsess.tensor(val) for key, val in dmasks.items()}
+
+    def call(m, *args):
+        if m is tmod:
+            return m(*args, attn_mask=_as_torch(attn_mask), key_padding_mask=_as_torch(kpm),
+                     need_weights=need_weights)
+        return m(*args, need_weights=need_weights, **dmasks)
+
+    outs = check(nsess, tmod, dmod, inputs, call)
+    if need_weights:
+        extra = kwargs.get("add_bias_kv", False) + kwargs.get("add_zero_attn", False)
+        assert outs[1].shape[-1] == S + extra
 
 
 def test_attention_dropout_and_batch(nsess):
@@ -329,3 +384,195 @@ def test_encoder_layer_low_precision(nsess, dtype, tol):
     w = weights.numpy()
     assert np.allclose(w.sum(-1), 1, atol=tol) and np.all(w[1, :, 4] == 0)
     assert np.all(np.triu(w[0], 1) == 0)
+
+
+DECODER_CASES = [
+    ("relu", dict(), (4, 3), (6, 3)),
+    ("gelu-norm-first", dict(activation="gelu", norm_first=True), (4, 3), (6, 3)),
+    ("batch-first", dict(batch_first=True, layer_norm_eps=1e-3), (3, 4), (3, 6)),
+]
+
+
+def _decoder_masks(rng, kind, n, T, S):
+    """(tgt_mask, memory_mask, tgt_key_padding_mask, memory_key_padding_mask) for a case."""
+    tgt_mask, tgt_kpm = _mask_values(rng, kind, n, T, T)
+    memory_mask, memory_kpm = _mask_values(rng, kind, n, T, S)
+    return tgt_mask, memory_mask, tgt_kpm, memory_kpm
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("masks", ["none", "causal+padding", "float+padding"])
+@pytest.mark.parametrize("kwargs,tgt_shape,mem_shape", [c[1:] for c in DECODER_CASES],
+                         ids=[c[0] for c in DECODER_CASES])
+def test_decoder_layer_matches_torch(nsess, kwargs, tgt_shape, mem_shape, masks, mode):
+    """TransformerDecoderLayer: outputs, the gradients of tgt and memory and of every
+    parameter, with every mask of both attentions, in train and eval mode (dropout 0)."""
+    torch.manual_seed(18)
+    rng = np.random.default_rng(19)
+    bf = kwargs.get("batch_first", False)
+    n = tgt_shape[0] if bf else tgt_shape[1]
+    T, S = (tgt_shape[1], mem_shape[1]) if bf else (tgt_shape[0], mem_shape[0])
+    tgt_mask, memory_mask, tgt_kpm, memory_kpm = _decoder_masks(rng, masks, n, T, S)
+    tgt, memory = rng.standard_normal((*tgt_shape, E)), rng.standard_normal((*mem_shape, E))
+    tmod = torch.nn.TransformerDecoderLayer(E, H, 16, dropout=0.0, dtype=torch.float64,
+                                            **kwargs)
+    dmod = nn.TransformerDecoderLayer(E, H, 16, dropout=0.0, dtype="f64", **kwargs)
+    assert repr(dmod) == repr(tmod)
+    tmod.train(mode == "train")
+    dmod.train(mode == "train")
+    masks_kw = dict(tgt_mask=tgt_mask, memory_mask=memory_mask, tgt_key_padding_mask=tgt_kpm,
+                    memory_key_padding_mask=memory_kpm)
+
+    def call(m, t, mem):
+        kw = {k: _as_torch(v) for k, v in masks_kw.items()} if m is tmod else masks_kw
+        return (m(t, mem, **kw),)
+
+    check(nsess, tmod, dmod, [tgt, memory], call)
+
+
+def test_decoder_stack_matches_torch_and_layers_are_copies(nsess):
+    torch.manual_seed(20)
+    rng = np.random.default_rng(21)
+
+    def build(ns, dt):
+        layer = ns.TransformerDecoderLayer(E, H, 12, dropout=0.0, batch_first=True,
+                                           norm_first=True, dtype=dt)
+        return ns.TransformerDecoder(layer, 3, norm=ns.LayerNorm(E, dtype=dt))
+
+    tmod, dmod = build(torch.nn, torch.float64), build(nn, "f64")
+    assert repr(dmod) == repr(tmod)
+    names = [n for n, _ in dmod.named_parameters()]
+    assert names == [n for n, _ in tmod.named_parameters()] and len(names) == 3 * 18 + 2
+    layers = list(dmod.layers)
+    assert len({m.multihead_attn.in_proj_weight.handle for m in layers}) == 3
+    np.testing.assert_array_equal(layers[0].linear2.weight.numpy(),
+                                  layers[2].linear2.weight.numpy())
+    tgt_mask = np.triu(np.full((4, 4), -np.inf), 1)
+    memory_kpm = np.array([[False] * 5, [False, False, False, True, True]])
+    tgt, memory = rng.standard_normal((2, 4, E)), rng.standard_normal((2, 5, E))
+
+    def call(m, t, mem):
+        if m is tmod:
+            return (m(t, mem, tgt_mask=_as_torch(tgt_mask),
+                      memory_key_padding_mask=_as_torch(memory_kpm)),)
+        return (m(t, mem, tgt_mask=tgt_mask, memory_key_padding_mask=memory_kpm,
+                  tgt_is_causal=True),)
+
+    check(nsess, tmod, dmod, [tgt, memory], call)
+    with pytest.raises(RuntimeError, match="Need attn_mask"):
+        dmod(tgt, memory, tgt_is_causal=True)
+
+
+TRANSFORMER_CASES = [
+    ("relu", dict()),
+    ("gelu-norm-first", dict(activation="gelu", norm_first=True, layer_norm_eps=1e-4)),
+    ("batch-first", dict(batch_first=True)),
+    ("unbatched", dict()),
+]
+
+
+@pytest.mark.parametrize("mode", ["train", "eval"])
+@pytest.mark.parametrize("case,kwargs", TRANSFORMER_CASES, ids=[c[0] for c in TRANSFORMER_CASES])
+def test_transformer_matches_torch(nsess, case, kwargs, mode):
+    """nn.Transformer (2 encoder and 2 decoder layers) with every mask: the causal tgt_mask of
+    generate_square_subsequent_mask (a tensor of the session), a float memory_mask, a bool
+    src_mask and the three key padding masks; outputs, the gradients of src and tgt and of
+    every parameter, in train and eval mode (dropout 0)."""
+    torch.manual_seed(22)
+    rng = np.random.default_rng(23)
+    S, T, n = 5, 4, 3
+    tmod = torch.nn.Transformer(E, H, 2, 2, 16, dropout=0.0, dtype=torch.float64, **kwargs)
+    dmod = nn.Transformer(E, H, 2, 2, 16, dropout=0.0, dtype="f64", **kwargs)
+    assert repr(dmod) == repr(tmod)
+    assert [n for n, _ in dmod.named_parameters()] == [n for n, _ in tmod.named_parameters()]
+    tmod.train(mode == "train")
+    dmod.train(mode == "train")
+    if case == "unbatched":
+        src, tgt = rng.standard_normal((S, E)), rng.standard_normal((T, E))
+        src_kpm, tgt_kpm = np.array([False] * 3 + [True] * 2), np.array([False] * 4)
+    else:
+        shape = (lambda L: (n, L, E)) if kwargs.get("batch_first") else (lambda L: (L, n, E))
+        src, tgt = rng.standard_normal(shape(S)), rng.standard_normal(shape(T))
+        src_kpm = np.zeros((n, S), bool)
+        src_kpm[0, -2:] = True
+        tgt_kpm = np.zeros((n, T), bool)
+        tgt_kpm[-1, -1] = True
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(T).double()
+    dmask = nn.Transformer.generate_square_subsequent_mask(T, dtype="f64")
+    src_mask = np.eye(S, k=1, dtype=bool)  # each position may not attend its successor
+    memory_mask = rng.standard_normal((T, S))
+    masks = dict(src_mask=src_mask, memory_mask=memory_mask, src_key_padding_mask=src_kpm,
+                 tgt_key_padding_mask=tgt_kpm, memory_key_padding_mask=src_kpm)
+
+    def call(m, s, t):
+        if m is tmod:
+            return (m(s, t, tgt_mask=tmask, **{k: _as_torch(v) for k, v in masks.items()}),)
+        return (m(s, t, tgt_mask=dmask, **masks),)
+
+    check(nsess, tmod, dmod, [src, tgt], call)
+
+
+def test_transformer_init_mask_errors_and_batch(nsess):
+    tensord.manual_seed(24)
+    m = nn.Transformer(16, 4, 1, 1, 32)
+    assert m.d_model == 16 and m.nhead == 4 and not m.batch_first
+    assert repr(m) == repr(torch.nn.Transformer(16, 4, 1, 1, 32))
+    # _reset_parameters: every matrix xavier_uniform (linear1: bound sqrt(6 / (16 + 32))).
+    w = m.encoder.layers[0].linear1.weight.numpy()
+    bound = np.sqrt(6 / (16 + 32))
+    assert np.abs(w).max() <= bound and np.abs(w).max() > 0.9 * bound
+    assert not m.decoder.layers[0].self_attn.in_proj_bias.numpy().any()
+    np.testing.assert_array_equal(m.decoder.norm.weight.numpy(), np.ones(16, np.float32))
+    # The causal mask: -inf above the diagonal, float32 unless told, made on the server.
+    mask = nn.Transformer.generate_square_subsequent_mask(5)
+    assert isinstance(mask, tensord.Tensor) and mask.dtype == np.float32
+    np.testing.assert_array_equal(mask.numpy(),
+                                  torch.nn.Transformer.generate_square_subsequent_mask(5).numpy())
+    x = np.zeros((3, 2, 16), np.float32)
+    with pytest.raises(RuntimeError, match="batch number of src and tgt"):
+        m(x, np.zeros((3, 1, 16), np.float32))
+    with pytest.raises(RuntimeError, match="feature number"):
+        m(x, np.zeros((3, 2, 8), np.float32))
+    # Custom encoder and decoder are taken as they are (and re-drawn, as PyTorch's).
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 8), 1)
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(16, 4, 8), 2)
+    custom = nn.Transformer(16, 4, custom_encoder=enc, custom_decoder=dec)
+    assert custom.encoder is enc and len(custom.decoder.layers) == 2
+    # Eval inside one batch (no shapes read): torch's values, bias_kv attention included.
+    torch.manual_seed(25)
+    tmod = torch.nn.Transformer(E, H, 1, 1, 16, dropout=0.5, batch_first=True).double().eval()
+    tmod.decoder.layers[0].multihead_attn = torch.nn.MultiheadAttention(
+        E, H, add_bias_kv=True, add_zero_attn=True, batch_first=True, dtype=torch.float64)
+    dmod = nn.from_torch(tmod)
+    assert dmod.decoder.layers[0].multihead_attn.bias_k is not None and not dmod.training
+    rng = np.random.default_rng(26)
+    src, tgt = rng.standard_normal((2, 5, E)), rng.standard_normal((2, 3, E))
+    causal = nn.Transformer.generate_square_subsequent_mask(3)
+    kpm = np.array([[False] * 5, [False, False, False, True, True]])
+    with torch.no_grad():  # (torch's fast path; without src_key_padding_mask, same values)
+        want = tmod(torch.from_numpy(src), torch.from_numpy(tgt), tgt_mask=causal.torch(),
+                    memory_key_padding_mask=torch.from_numpy(kpm)).numpy()
+    with tensord.no_grad():
+        with nsess.batch():
+            out = dmod(nsess.tensor(src) * 1.0, nsess.tensor(tgt) * 1.0, tgt_mask=causal,
+                       memory_key_padding_mask=kpm)
+    _close(out.numpy(), want, "eval in a batch")
+
+
+@pytest.mark.parametrize("dtype,tol", [("f32", 1e-5), ("bf16", 5e-2)])
+def test_transformer_low_precision(nsess, dtype, tol):
+    torch.manual_seed(27)
+    tmod = torch.nn.Transformer(E, H, 2, 2, 16, dropout=0.0, batch_first=True).eval()
+    dmod = nn.Transformer(E, H, 2, 2, 16, dropout=0.0, batch_first=True, dtype=dtype).eval()
+    dmod.load_state_dict(tmod.state_dict())
+    rng = np.random.default_rng(28)
+    src = rng.standard_normal((2, 5, E)).astype(np.float32)
+    tgt = rng.standard_normal((2, 4, E)).astype(np.float32)
+    with torch.no_grad():
+        want = tmod(torch.from_numpy(src), torch.from_numpy(tgt),
+                    tgt_mask=torch.nn.Transformer.generate_square_subsequent_mask(4)).numpy()
+    with tensord.no_grad():
+        got = dmod(nsess.tensor(src, dtype=dtype), nsess.tensor(tgt, dtype=dtype),
+                   tgt_mask=nn.Transformer.generate_square_subsequent_mask(4))
+    assert tensord.dtypes.name(got.dtype) == dtype
+    np.testing.assert_allclose(got.numpy().astype(np.float64), want, rtol=tol, atol=tol)

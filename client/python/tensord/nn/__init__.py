@@ -32,7 +32,8 @@ from .parameter import Parameter
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
                       MaxPool2d)
 from .sparse import Embedding
-from .transformer import (MultiheadAttention, NonDynamicallyQuantizableLinear,
+from .attention import MultiheadAttention, NonDynamicallyQuantizableLinear
+from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLayer,
                           TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = [
@@ -40,6 +41,7 @@ __all__ = [
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d",
     "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MultiheadAttention",
     "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "TransformerEncoder",
+    "TransformerDecoderLayer", "TransformerDecoder", "Transformer",
     "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "Embedding", "Dropout", "Flatten",
     "MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
     "ReLU", "ReLU6", "GELU", "Tanh", "Sigmoid", "SiLU", "SELU", "ELU", "Mish", "LeakyReLU",

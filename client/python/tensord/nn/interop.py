@@ -83,6 +83,15 @@ def _copy_flags(source, target) -> None:
             params[name].requires_grad_(False)
 
 
+def _replace_attention(converter, source, new, path: str) -> None:
+    """A transformer layer's attention that its constructor does not make (one given
+    add_bias_kv or add_zero_attn after construction) is converted on its own and put in."""
+    for name in ("self_attn", "multihead_attn"):
+        child = getattr(source, "_modules", {}).get(name)
+        if child is not None and (child.bias_k is not None or child.add_zero_attn):
+            setattr(new, name, converter.convert(child, f"{path}.{name}" if path else name))
+
+
 # -- torch -> tensord ---------------------------------------------------------------------------
 def _tensord_classes() -> dict:
     from .. import nn
@@ -184,17 +193,21 @@ class _FromTorch(_TreeConverter):
         specials = {}
         if name == "MultiheadAttention":
             specials["add_bias_kv"] = module.bias_k is not None
-        elif name == "TransformerEncoderLayer":
+        elif name in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
             specials = self.encoder_layer_args(module, path)
-        elif name == "TransformerEncoder":
+        elif name in ("TransformerEncoder", "TransformerDecoder"):
             return self.encoder(module, target, path)
+        elif name == "Transformer":
+            return self.transformer(module, target, path)
         kwargs = _constructor_args(target, module, specials, self.value)
         kwargs.update(self.factory(module, target))
         try:
-            return target(**kwargs)
+            new = target(**kwargs)
         except (NotImplementedError, ValueError, AssertionError, TypeError) as exc:
             raise NotImplementedError(f"tensord.nn.from_torch: cannot convert {_where(path)} "
                                       f"({name}): {exc}") from exc
+        _replace_attention(self, module, new, path)
+        return new
 
     def encoder_layer_args(self, module, path: str) -> dict:
         import torch
@@ -205,8 +218,8 @@ class _FromTorch(_TreeConverter):
             activation = activation.__name__
         else:
             raise NotImplementedError(
-                f"tensord.nn.from_torch: cannot convert {_where(path)} (TransformerEncoderLayer): "
-                f"its activation {activation!r} is not relu or gelu")
+                f"tensord.nn.from_torch: cannot convert {_where(path)} "
+                f"({type(module).__name__}): its activation {activation!r} is not relu or gelu")
         return {"d_model": module.self_attn.embed_dim, "nhead": module.self_attn.num_heads,
                 "dim_feedforward": module.linear1.out_features, "dropout": module.dropout.p,
                 "activation": activation, "layer_norm_eps": module.norm1.eps,
@@ -214,15 +227,29 @@ class _FromTorch(_TreeConverter):
                 "bias": module.linear1.bias is not None}
 
     def encoder(self, module, target, path: str):
+        """TransformerEncoder / TransformerDecoder: the converted layers (each its own, as the
+        torch stack's deep copies are), not copies of the first."""
         layers = [self.convert(layer, f"{path}.layers.{i}" if path else f"layers.{i}")
                   for i, layer in enumerate(module.layers)]
         norm = self.convert(module.norm, f"{path}.norm" if path else "norm")
-        new = target(layers[0], 0, norm=norm,
-                     enable_nested_tensor=getattr(module, "enable_nested_tensor", True),
-                     mask_check=getattr(module, "mask_check", True))
+        if type(module).__name__ == "TransformerDecoder":
+            new = target(layers[0], 0, norm=norm)
+        else:
+            new = target(layers[0], 0, norm=norm,
+                         enable_nested_tensor=getattr(module, "enable_nested_tensor", True),
+                         mask_check=getattr(module, "mask_check", True))
         new.layers = ModuleList(layers)
         new.num_layers = len(layers)
         return new
+
+    def transformer(self, module, target, path: str):
+        """Transformer: its encoder and decoder converted, given as custom_encoder /
+        custom_decoder (their initial draws are then overwritten by load_state_dict)."""
+        encoder = self.convert(module.encoder, f"{path}.encoder" if path else "encoder")
+        decoder = self.convert(module.decoder, f"{path}.decoder" if path else "decoder")
+        return target(module.d_model, module.nhead, custom_encoder=encoder,
+                      custom_decoder=decoder, batch_first=module.batch_first,
+                      **self.factory(module, target))
 
 
 def from_torch(module, session=None, *, device=None) -> Module:
@@ -288,15 +315,26 @@ class _ToTorch(_TreeConverter):
         import torch
         name = type(module).__name__
         specials = {}
-        if name == "TransformerEncoderLayer":
+        if name == "MultiheadAttention":
+            specials["add_bias_kv"] = module.bias_k is not None
+        elif name in ("TransformerEncoderLayer", "TransformerDecoderLayer"):
             specials = self.encoder_layer_args(module, path)
-        elif name == "TransformerEncoder":
+        elif name in ("TransformerEncoder", "TransformerDecoder"):
             layers = [self.convert(layer, f"{path}.layers.{i}" if path else f"layers.{i}")
                       for i, layer in enumerate(module.layers)]
             norm = self.convert(module.norm, f"{path}.norm" if path else "norm")
-            new = target(layers[0], len(layers), norm=norm,
-                         enable_nested_tensor=module.enable_nested_tensor)
+            extra = {"enable_nested_tensor": module.enable_nested_tensor} \
+                if name == "TransformerEncoder" else {}
+            new = target(layers[0], len(layers), norm=norm, **extra)
             new.layers = torch.nn.ModuleList(layers)
+            return new
+        elif name == "Transformer":
+            encoder = self.convert(module.encoder, f"{path}.encoder" if path else "encoder")
+            decoder = self.convert(module.decoder, f"{path}.decoder" if path else "decoder")
+            dt = _first_float_dtype(list(module.parameters()))
+            new = target(module.d_model, module.nhead, custom_encoder=encoder,
+                         custom_decoder=decoder, batch_first=module.batch_first,
+                         **({"dtype": dtypes.torch_dtype(dt)} if dt is not None else {}))
             return new
         params = inspect.signature(target.__init__).parameters
         if specials.get("bias") is False and "bias" not in params:
@@ -313,6 +351,7 @@ class _ToTorch(_TreeConverter):
         except (ValueError, AssertionError, TypeError) as exc:
             raise _unsupported_tensord(module, path, f"torch.nn.{target.__name__}"
                                        f"(**{kwargs!r}) failed: {exc}") from exc
+        _replace_attention(self, module, new, path)
         own = [k for k in module.state_dict() if "." not in k]
         theirs = [k for k in new.state_dict() if "." not in k]
         if sorted(own) != sorted(theirs):  # e.g. LayerNorm(bias=False) on a torch without it

@@ -404,12 +404,23 @@ def _is_dtype(value) -> bool:
         return False
 
 
-def to_torch_state_dict(state_dict) -> "OrderedDict":
+def to_torch_state_dict(state_dict):
     """{name: torch.Tensor} of a tensord state_dict (numpy arrays or Tensors), for
-    torch.nn.Module.load_state_dict (which casts each to its parameter's dtype)."""
+    torch.nn.Module.load_state_dict (which casts each to its parameter's dtype). An optimizer's
+    state_dict ({"state": ..., "param_groups": [...]}, tensord.optim's) keeps its structure
+    with each state value a torch tensor, for torch.optim.Optimizer.load_state_dict."""
     import torch
-    return OrderedDict((k, torch.from_numpy(np.array(as_array(v), copy=True)))
-                       for k, v in state_dict.items())
+
+    def convert(v):
+        return torch.from_numpy(np.array(as_array(v), copy=True))
+
+    if set(state_dict) == {"state", "param_groups"} and isinstance(
+            state_dict["param_groups"], (list, tuple)):
+        return {"state": {index: {name: None if v is None else convert(v)
+                                  for name, v in values.items()}
+                          for index, values in state_dict["state"].items()},
+                "param_groups": copy.deepcopy(list(state_dict["param_groups"]))}
+    return OrderedDict((k, convert(v)) for k, v in state_dict.items())
 
 
 __all__ = ["Module", "to_torch_state_dict"]

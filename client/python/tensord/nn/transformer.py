@@ -1,265 +1,31 @@
-"""MultiheadAttention, TransformerEncoderLayer and TransformerEncoder (torch.nn's).
+"""The transformer encoder and decoder layers and stacks, and Transformer (torch.nn's).
 
-Parameters carry PyTorch's names (in_proj_weight, in_proj_bias, out_proj.weight, ...; a
-layer's self_attn, linear1, norm1, ...), so a torch state_dict loads as it is. The attention is
-computed over the server's ops in the [batch, heads, length, head_dim] layout, without reading
-any activation's shape, so a forward also runs inside `sess.batch()`:
-
-- the heads are split by multiplying the input with the projection weight seen as [heads,
-  embed, head_dim] (a broadcast `matmul`: one for query, key and value together in
-  self-attention), and merged again by `transpose` + `flatten` before out_proj;
-- need_weights=False (what TransformerEncoderLayer asks for) is the `scaled_dot_product_attention`
-  op; need_weights=True, or dropout > 0 in training mode, is softmax(Q K^T / sqrt(head_dim) +
-  mask) V written out, which returns the weights (averaged over the heads unless
-  average_attn_weights=False).
+Parameters carry PyTorch's names (a layer's self_attn, multihead_attn, linear1, norm1, ...), so
+a torch state_dict loads as it is. The attention is MultiheadAttention (attention.py); like it,
+a forward reads no activation's shape, so it also runs inside `sess.batch()`.
 """
 from __future__ import annotations
 
 import copy
 import math
 
-import numpy as np
 
-from .. import dtypes
-from ..tensor import Tensor
+from .. import defaults, dtypes
+from ..autograd import hints
 from . import functional as F
 from . import init
-from ._call import op as _op
 from .container import ModuleList
 from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
 from .dropout import Dropout
-from .parameter import Factory, as_array
 
 
-class NonDynamicallyQuantizableLinear(Linear):
-    """MultiheadAttention's out_proj: a Linear under PyTorch's class name (so reprs match)."""
+from .attention import MultiheadAttention, _is_torch, _shape
 
 
-def _ndim(value):
-    """ndim of an operand; None for a pending batch output (its shape is not known yet)."""
-    if isinstance(value, Tensor):
-        return None if value.is_lazy else value.ndim
-    return np.ndim(value)
-
-
-def _is_torch(value) -> bool:
-    return type(value).__module__.split(".")[0] == "torch"
-
-
-class _Mask:
-    """An attention mask as an operand the scores broadcast with: `boolean` True means "masked"
-    (PyTorch's convention for MultiheadAttention), else it is added to the scores."""
-
-    def __init__(self, value, boolean: bool):
-        self.value, self.boolean = value, boolean
-
-    @staticmethod
-    def make(mask, dtype, what: str):
-        """`mask` (numpy, torch, list or Tensor; bool, uint8 or floating) as a _Mask whose float
-        values have `dtype` (the layer's parameters')."""
-        if isinstance(mask, Tensor):
-            dt = mask.dtype
-            if dt == np.bool_:
-                return _Mask(mask, True)
-            if not (dtypes.is_bfloat16(dt) or np.dtype(dt).kind == "f"):
-                raise AssertionError(f"only bool and floating types of {what} are supported")
-            if dtypes.name(dt) != dtypes.name(dtype):
-                mask = _op("to_dtype", mask, dtype=dtypes.name(dtype))
-            return _Mask(mask, False)
-        array = as_array(mask)
-        if array.dtype == np.uint8:
-            array = array.astype(np.bool_)
-        if array.dtype == np.bool_:
-            return _Mask(array, True)
-        if array.dtype.kind != "f":
-            raise AssertionError(f"only bool and floating types of {what} are supported")
-        if dtypes.is_bfloat16(dtype):
-            return _Mask(_op("to_dtype", array.astype(np.float32), dtype="bf16"), False)
-        return _Mask(array.astype(dtypes.to_numpy_dtype(dtype), copy=False), False)
-
-    def reshaped(self, fn_numpy, fn_tensor):
-        value = fn_numpy(self.value) if isinstance(self.value, np.ndarray) else \
-            fn_tensor(self.value)
-        return _Mask(value, self.boolean)
-
-    def additive(self, dtype):
-        """The mask as a float operand to add: -inf where a bool mask is True, else 0."""
-        if not self.boolean:
-            return self.value
-        if isinstance(self.value, np.ndarray):
-            if dtypes.is_bfloat16(dtype):
-                return _op("to_dtype", np.where(self.value, -np.inf, 0.0).astype(np.float32),
-                           dtype="bf16")
-            return np.where(self.value, -np.inf, 0.0).astype(dtypes.to_numpy_dtype(dtype))
-        zeros_ones = _op("to_dtype", self.value, dtype=dtypes.name(dtype))
-        return _op("masked_fill", zeros_ones, self.value, value=-math.inf)
-
-    def keep(self):
-        """A bool mask as the scaled_dot_product_attention op takes it: True where kept."""
-        if isinstance(self.value, np.ndarray):
-            return ~self.value
-        return _op("logical_not", self.value)
-
-    def apply(self, scores):
-        if self.boolean:
-            return _op("masked_fill", scores, self.value, value=-math.inf)
-        return scores + self.value
-
-
-def _split_heads(x, weight, bias, heads: int, head_dim: int, in_features: int):
-    """x [..., L, in_features] times weight [heads * head_dim, in_features] (+ bias), as
-    [..., heads, L, head_dim]: the weight seen as [heads, in_features, head_dim], a broadcast
-    matmul. (Sizes are given: the weight may be a pending slice inside a batch.)"""
-    w = _op("transpose", weight.reshape(heads, head_dim, in_features), dim0=-1, dim1=-2)
-    y = _op("unsqueeze", x, dim=-3) @ w
-    if bias is not None:
-        y = y + bias.reshape(heads, 1, head_dim)
-    return y
-
-
-class MultiheadAttention(Module):
-    """torch.nn.MultiheadAttention: forward(query, key, value, key_padding_mask=None,
-    need_weights=True, attn_mask=None, average_attn_weights=True, is_causal=False) returns
-    (attn_output, attn_weights or None). Inputs are [L, N, E] ([N, L, E] with batch_first) or
-    unbatched [L, E]. in_proj_weight draws xavier_uniform, the biases are zeros, as PyTorch's.
-    kdim/vdim other than embed_dim give q_proj_weight, k_proj_weight and v_proj_weight instead
-    of in_proj_weight, as PyTorch. add_bias_kv and add_zero_attn are not supported.
-
-    Masks: attn_mask [L, S] or [N * num_heads, L, S]; key_padding_mask [N, S] ([S] unbatched);
-    a bool mask is True where attention is not allowed, a float one is added to the scores.
-    is_causal is a hint about attn_mask, as in PyTorch 2 (attn_mask is still required)."""
-
-    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim=None, vdim=None,
-                 batch_first: bool = False, device=None, dtype=None, *, session=None):
-        super().__init__()
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError("tensord: MultiheadAttention supports neither add_bias_kv "
-                                      "nor add_zero_attn")
-        if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
-                             f"embed_dim={embed_dim} and num_heads={num_heads} instead")
-        self.embed_dim = embed_dim
-        self.kdim = kdim if kdim is not None else embed_dim
-        self.vdim = vdim if vdim is not None else embed_dim
-        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
-        self.num_heads, self.dropout, self.batch_first = num_heads, dropout, batch_first
-        self.head_dim = embed_dim // num_heads
-        if self.head_dim * num_heads != embed_dim:
-            raise AssertionError("embed_dim must be divisible by num_heads")
-        factory = Factory(session, device, dtype, what="tensord.nn.MultiheadAttention")
-        if self._qkv_same_embed_dim:
-            self.in_proj_weight = factory.parameter(
-                init.xavier_uniform_(np.empty((3 * embed_dim, embed_dim))))
-            for name in ("q_proj_weight", "k_proj_weight", "v_proj_weight"):
-                self.register_parameter(name, None)
-        else:
-            for name, dim in (("q", embed_dim), ("k", self.kdim), ("v", self.vdim)):
-                setattr(self, f"{name}_proj_weight", factory.parameter(
-                    init.xavier_uniform_(np.empty((embed_dim, dim)))))
-            self.register_parameter("in_proj_weight", None)
-        if bias:
-            self.in_proj_bias = factory.parameter(np.zeros(3 * embed_dim))
-        else:
-            self.register_parameter("in_proj_bias", None)
-        self.out_proj = NonDynamicallyQuantizableLinear(embed_dim, embed_dim, bias=bias,
-                                                        device=device, dtype=dtype,
-                                                        session=factory.session)
-        if bias:
-            self.out_proj.load_state_dict({"bias": np.zeros(embed_dim)}, strict=False)
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = add_zero_attn
-
-    def _projections(self, query, key, value):
-        """q, k, v as [..., heads, L or S, head_dim]."""
-        h, e = self.num_heads, self.embed_dim
-        b = self.in_proj_bias
-        if self._qkv_same_embed_dim and query is key and key is value:
-            qkv = _split_heads(query, self.in_proj_weight, b, 3 * h, self.head_dim, e)
-            return _op("chunk", qkv, chunks=3, dim=-3, num_outputs=3)
-        if self._qkv_same_embed_dim:
-            w = self.in_proj_weight
-            weights = [w[0:e], w[e:2 * e], w[2 * e:]]
-        else:
-            weights = [self.q_proj_weight, self.k_proj_weight, self.v_proj_weight]
-        biases = [None] * 3 if b is None else [b[0:e], b[e:2 * e], b[2 * e:]]
-        return tuple(_split_heads(x, w, bb, h, self.head_dim, d) for x, w, bb, d in
-                     zip((query, key, value), weights, biases, (e, self.kdim, self.vdim)))
-
-    def _masks(self, attn_mask, key_padding_mask, batched: bool, dtype):
-        masks = []
-        h = self.num_heads
-        if attn_mask is not None:
-            mask = _Mask.make(attn_mask, dtype, "attn_mask")
-            nd = _ndim(mask.value)
-            if nd == 3 and batched:  # [N * heads, L, S] -> [N, heads, L, S]
-                mask = mask.reshaped(lambda a: a.reshape(-1, h, *a.shape[-2:]),
-                                     lambda t: t.reshape(-1, h, *t.shape[-2:]))
-            elif nd not in (2, 3):
-                raise RuntimeError(f"attn_mask's dimension {nd} is not supported")
-            masks.append(mask)
-        if key_padding_mask is not None:
-            mask = _Mask.make(key_padding_mask, dtype, "key_padding_mask")
-            if batched:  # [N, S] -> [N, 1, 1, S]
-                mask = mask.reshaped(lambda a: a[:, None, None, :],
-                                     lambda t: _op("unsqueeze", _op("unsqueeze", t, dim=1),
-                                                   dim=1))
-            masks.append(mask)
-        return masks
-
-    def forward(self, query, key, value, key_padding_mask=None, need_weights: bool = True,
-                attn_mask=None, average_attn_weights: bool = True, is_causal: bool = False):
-        if is_causal and attn_mask is None:
-            raise RuntimeError("Need attn_mask if specifying the is_causal hint.")
-        nd = _ndim(query)
-        batched = nd is None or nd == 3  # a pending batch output is taken as batched
-        if nd is not None and nd not in (2, 3):
-            raise AssertionError(f"query should be unbatched 2D or batched 3D tensor but "
-                                 f"received {nd}-D query tensor")
-        dtype = self.out_proj.weight.dtype
-        if batched and not self.batch_first:  # [L, N, E] -> [N, L, E], keeping `is`
-            same_kv, same_qk = key is value, query is key
-            query = _op("transpose", query, dim0=0, dim1=1)
-            key = query if same_qk else _op("transpose", key, dim0=0, dim1=1)
-            value = key if same_kv else _op("transpose", value, dim0=0, dim1=1)
-        q, k, v = self._projections(query, key, value)
-        masks = self._masks(attn_mask, key_padding_mask, batched, dtype)
-        dropout = self.dropout if self.training else 0.0
-        weights = None
-        if need_weights or dropout > 0.0:
-            scores = (q / math.sqrt(self.head_dim)) @ _op("transpose", k, dim0=-2, dim1=-1)
-            for mask in masks:
-                scores = mask.apply(scores)
-            weights = F.softmax(scores, dim=-1)
-            attended = F.dropout(weights, dropout, training=True) if dropout > 0 else weights
-            out = attended @ v
-        else:
-            if not masks:
-                operand = None
-            elif len(masks) == 1:
-                operand = masks[0].keep() if masks[0].boolean else masks[0].value
-            elif all(m.boolean for m in masks) and all(isinstance(m.value, np.ndarray)
-                                                       for m in masks):
-                operand = ~(masks[0].value | masks[1].value)
-            else:  # one additive mask (numpy + numpy stays in the client)
-                operand = masks[0].additive(dtype) + masks[1].additive(dtype)
-            out = F.scaled_dot_product_attention(q, k, v, operand)
-        # [..., heads, L, head_dim] -> [..., L, E] -> out_proj
-        out = _op("flatten", _op("transpose", out, dim0=-3, dim1=-2), start_dim=-2)
-        out = self.out_proj(out)
-        if batched and not self.batch_first:
-            out = _op("transpose", out, dim0=0, dim1=1)
-        if not need_weights:
-            return out, None
-        if average_attn_weights:
-            weights = _op("mean", weights, dim=[-3])
-        return out, weights
-
-
-def _activation(activation):
-    """TransformerEncoderLayer's activation: "relu" / "gelu", tensord.nn.functional's relu or
+def _activation(activation, what: str = "TransformerEncoderLayer"):
+    """A transformer layer's activation: "relu" / "gelu", tensord.nn.functional's relu or
     gelu, torch.nn.functional's (mapped by name), or any callable (a Module is registered as a
     child, as in PyTorch)."""
     if isinstance(activation, str):
@@ -273,7 +39,7 @@ def _activation(activation):
         name = getattr(activation, "__name__", "")
         if name in ("relu", "gelu"):
             return getattr(F, name)
-        raise TypeError(f"tensord: TransformerEncoderLayer cannot run torch's {activation!r}; "
+        raise TypeError(f"tensord: {what} cannot run torch's {activation!r}; "
                         "pass 'relu', 'gelu' or a tensord callable")
     if not callable(activation):
         raise TypeError(f"activation must be a string or a callable, not {activation!r}")
@@ -356,5 +122,176 @@ class TransformerEncoder(Module):
         return output
 
 
-__all__ = ["MultiheadAttention", "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer",
-           "TransformerEncoder"]
+class TransformerDecoderLayer(Module):
+    """torch.nn.TransformerDecoderLayer: self-attention over tgt (self_attn), attention from
+    tgt to memory (multihead_attn) and a feed-forward block (linear1, activation, linear2), each
+    with dropout, a residual connection and a LayerNorm (norm1, norm2, norm3: after the block,
+    or before it with norm_first=True). forward(tgt, memory, tgt_mask=None, memory_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None, tgt_is_causal=False,
+    memory_is_causal=False)."""
+
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", layer_norm_eps: float = 1e-5,
+                 batch_first: bool = False, norm_first: bool = False, bias: bool = True,
+                 device=None, dtype=None, *, session=None):
+        super().__init__()
+        fk = {"device": device, "dtype": dtype, "session": session}
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                            batch_first=batch_first, **fk)
+        self.multihead_attn = MultiheadAttention(d_model, nhead, dropout=dropout, bias=bias,
+                                                 batch_first=batch_first, **fk)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, **fk)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, **fk)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+        self.norm3 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        self.dropout3 = Dropout(dropout)
+        self.activation = _activation(activation, "TransformerDecoderLayer")
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal: bool = False,
+                memory_is_causal: bool = False):
+        x = tgt
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), tgt_mask, tgt_key_padding_mask, tgt_is_causal)
+            x = x + self._mha_block(self.norm2(x), memory, memory_mask, memory_key_padding_mask,
+                                    memory_is_causal)
+            x = x + self._ff_block(self.norm3(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, tgt_mask, tgt_key_padding_mask, tgt_is_causal))
+            x = self.norm2(x + self._mha_block(x, memory, memory_mask, memory_key_padding_mask,
+                                               memory_is_causal))
+            x = self.norm3(x + self._ff_block(x))
+        return x
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _mha_block(self, x, mem, attn_mask, key_padding_mask, is_causal):
+        x = self.multihead_attn(x, mem, mem, attn_mask=attn_mask,
+                                key_padding_mask=key_padding_mask, need_weights=False,
+                                is_causal=is_causal)[0]
+        return self.dropout2(x)
+
+    def _ff_block(self, x):
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.dropout3(x)
+
+
+class TransformerDecoder(Module):
+    """torch.nn.TransformerDecoder: num_layers copies of decoder_layer (copy.deepcopy), then
+    `norm` if given. forward(tgt, memory, tgt_mask=None, memory_mask=None,
+    tgt_key_padding_mask=None, memory_key_padding_mask=None, tgt_is_causal=None,
+    memory_is_causal=False); every layer attends to the same memory."""
+
+    def __init__(self, decoder_layer, num_layers: int, norm=None):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(decoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def forward(self, tgt, memory, tgt_mask=None, memory_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, tgt_is_causal=None,
+                memory_is_causal: bool = False):
+        output = tgt
+        for layer in self.layers:
+            output = layer(output, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                           tgt_key_padding_mask=tgt_key_padding_mask,
+                           memory_key_padding_mask=memory_key_padding_mask,
+                           tgt_is_causal=bool(tgt_is_causal),
+                           memory_is_causal=bool(memory_is_causal))
+        if self.norm is not None:
+            output = self.norm(output)
+        return output
+
+
+class Transformer(Module):
+    """torch.nn.Transformer: a TransformerEncoder (num_encoder_layers, a final LayerNorm) and a
+    TransformerDecoder (num_decoder_layers, a final LayerNorm), or custom_encoder /
+    custom_decoder; every parameter of more than one dimension then drawn xavier_uniform (one
+    batch of `assign`s), as PyTorch's _reset_parameters. forward(src, tgt, src_mask=None,
+    tgt_mask=None, memory_mask=None, src_key_padding_mask=None, tgt_key_padding_mask=None,
+    memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+    memory_is_causal=False) returns the decoder's output ([T, N, E], [N, T, E] with
+    batch_first, or unbatched [T, E])."""
+
+    def __init__(self, d_model: int = 512, nhead: int = 8, num_encoder_layers: int = 6,
+                 num_decoder_layers: int = 6, dim_feedforward: int = 2048,
+                 dropout: float = 0.1, activation="relu", custom_encoder=None,
+                 custom_decoder=None, layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, device=None, dtype=None, *,
+                 session=None):
+        super().__init__()
+        fk = {"device": device, "dtype": dtype, "session": session}
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps,
+                      batch_first, norm_first, bias)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(*layer_args, **fk)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+            self.encoder = TransformerEncoder(layer, num_encoder_layers, norm)
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(*layer_args, **fk)
+            norm = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, **fk)
+            self.decoder = TransformerDecoder(layer, num_decoder_layers, norm)
+        self._reset_parameters()
+        self.d_model = d_model
+        self.nhead = nhead
+        self.batch_first = batch_first
+
+    def _reset_parameters(self) -> None:
+        by_session = {}
+        for p in self.parameters():
+            if len(p.shape) > 1:
+                by_session.setdefault(p.session, []).append(p)
+        for sess, params in by_session.items():
+            with hints(), sess.no_grad(), sess.batch():
+                for p in params:
+                    init.xavier_uniform_(p)
+
+    def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None,
+                src_key_padding_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
+                memory_is_causal: bool = False):
+        src_shape, tgt_shape = _shape(src), _shape(tgt)
+        if src_shape is not None and tgt_shape is not None:
+            if len(src_shape) == 3 and len(tgt_shape) == 3:
+                b = 0 if self.batch_first else 1
+                if src_shape[b] != tgt_shape[b]:
+                    raise RuntimeError("the batch number of src and tgt must be equal")
+            if src_shape[-1] != self.d_model or tgt_shape[-1] != self.d_model:
+                raise RuntimeError("the feature number of src and tgt must be equal to "
+                                   "d_model")
+        memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
+                              is_causal=src_is_causal)
+        return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
+                            tgt_key_padding_mask=tgt_key_padding_mask,
+                            memory_key_padding_mask=memory_key_padding_mask,
+                            tgt_is_causal=tgt_is_causal, memory_is_causal=memory_is_causal)
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None, *, session=None):
+        """A [sz, sz] float mask, -inf above the diagonal and 0 elsewhere (PyTorch's causal
+        mask), made on the server (`full` then `triu`) in `session` (else the default one):
+        a tensor of dtype `dtype` (float32 by default) on `device`."""
+        sess = session or defaults.get_session(
+            required=True, what="tensord.nn.Transformer.generate_square_subsequent_mask")
+        name = dtypes.name(dtype) if dtype is not None else "f32"
+        attrs = {"device": str(device)} if device is not None else {}
+        with sess.batch():
+            full = sess.op("full", shape=[int(sz), int(sz)], value=-math.inf, dtype=name,
+                           **attrs)
+            return sess.op("triu", full, diagonal=1)
+
+
+__all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderLayer",
+           "TransformerDecoder", "Transformer"]

@@ -8,6 +8,7 @@ class Adam(Optimizer):
     """torch.optim.Adam (L2 weight decay added to the gradient), with amsgrad and maximize."""
 
     op = "adam"
+    global_names = ("amsgrad",)
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, maximize: bool = False):
@@ -21,6 +22,10 @@ class Adam(Optimizer):
         # amsgrad is one setting for all groups: the state is made once per parameter.
         return ("exp_avg", "exp_avg_sq", "step") + \
             (("max_exp_avg_sq",) if self.defaults["amsgrad"] else ())
+
+    def _saved_state(self, tensors: dict) -> dict:
+        return {name: tensors[name] for name in ("step", "exp_avg", "exp_avg_sq",
+                                                 "max_exp_avg_sq") if name in tensors}
 
     def _check(self, hp) -> None:
         check_at_least(self.op, "lr", hp["lr"])

@@ -27,3 +27,14 @@ class SGD(Optimizer):
 
     def _needs_state(self, hp) -> bool:
         return hp["momentum"] != 0
+
+    def _saved_state(self, tensors: dict) -> dict:
+        # torch.optim.SGD keeps only the buffer: the step count is tensord's way of knowing
+        # that the buffer was started.
+        return {"momentum_buffer": tensors["momentum_buffer"]}
+
+    def _loaded_state(self, values: dict, index) -> dict | None:
+        buf = values.get("momentum_buffer")
+        if buf is None:  # torch's momentum=0 state, or none: the buffer starts at next step
+            return None
+        return {"momentum_buffer": buf, "step": values.get("step", 1.0)}
