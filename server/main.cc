@@ -69,6 +69,10 @@ ABSL_FLAG(std::string, collective_address, "",
           "the address (host name or IP of this machine) the peers of a process group reach "
           "this server's collectives at; empty: the host name, or the loopback address where "
           "the host name does not resolve (env TENSORD_COLLECTIVE_ADDRESS)");
+ABSL_FLAG(std::vector<std::string>, collective_rendezvous_prefix, {},
+          "when set, a process group's rendezvous URI must start with one of these "
+          "(comma-separated, e.g. file:///shared/rendezvous/,redis://redis:6379); default any "
+          "(env TENSORD_COLLECTIVE_RENDEZVOUS_PREFIX)");
 ABSL_FLAG(std::vector<std::string>, plugin, {},
           "custom-op plugin (shared library) to load; comma-separated and repeatable, see "
           "docs/plugins.md (env TENSORD_PLUGINS, comma-separated)");
@@ -139,6 +143,7 @@ bool ApplyEnvironment() {
       {"max_shared_memory_regions_per_session", "TENSORD_MAX_SHARED_MEMORY_REGIONS_PER_SESSION"},
       {"collective_timeout", "TENSORD_COLLECTIVE_TIMEOUT"},
       {"collective_address", "TENSORD_COLLECTIVE_ADDRESS"},
+      {"collective_rendezvous_prefix", "TENSORD_COLLECTIVE_RENDEZVOUS_PREFIX"},
       {"plugin", "TENSORD_PLUGINS"},
       {"tls_cert", "TENSORD_TLS_CERT"},
       {"tls_key", "TENSORD_TLS_KEY"},
@@ -266,6 +271,9 @@ int main(int argc, char** argv) {
   options.collective_timeout_ms =
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_collective_timeout));
   options.collective_address = absl::GetFlag(FLAGS_collective_address);
+  for (const std::string& prefix : absl::GetFlag(FLAGS_collective_rendezvous_prefix)) {
+    if (!prefix.empty()) options.collective_rendezvous_prefixes.push_back(prefix);
+  }
   for (const std::string& plugin : absl::GetFlag(FLAGS_plugin)) {
     if (!plugin.empty()) options.plugins.push_back(plugin);
   }

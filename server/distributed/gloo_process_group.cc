@@ -389,6 +389,24 @@ class GlooProcessGroup final : public ProcessGroup {
 absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& options,
                                                         const CollectiveConfig& config) {
   const Metadata md = {{"group", options.name}, {"rank", absl::StrCat(options.rank)}};
+  if (options.world_size > kMaxWorldSize) {
+    return Error(Reason::kLimitExceeded,
+                 absl::StrCat("JoinGroup: world_size ", options.world_size, " is above ",
+                              kMaxWorldSize, " ranks"),
+                 {{"limit", "max_world_size"},
+                  {"value", absl::StrCat(options.world_size)},
+                  {"max", absl::StrCat(kMaxWorldSize)}});
+  }
+  if (!config.rendezvous_prefixes.empty() &&
+      std::none_of(config.rendezvous_prefixes.begin(), config.rendezvous_prefixes.end(),
+                   [&](const std::string& p) { return absl::StartsWith(options.rendezvous, p); })) {
+    return Error(
+        Reason::kInvalidRequest,
+        absl::StrCat("JoinGroup: rendezvous '", options.rendezvous,
+                     "' is not one this server allows (--collective-rendezvous-prefix: ",
+                     absl::StrJoin(config.rendezvous_prefixes, ", "), ")"),
+        {{"field", "rendezvous"}, {"value", options.rendezvous}, {"cause", "not_allowed"}});
+  }
   if (options.world_size < 1 || options.rank < 0 || options.rank >= options.world_size) {
     return Error(Reason::kInvalidRequest,
                  absl::StrCat("JoinGroup: rank ", options.rank,
@@ -402,17 +420,20 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& opti
                               kMaxGroupNameBytes, " bytes)"),
                  {{"field", "group"}, {"value", options.name}});
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<gloo::rendezvous::Store> store,
+  ASSIGN_OR_RETURN(std::unique_ptr<GroupStore> store,
                    OpenRendezvous(options.rendezvous, options.name, config.timeout));
   ASSIGN_OR_RETURN(std::shared_ptr<gloo::transport::Device> device, Device(config.address));
   const std::string joined = "joined/";
   // The store keeps what an earlier launch of the same name wrote; joining on it would meet
   // stale addresses.
-  bool reused = true;
+  bool reused = false;
   try {
-    store->wait({absl::StrCat(joined, options.rank)}, std::chrono::milliseconds(1));
-  } catch (const std::exception&) {
-    reused = false;
+    reused = store->Has(absl::StrCat(joined, options.rank));
+  } catch (const std::exception& e) {
+    return Error(Reason::kPeerUnavailable,
+                 absl::StrCat("JoinGroup: cannot read the rendezvous store '", options.rendezvous,
+                              "': ", e.what()),
+                 {{"group", options.name}, {"cause", "rendezvous"}});
   }
   if (reused) {
     return Error(Reason::kInvalidRequest,

@@ -1,6 +1,7 @@
 #include "server/distributed/gloo_rendezvous.h"
 
 #include <exception>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -15,16 +16,26 @@
 namespace tensord::distributed {
 namespace {
 
-// A store whose every wait (and the wait inside get) takes the server's collective timeout,
-// under the group's prefix.
-class GroupStore : public gloo::rendezvous::Store {
+// Gloo's file store keeps its check (a key is there now) protected; the Redis store's is public.
+class FileStore : public gloo::rendezvous::FileStore {
  public:
-  GroupStore(std::unique_ptr<gloo::rendezvous::Store> base, const std::string& group,
-             std::chrono::milliseconds timeout)
+  using gloo::rendezvous::FileStore::check;
+  using gloo::rendezvous::FileStore::FileStore;
+};
+using Check = std::function<bool(const std::vector<std::string>&)>;
+
+// Keys under the group's prefix, joined as Gloo's PrefixStore joins them ("<prefix>/<key>").
+class PrefixedGroupStore : public GroupStore {
+ public:
+  PrefixedGroupStore(std::unique_ptr<gloo::rendezvous::Store> base, Check check,
+                     const std::string& group, std::chrono::milliseconds timeout)
       : base_(std::move(base)),
-        prefixed_(absl::StrCat("tensord/", group), *base_),
+        check_(std::move(check)),
+        prefix_(absl::StrCat("tensord/", group)),
+        prefixed_(prefix_, *base_),
         timeout_(timeout) {}
 
+  bool Has(const std::string& key) override { return check_({absl::StrCat(prefix_, "/", key)}); }
   void set(const std::string& key, const std::vector<char>& data) override {
     prefixed_.set(key, data);
   }
@@ -40,6 +51,8 @@ class GroupStore : public gloo::rendezvous::Store {
 
  private:
   std::unique_ptr<gloo::rendezvous::Store> base_;
+  Check check_;
+  std::string prefix_;
   gloo::rendezvous::PrefixStore prefixed_;
   std::chrono::milliseconds timeout_;
 };
@@ -53,14 +66,20 @@ absl::Status BadUri(const std::string& uri, absl::string_view why) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<gloo::rendezvous::Store>> OpenRendezvous(
-    const std::string& uri, const std::string& group, std::chrono::milliseconds timeout) {
+absl::StatusOr<std::unique_ptr<GroupStore>> OpenRendezvous(const std::string& uri,
+                                                           const std::string& group,
+                                                           std::chrono::milliseconds timeout) {
   std::unique_ptr<gloo::rendezvous::Store> base;
+  Check check;
   try {
     if (absl::StartsWith(uri, "file://")) {
       std::string path = uri.substr(7);
       if (path.empty() || path[0] != '/') return BadUri(uri, "needs an absolute path");
-      base = std::make_unique<gloo::rendezvous::FileStore>(path);
+      auto file = std::make_unique<FileStore>(path);
+      check = [store = file.get()](const std::vector<std::string>& keys) {
+        return store->check(keys);
+      };
+      base = std::move(file);
     } else if (absl::StartsWith(uri, "redis://")) {
       std::string hostport = uri.substr(8);
       while (!hostport.empty() && hostport.back() == '/') hostport.pop_back();
@@ -74,7 +93,11 @@ absl::StatusOr<std::unique_ptr<gloo::rendezvous::Store>> OpenRendezvous(
         }
       }
       if (host.empty()) return BadUri(uri, "names no host");
-      base = std::make_unique<gloo::rendezvous::RedisStore>(host, port);
+      auto redis = std::make_unique<gloo::rendezvous::RedisStore>(host, port);
+      check = [store = redis.get()](const std::vector<std::string>& keys) {
+        return store->check(keys);
+      };
+      base = std::move(redis);
     } else {
       return BadUri(uri, "has an unknown scheme");
     }
@@ -84,7 +107,7 @@ absl::StatusOr<std::unique_ptr<gloo::rendezvous::Store>> OpenRendezvous(
         absl::StrCat("JoinGroup: cannot open the rendezvous store '", uri, "': ", e.what()),
         {{"group", group}, {"cause", "rendezvous"}});
   }
-  return std::make_unique<GroupStore>(std::move(base), group, timeout);
+  return std::make_unique<PrefixedGroupStore>(std::move(base), std::move(check), group, timeout);
 }
 
 }  // namespace tensord::distributed

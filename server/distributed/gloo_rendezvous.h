@@ -14,10 +14,18 @@
 
 namespace tensord::distributed {
 
+// A group's view of a store: its keys under the group's name, and every wait and get taking
+// the server's collective timeout (Gloo's stores would wait 30 s).
+class GroupStore : public gloo::rendezvous::Store {
+ public:
+  // Whether `key` is there now, without waiting.
+  virtual bool Has(const std::string& key) = 0;
+};
+
 // INVALID_REQUEST for an unknown scheme or malformed URI; PEER_UNAVAILABLE
-// (cause=rendezvous) when the store cannot be reached. Every wait and get on the store takes
-// `timeout` (Gloo's stores would wait 30 s).
-absl::StatusOr<std::unique_ptr<gloo::rendezvous::Store>> OpenRendezvous(
-    const std::string& uri, const std::string& group, std::chrono::milliseconds timeout);
+// (cause=rendezvous) when the store cannot be reached.
+absl::StatusOr<std::unique_ptr<GroupStore>> OpenRendezvous(const std::string& uri,
+                                                           const std::string& group,
+                                                           std::chrono::milliseconds timeout);
 
 }  // namespace tensord::distributed

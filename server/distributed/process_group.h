@@ -25,7 +25,13 @@ struct CollectiveConfig {
   // The address peers reach this server's collectives at (a host name or IP address of this
   // machine); empty: the machine's host name.
   std::string address;
+  // When not empty, a rendezvous URI must start with one of these (a file store writes files
+  // into the directory it names, a Redis store makes the server connect where it says).
+  std::vector<std::string> rendezvous_prefixes;
 };
+
+// The most ranks a group may have (a full mesh: each rank connects to every other).
+inline constexpr int kMaxWorldSize = 4096;
 
 struct GroupOptions {
   std::string name;

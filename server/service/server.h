@@ -55,6 +55,7 @@ struct ServerOptions {
   // reach this server's collectives at (empty: the host name).
   int64_t collective_timeout_ms = 60000;
   std::string collective_address;
+  std::vector<std::string> collective_rendezvous_prefixes;  // empty: any rendezvous
   // More services on the same port (benchmark baselines); not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;
   // Custom-op plugins (shared libraries, see docs/plugins.md) whose ops this server adds to

@@ -361,6 +361,35 @@ def test_a_rank_that_never_arrives_is_peer_unavailable(group):
     assert err.value.reason == "PEER_UNAVAILABLE" and err.value.metadata["cause"] == "broken"
 
 
+def test_a_server_may_allow_only_its_rendezvous_stores(tmp_path_factory, tmp_path):
+    """--collective-rendezvous-prefix: other URIs are refused before the server writes a file
+    or connects anywhere; world sizes past the limit are refused too."""
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    proc = ServerProcess(server_binary(), tmp_path_factory.mktemp("allow") / "tensord.log",
+                         ["--collective-address=127.0.0.1",
+                          f"--collective-rendezvous-prefix=file://{allowed}/,redis://10.9.8.7:"])
+    proc.start()
+    try:
+        with tensord.connect(proc.address) as c:
+            s = c.session()
+            for uri in [f"file://{tmp_path}/elsewhere", "redis://127.0.0.1:6379",
+                        f"file://{allowed}"]:
+                with pytest.raises(tensord.TensordError) as err:
+                    s.join_group(f"a-{uuid.uuid4().hex[:8]}", 0, 1, uri)
+                assert err.value.reason == "INVALID_REQUEST", uri
+                assert err.value.metadata["cause"] == "not_allowed", uri
+            assert not list(tmp_path.glob("elsewhere*"))
+            with pytest.raises(tensord.TensordError) as err:
+                s.join_group("huge", 0, 5000, f"file://{allowed}/")
+            assert err.value.reason == "LIMIT_EXCEEDED"
+            assert err.value.metadata["limit"] == "max_world_size"
+            info = s.join_group(f"a-{uuid.uuid4().hex[:8]}", 0, 1, f"file://{allowed}/")
+            assert info.world_size == 1
+    finally:
+        proc.stop()
+
+
 def test_rendezvous_timeout_names_the_missing_rank(servers, tmp_path):
     s = servers[0].session()
     started = time.monotonic()
