@@ -36,6 +36,24 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_serving(address: str, proc, timeout: float) -> tuple:
+    """Polls `address`'s health check until it answers SERVING (True), `proc` exits or the
+    timeout passes (False); also returns the last error seen. A fresh channel per probe: one
+    whose first connect was refused (nothing listening yet) waits out gRPC's reconnect
+    backoff, seconds in all."""
+    last = ""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            with tensord.connect(address) as probe:
+                if probe.health(timeout=1.0) == "SERVING":
+                    return True, last
+        except tensord.TensordError as exc:
+            last = str(exc)
+        time.sleep(0.05)
+    return False, last
+
+
 class ServerProcess:
     def __init__(self, binary: Path, log_path: Path, extra_args=()):
         self.binary = binary
@@ -54,21 +72,11 @@ class ServerProcess:
                 [str(self.binary), f"--address={address}", *self.extra_args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             log.close()
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    break  # exited (e.g. the port was taken meanwhile): try another port
-                # A fresh channel per probe: one whose first connect was refused (the server
-                # not listening yet) waits out gRPC's reconnect backoff, seconds in all.
-                try:
-                    with tensord.connect(address) as probe:
-                        if probe.health(timeout=1.0) == "SERVING":
-                            self.address = address
-                            return address
-                except tensord.TensordError as exc:
-                    last = str(exc)
-                time.sleep(0.05)
-            self.stop()
+            serving, last = wait_serving(address, self.proc, timeout)
+            if serving:
+                self.address = address
+                return address
+            self.stop()  # exited (e.g. the port was taken meanwhile): try another port
         raise RuntimeError(f"tensord server {self.binary} did not become healthy ({last}); "
                            f"log:\n{self.log_tail()}")
 

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 import tensord
-from conftest import REPO, ServerProcess, _free_port, server_binary
+from conftest import REPO, ServerProcess, _free_port, server_binary, wait_serving
 from tensord._pb import service_pb2, service_pb2_grpc
 from tensord.client import SESSION_METADATA_KEY
 
@@ -103,16 +103,9 @@ http {{
                 start_new_session=True)
             out.close()
             address = f"127.0.0.1:{port}"
-            deadline = time.monotonic() + timeout
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    with tensord.connect(address) as probe:
-                        if probe.health(timeout=1.0) == "SERVING":
-                            self.address = address
-                            return address
-                except tensord.TensordError:
-                    pass
-                time.sleep(0.05)
+            if wait_serving(address, self.proc, timeout)[0]:
+                self.address = address
+                return address
             self.stop()  # the port was taken meanwhile, or it never answered: try again
         raise RuntimeError(f"nginx did not serve tensord's health check; error log:\n"
                            f"{self.log_tail()}")
