@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <exception>
 #include <map>
@@ -54,6 +55,14 @@ using Clock = std::chrono::steady_clock;
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> Device(const std::string& address) {
   static absl::Mutex mu;
   static auto* devices = new std::map<std::string, std::shared_ptr<gloo::transport::Device>>();
+  // Gloo writes to its peers with plain write(2): a peer that died would raise SIGPIPE, whose
+  // default action ends this process too. Ignored, the write fails with EPIPE, which Gloo turns
+  // into the error the collective reports.
+  static const bool sigpipe_ignored = [] {
+    std::signal(SIGPIPE, SIG_IGN);
+    return true;
+  }();
+  (void)sigpipe_ignored;
   absl::MutexLock lock(&mu);
   auto it = devices->find(address);
   if (it != devices->end()) return it->second;

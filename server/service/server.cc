@@ -268,6 +268,8 @@ void TensordServer::Shutdown() {
     if (grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService()) {
       health->Shutdown();  // health checks report NOT_SERVING while calls drain
     }
+    // A collective moving data finishes; one still waiting for its peers fails now.
+    core_->sessions().AbortGroups();
     server_->Shutdown(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(options_.shutdown_grace_ms));
   }

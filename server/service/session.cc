@@ -445,6 +445,15 @@ int SessionManager::Reap(absl::Time now) {
   return static_cast<int>(expired.size());
 }
 
+void SessionManager::AbortGroups() {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, session] : sessions_) sessions.push_back(session);
+  }
+  for (const auto& session : sessions) session->AbortGroup();
+}
+
 size_t SessionManager::size() const {
   absl::MutexLock lock(&mu_);
   return sessions_.size();

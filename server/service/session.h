@@ -216,6 +216,9 @@ class SessionManager {
   // Collects sessions idle past their TTL at `now`; returns how many. The reaper calls it.
   int Reap(absl::Time now);
   size_t size() const;
+  // Makes every collective that waits for its peers fail now (the server is stopping): such a
+  // wait would otherwise hold its call, and the shutdown, up to the collective timeout.
+  void AbortGroups();
   // Every session's holdings now.
   std::vector<SessionUsage> Usage() const;
   // Called by the reaper, outside any lock, with each session it collected (before its

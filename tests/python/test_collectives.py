@@ -417,6 +417,39 @@ def test_closing_a_session_ends_its_wait(group):
     assert time.monotonic() - started < TIMEOUT_S
 
 
+def test_a_stopping_server_ends_its_waits_for_peers(tmp_path_factory, tmp_path):
+    """SIGTERM while rank 0 waits in all_reduce for a rank that never calls: the server stops
+    within its shutdown grace, not after the 30 s collective timeout."""
+    procs = []
+    for r in range(2):
+        p = ServerProcess(server_binary(), tmp_path_factory.mktemp(f"stop{r}") / "tensord.log",
+                          ["--collective-address=127.0.0.1", "--collective-timeout=30s",
+                           "--shutdown-grace=1s"])
+        p.start()
+        procs.append(p)
+    clients = [tensord.connect(p.address) for p in procs]
+    try:
+        sessions = [c.session() for c in clients]
+        name = f"t-{uuid.uuid4().hex[:8]}"
+        values(run_ranks(lambda r, s: s.join_group(name, r, 2, f"file://{tmp_path}"), sessions))
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            s = sessions[0]
+            waiting = pool.submit(lambda: s.op("all_reduce", s.tensor(np.ones(2))))
+            time.sleep(0.5)
+            started = time.monotonic()
+            procs[0].proc.send_signal(signal.SIGTERM)
+            assert procs[0].proc.wait(timeout=20) == 0
+            took = time.monotonic() - started
+            with pytest.raises(tensord.TensordError):
+                waiting.result(timeout=5)
+        assert took < 10, took
+    finally:
+        for c in clients:
+            c.close()
+        for p in procs:
+            p.stop()
+
+
 def test_a_killed_rank_fails_the_others_at_once(tmp_path_factory, tmp_path):
     procs = start_servers(tmp_path_factory, 2, "killed")
     clients = [tensord.connect(p.address) for p in procs]
