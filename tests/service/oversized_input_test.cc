@@ -530,7 +530,7 @@ class OversizedInputTest : public ServiceTest {
   std::unique_ptr<v1::Tensord::Stub> stub_;
   std::string session_id_;
   static inline std::string rendezvous_;  // a directory of this process for JoinGroup
-  static inline int groups_ = 0;  // group names are used once per store
+  static inline int groups_ = 0;          // group names are used once per store
   uint64_t x_ = 0;
   uint64_t context_id_ = 0;
   uint64_t root_ = 0;
