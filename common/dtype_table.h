@@ -24,8 +24,9 @@ struct Entry {
   std::string_view aliases[3];
 };
 
-// In tensord.v1.DType order: entry i has wire number i + 1 (0 is DTYPE_UNSPECIFIED). bf16 and
-// f16 are the 2-byte storage dtypes, after the five compute dtypes.
+// In tensord.v1.DType order: entry i has wire number i + 1 (0 is DTYPE_UNSPECIFIED). After the
+// five compute dtypes come the storage dtypes: bf16 and f16 (computed in f32), then u8, i8 and
+// i16 (computed in i32).
 inline constexpr Entry kEntries[] = {
     {"f32", 4, {"float32", "float"}},
     {"f64", 8, {"float64", "double"}},
@@ -34,6 +35,9 @@ inline constexpr Entry kEntries[] = {
     {"bool", 1, {"b8"}},
     {"bf16", 2, {"bfloat16"}},
     {"f16", 2, {"float16", "half"}},
+    {"u8", 1, {"uint8"}},
+    {"i8", 1, {"int8"}},
+    {"i16", 2, {"int16", "short"}},
 };
 inline constexpr int kCount = static_cast<int>(sizeof(kEntries) / sizeof(kEntries[0]));
 
@@ -74,6 +78,12 @@ constexpr int IndexOfType() {
     return 3;
   } else if constexpr (std::is_same_v<T, bool>) {  // one byte, 0 or 1
     return 4;
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    return 7;
+  } else if constexpr (std::is_same_v<T, int8_t>) {
+    return 8;
+  } else if constexpr (std::is_same_v<T, int16_t>) {
+    return 9;
   } else {
     static_assert(!std::is_same_v<T, T>, "no tensord dtype has this C++ element type");
     return -1;

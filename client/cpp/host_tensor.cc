@@ -93,6 +93,12 @@ HostTensor::HostTensor(const std::vector<int64_t>& v)
     : HostTensor(v, Shape{static_cast<int64_t>(v.size())}) {}
 HostTensor::HostTensor(const std::vector<bool>& v)
     : HostTensor(v, Shape{static_cast<int64_t>(v.size())}) {}
+HostTensor::HostTensor(const std::vector<uint8_t>& v)
+    : HostTensor(v, Shape{static_cast<int64_t>(v.size())}) {}
+HostTensor::HostTensor(const std::vector<int8_t>& v)
+    : HostTensor(v, Shape{static_cast<int64_t>(v.size())}) {}
+HostTensor::HostTensor(const std::vector<int16_t>& v)
+    : HostTensor(v, Shape{static_cast<int64_t>(v.size())}) {}
 HostTensor::HostTensor(const std::vector<float>& v, Shape shape)
     : HostTensor(DType::kF32, std::move(shape), PackBytes(v)) {}
 HostTensor::HostTensor(const std::vector<double>& v, Shape shape)
@@ -103,6 +109,12 @@ HostTensor::HostTensor(const std::vector<int64_t>& v, Shape shape)
     : HostTensor(DType::kI64, std::move(shape), PackBytes(v)) {}
 HostTensor::HostTensor(const std::vector<bool>& v, Shape shape)
     : HostTensor(DType::kBool, std::move(shape), PackBools(v)) {}
+HostTensor::HostTensor(const std::vector<uint8_t>& v, Shape shape)
+    : HostTensor(DType::kU8, std::move(shape), PackBytes(v)) {}
+HostTensor::HostTensor(const std::vector<int8_t>& v, Shape shape)
+    : HostTensor(DType::kI8, std::move(shape), PackBytes(v)) {}
+HostTensor::HostTensor(const std::vector<int16_t>& v, Shape shape)
+    : HostTensor(DType::kI16, std::move(shape), PackBytes(v)) {}
 
 HostTensor HostTensor::Zeros(DType dtype, Shape shape) {
   int64_t n = std::max<int64_t>(NumElements(shape), 0);
@@ -215,6 +227,9 @@ template absl::StatusOr<std::vector<float>> HostTensor::ToVector<float>() const;
 template absl::StatusOr<std::vector<double>> HostTensor::ToVector<double>() const;
 template absl::StatusOr<std::vector<int32_t>> HostTensor::ToVector<int32_t>() const;
 template absl::StatusOr<std::vector<int64_t>> HostTensor::ToVector<int64_t>() const;
+template absl::StatusOr<std::vector<uint8_t>> HostTensor::ToVector<uint8_t>() const;
+template absl::StatusOr<std::vector<int8_t>> HostTensor::ToVector<int8_t>() const;
+template absl::StatusOr<std::vector<int16_t>> HostTensor::ToVector<int16_t>() const;
 
 std::vector<double> HostTensor::ToDoubles() const {
   const size_t n = DTypeSize(dtype_) ? bytes_.size() / DTypeSize(dtype_) : 0;
@@ -246,6 +261,15 @@ std::vector<double> HostTensor::ToDoubles() const {
     case DType::kBF16:
     case DType::kF16:
       for (size_t i = 0; i < n; ++i) out[i] = Load16(dtype_, bytes_, i);
+      break;
+    case DType::kU8:
+      load(uint8_t{});
+      break;
+    case DType::kI8:
+      load(int8_t{});
+      break;
+    case DType::kI16:
+      load(int16_t{});
       break;
   }
   return out;

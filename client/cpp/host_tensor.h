@@ -16,13 +16,26 @@ namespace tensord::client {
 // Numbers match tensord.v1.DType; order, names and sizes are those of common/dtype_table.h,
 // which the server reads too. kBF16 and kF16 are 2-byte storage dtypes (the server computes on
 // them in f32); C++ has no element type for them: HostTensor holds their 16-bit patterns,
-// FromFloats rounds floats into them and ToFloats/ToDoubles read them.
-enum class DType : int { kF32 = 1, kF64 = 2, kI32 = 3, kI64 = 4, kBool = 5, kBF16 = 6, kF16 = 7 };
-static_assert(static_cast<int>(DType::kF16) == dtype_table::WireNumber(dtype_table::kCount - 1),
+// FromFloats rounds floats into them and ToFloats/ToDoubles read them. kU8, kI8 and kI16 are
+// integer storage dtypes (uint8_t, int8_t, int16_t; the server computes on them in i32 and
+// wraps the result into the narrow dtype).
+enum class DType : int {
+  kF32 = 1,
+  kF64 = 2,
+  kI32 = 3,
+  kI64 = 4,
+  kBool = 5,
+  kBF16 = 6,
+  kF16 = 7,
+  kU8 = 8,
+  kI8 = 9,
+  kI16 = 10,
+};
+static_assert(static_cast<int>(DType::kI16) == dtype_table::WireNumber(dtype_table::kCount - 1),
               "DType follows common/dtype_table.h");
 using Shape = std::vector<int64_t>;
 
-// "f32", "f64", "i32", "i64", "bool", "bf16", "f16".
+// "f32", "f64", "i32", "i64", "bool", "bf16", "f16", "u8", "i8", "i16".
 std::string DTypeName(DType dtype);
 size_t DTypeSize(DType dtype);
 absl::StatusOr<DType> DTypeFromProto(::tensord::v1::DType dtype);
@@ -33,8 +46,8 @@ std::string ShapeString(const Shape& shape);  // "[2, 3]"
 // Product of the dims; -1 when a dim is negative or the product overflows.
 int64_t NumElements(const Shape& shape);
 
-// The dtype of each C++ element type (float, double, int32_t, int64_t, bool); bool travels as
-// one byte, 0 or 1.
+// The dtype of each C++ element type (float, double, int32_t, int64_t, bool, uint8_t, int8_t,
+// int16_t); bool travels as one byte, 0 or 1.
 template <typename T>
 struct DTypeOf {
   static constexpr DType value =
@@ -56,11 +69,17 @@ class HostTensor {
   explicit HostTensor(const std::vector<int32_t>& values);
   explicit HostTensor(const std::vector<int64_t>& values);
   explicit HostTensor(const std::vector<bool>& values);
+  explicit HostTensor(const std::vector<uint8_t>& values);
+  explicit HostTensor(const std::vector<int8_t>& values);
+  explicit HostTensor(const std::vector<int16_t>& values);
   HostTensor(const std::vector<float>& values, Shape shape);
   HostTensor(const std::vector<double>& values, Shape shape);
   HostTensor(const std::vector<int32_t>& values, Shape shape);
   HostTensor(const std::vector<int64_t>& values, Shape shape);
   HostTensor(const std::vector<bool>& values, Shape shape);
+  HostTensor(const std::vector<uint8_t>& values, Shape shape);
+  HostTensor(const std::vector<int8_t>& values, Shape shape);
+  HostTensor(const std::vector<int16_t>& values, Shape shape);
 
   // 0-d tensors.
   static HostTensor Scalar(float v) { return HostTensor(std::vector<float>{v}, Shape{}); }
@@ -68,6 +87,9 @@ class HostTensor {
   static HostTensor Scalar(int32_t v) { return HostTensor(std::vector<int32_t>{v}, Shape{}); }
   static HostTensor Scalar(int64_t v) { return HostTensor(std::vector<int64_t>{v}, Shape{}); }
   static HostTensor Scalar(bool v) { return HostTensor(std::vector<bool>{v}, Shape{}); }
+  static HostTensor Scalar(uint8_t v) { return HostTensor(std::vector<uint8_t>{v}, Shape{}); }
+  static HostTensor Scalar(int8_t v) { return HostTensor(std::vector<int8_t>{v}, Shape{}); }
+  static HostTensor Scalar(int16_t v) { return HostTensor(std::vector<int16_t>{v}, Shape{}); }
   // Zero-filled tensor of the given dtype and shape.
   static HostTensor Zeros(DType dtype, Shape shape);
   // Floats stored in a float dtype: f32, f64, or rounded to nearest even into bf16/f16 (the
@@ -109,7 +131,7 @@ class HostTensor {
   static absl::StatusOr<HostTensor> FromProto(::tensord::v1::TensorData&& data);
 
   // NumPy .npy: format versions 1.0 and 2.0 (3.0 read too), little-endian, C order,
-  // dtypes f4 f8 i4 i8 b1 f2. Writing picks 1.0 unless the header needs 2.0. NumPy has no
+  // dtypes f4 f8 i4 i8 b1 f2 u1 i1 i2. Writing picks 1.0 unless the header needs 2.0. NumPy has no
   // bfloat16: a bf16 tensor is written as '<u2' (its raw 16-bit patterns; in numpy,
   // `(a.astype(np.uint32) << 16).view(np.float32)` gives the values) and '<u2' is read back
   // as bf16, tensord having no other 16-bit unsigned dtype.

@@ -57,6 +57,10 @@ absl::StatusOr<DType> DTypeFromDescr(std::string descr) {
   if (descr == "<i8") return DType::kI64;
   if (descr == "|b1" || descr == "<b1" || descr == "b1" || descr == "?") return DType::kBool;
   if (descr == "<f2") return DType::kF16;
+  // One-byte dtypes have no byte order: numpy writes '|u1' and '|i1'.
+  if (descr == "|u1" || descr == "<u1" || descr == "u1") return DType::kU8;
+  if (descr == "|i1" || descr == "<i1" || descr == "i1") return DType::kI8;
+  if (descr == "<i2") return DType::kI16;
   // NumPy has no bfloat16; tensord writes bf16 as its 16-bit patterns (see ToNpy).
   if (descr == "<u2") return DType::kBF16;
   if (!descr.empty() && descr[0] == '>') {
@@ -67,8 +71,8 @@ absl::StatusOr<DType> DTypeFromDescr(std::string descr) {
   return ClientError(
       DTYPE_MISMATCH,
       absl::StrCat("npy: dtype '", descr,
-                   "' is not supported (supported: <f4 <f8 <i4 <i8 |b1 <f2, and <u2 read as bf16 "
-                   "bit patterns)"),
+                   "' is not supported (supported: <f4 <f8 <i4 <i8 |b1 <f2 |u1 |i1 <i2, and <u2 "
+                   "read as bf16 bit patterns)"),
       {{"dtype", descr}});
 }
 
@@ -88,6 +92,12 @@ std::string DescrOf(DType dtype) {
       return "<f2";
     case DType::kBF16:
       return "<u2";
+    case DType::kU8:
+      return "|u1";
+    case DType::kI8:
+      return "|i1";
+    case DType::kI16:
+      return "<i2";
   }
   return "?";
 }

@@ -1,5 +1,7 @@
 #include "server/core/dtype.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
@@ -37,24 +39,56 @@ std::string DTypeSet::ToString() const {
   return absl::StrJoin(names, ",");
 }
 
+IntRange RangeOf(DType d) {
+  switch (d) {
+    case DType::kU8:
+      return {0, 255};
+    case DType::kI8:
+      return {-128, 127};
+    case DType::kI16:
+      return {-32768, 32767};
+    case DType::kI32:
+      return {-2147483648.0, 2147483647.0};
+    case DType::kBool:
+      return {0, 1};
+    default:
+      return {-0x1p63, 0x1p63};
+  }
+}
+
+bool FitsIn(DType d, double v) {
+  const IntRange r = RangeOf(d);
+  if (!std::isfinite(v)) return false;
+  return d == DType::kU8 ? v >= -r.hi && v <= r.hi : r.Holds(v);
+}
+
 DType PromoteTypes(DType a, DType b) {
-  // Neither 2-byte float represents the other (bf16 has the range, f16 the precision).
+  // Neither 2-byte float represents the other (bf16 has the range, f16 the precision), nor
+  // either 1-byte integer the other.
   if (IsLowPrecision(a) && IsLowPrecision(b) && a != b) return DType::kF32;
+  if ((a == DType::kU8 && b == DType::kI8) || (a == DType::kI8 && b == DType::kU8)) {
+    return DType::kI16;
+  }
   auto rank = [](DType d) {
     switch (d) {
       case DType::kBool:
         return 0;
-      case DType::kI32:
+      case DType::kU8:
+      case DType::kI8:
         return 1;
-      case DType::kI64:
+      case DType::kI16:
         return 2;
+      case DType::kI32:
+        return 3;
+      case DType::kI64:
+        return 4;
       case DType::kBF16:
       case DType::kF16:
-        return 3;
-      case DType::kF32:
-        return 4;
-      case DType::kF64:
         return 5;
+      case DType::kF32:
+        return 6;
+      case DType::kF64:
+        return 7;
     }
     return 0;
   };

@@ -119,7 +119,7 @@ double Tensor::ElementAsDouble(int64_t i) const {
   if (dtype_ == DType::kBF16) return BF16ToFloat(data<uint16_t>()[i]);
   if (dtype_ == DType::kF16) return HalfToFloat(data<uint16_t>()[i]);
   double v = 0;
-  TENSORD_DISPATCH_ALL(dtype_, [&] { v = static_cast<double>(data<T>()[i]); });
+  TENSORD_DISPATCH_TYPED(dtype_, [&] { v = static_cast<double>(data<T>()[i]); });
   return v;
 }
 

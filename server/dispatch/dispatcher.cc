@@ -7,7 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
 #include "server/dispatch/device_placement.h"
-#include "server/dispatch/low_precision.h"
+#include "server/dispatch/storage_dtypes.h"
 #include "server/ops/op_names.h"
 
 namespace tensord {
@@ -221,6 +221,10 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
   if (def->promote_from >= 0 && n > def->promote_from) {
     const auto promoted_operands = absl::MakeConstSpan(inputs).subspan(def->promote_from);
     DType common = numbers_only ? NumbersType(promoted_operands) : ResultType(promoted_operands);
+    if (!numbers_only && !IsFloat(common) && def->integers_to_float &&
+        def->integers_to_float(attrs)) {
+      common = DType::kF32;
+    }
     for (int i = def->promote_from; i < n; ++i) {
       if (promoted[i].dtype() == common) continue;
       CallEnv plain = env;
@@ -233,8 +237,10 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
   }
   for (Tensor& t : promoted) t.set_autograd(nullptr);
 
-  // The dtype the table names is checked on the primary operand (bf16/f16 wherever f32 is).
-  const DTypeSet accepted = def->low_precision_in_f32 ? WithLowPrecision(def->dtypes) : def->dtypes;
+  // The dtype the table names is checked on the primary operand (bf16/f16 wherever f32 is,
+  // u8/i8/i16 wherever i32 is).
+  const DTypeSet accepted =
+      def->widen_storage_dtypes ? WithStorageDTypes(def->dtypes) : def->dtypes;
   if (!def->creation && n > 0 && !accepted.Contains(promoted[0].dtype()) &&
       def->dtypes.bits() != 0) {
     return Error(Reason::kDtypeMismatch,
@@ -271,9 +277,9 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     return outs;
   }
 
-  // bf16/f16 storage: computed in f32 unless a kernel takes them (low_precision.h).
+  // Storage dtypes: computed in f32 or i32 unless a kernel takes them (storage_dtypes.h).
   ASSIGN_OR_RETURN(std::optional<std::vector<Tensor>> stored,
-                   RunLowPrecisionInF32(*this, *def, promoted, attrs, device, env));
+                   RunStorageDTypesWidened(*this, *def, promoted, attrs, device, env));
   std::vector<Tensor> outputs;
   if (stored) {
     outputs = std::move(*stored);

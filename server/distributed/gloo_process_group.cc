@@ -305,7 +305,8 @@ class GlooProcessGroup final : public ProcessGroup {
         break;
     }
     // The reducing collectives, per dtype; bf16 and f16 are reduced in f32 and rounded once,
-    // as the CPU kernels compute them.
+    // u8, i8 and i16 in i32 and narrowed (wrapping as the narrow dtype's own sum would), as
+    // the CPU kernels compute them.
     void* out_data = out.raw();
     switch (in.dtype()) {
       case DType::kF32:
@@ -331,9 +332,26 @@ class GlooProcessGroup final : public ProcessGroup {
         }
         return;
       }
+      case DType::kU8:
+        return ReduceWidened<uint8_t>(call, seq, in, out, n);
+      case DType::kI8:
+        return ReduceWidened<int8_t>(call, seq, in, out, n);
+      case DType::kI16:
+        return ReduceWidened<int16_t>(call, seq, in, out, n);
       default:
         throw std::logic_error(absl::StrCat("no reduction over ", DTypeName(in.dtype())));
     }
+  }
+
+  // A reduction of a narrow integer dtype N through i32.
+  template <typename N>
+  void ReduceWidened(const CollectiveCall& call, uint32_t seq, const Tensor& in, Tensor& out,
+                     size_t n) {
+    const N* src = in.data<N>();
+    std::vector<int32_t> wide_in(src, src + n), wide_out(out.numel());
+    Reduce<int32_t>(call, seq, wide_in.data(), wide_out.data(), n);
+    N* dst = out.data<N>();
+    for (size_t i = 0; i < wide_out.size(); ++i) dst[i] = static_cast<N>(wide_out[i]);
   }
 
   // all_reduce, reduce_scatter and reduce of n elements at `src` into `dst` (the output).

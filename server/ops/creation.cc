@@ -31,7 +31,13 @@ OpDef Filled(const std::string& name, bool with_value) {
   d.infer = [name](absl::Span<const TensorMeta>,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Shape s, ShapeAttr(name, a));
-    return std::vector<TensorMeta>{{AttrDType(a, DType::kF32), s}};
+    const DType dtype = AttrDType(a, DType::kF32);
+    if (a.Has("value") && IsInt(dtype) && !FitsIn(dtype, a.GetFloat("value"))) {
+      return AttrError(name, "value",
+                       absl::StrCat("= ", a.GetFloat("value"), " cannot be stored in a ",
+                                    DTypeName(dtype), " tensor"));
+    }
+    return std::vector<TensorMeta>{{dtype, s}};
   };
   return d;
 }
@@ -154,9 +160,9 @@ OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
                                 const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(Shape s, ShapeAttr(name, a));
     const DType dtype = AttrDType(a, def);
-    if (!dtypes.Contains(dtype)) {
+    if (!WithStorageDTypes(dtypes).Contains(dtype)) {
       return DtypeError(name, absl::StrCat("dtype ", DTypeName(dtype), " is not supported (",
-                                           dtypes.ToString(), ")"));
+                                           WithStorageDTypes(dtypes).ToString(), ")"));
     }
     if (name == "randint") {
       const int64_t low = a.GetInt("low"), high = a.GetInt("high");
@@ -164,10 +170,12 @@ OpDef RandomOp(const std::string& name, DTypeSet dtypes, DType def) {
         return AttrError(name, "high",
                          absl::StrCat("(", high, ") must be greater than low (", low, ")"));
       }
-      if (dtype == DType::kI32 && (low < std::numeric_limits<int32_t>::min() ||
-                                   high - 1 > std::numeric_limits<int32_t>::max())) {
-        return AttrError(name, "high",
-                         absl::StrCat("range [", low, ", ", high, ") does not fit in i32"));
+      const IntRange range = RangeOf(dtype);
+      if (IsInt(dtype) &&
+          (!range.Holds(static_cast<double>(low)) || !range.Holds(static_cast<double>(high - 1)))) {
+        return AttrError(
+            name, "high",
+            absl::StrCat("range [", low, ", ", high, ") does not fit in ", DTypeName(dtype)));
       }
     }
     return std::vector<TensorMeta>{{dtype, s}};

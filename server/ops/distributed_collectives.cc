@@ -39,7 +39,7 @@ OpDef Collective(std::string name, CollectiveKind kind, DTypeSet dtypes, std::st
   OpDef op =
       ops::NewOp(std::move(name), "distributed", {"input"}, dtypes, Marking::kDifferentiable);
   op.collective = kind;
-  op.low_precision_in_f32 = false;
+  op.widen_storage_dtypes = false;
   // Kept for backward under BALANCED checkpointing: recomputing one would be another round
   // of communication.
   op.compute_bound = true;
@@ -57,7 +57,7 @@ absl::StatusOr<Tensor> AsInput(GradOps& o, const Tensor& g, const Tensor& input)
 
 void RegisterCollectiveOps(OpRegistry& r) {
   OpDef all_reduce = Collective(
-      "all_reduce", CollectiveKind::kAllReduce, kFloatInt | kLowPrecision,
+      "all_reduce", CollectiveKind::kAllReduce, kFloatInt | kStorageOnly,
       "Every rank's input reduced elementwise over the group (op: sum, mean, max, min, "
       "product); every rank gets the result. Gradient: the all_reduce of the gradients (sum, "
       "mean), shared among the ranks holding the extreme (max, min), times the product of the "
@@ -115,7 +115,7 @@ void RegisterCollectiveOps(OpRegistry& r) {
   MustAdd(r, std::move(all_reduce));
 
   OpDef all_gather = Collective(
-      "all_gather", CollectiveKind::kAllGather, kAll | kLowPrecision,
+      "all_gather", CollectiveKind::kAllGather, kAll | kStorageOnly,
       "Every rank's input, concatenated along dim 0 in rank order (a 0-d input gives one "
       "element per rank); every rank gets the result. Gradient: the reduce_scatter (sum) of "
       "the gradients.");
@@ -136,7 +136,7 @@ void RegisterCollectiveOps(OpRegistry& r) {
   MustAdd(r, std::move(all_gather));
 
   OpDef reduce_scatter = Collective(
-      "reduce_scatter", CollectiveKind::kReduceScatter, kFloatInt | kLowPrecision,
+      "reduce_scatter", CollectiveKind::kReduceScatter, kFloatInt | kStorageOnly,
       "Every rank's input reduced elementwise over the group (op: sum, mean), then split "
       "along dim 0 into world_size equal parts: rank r gets part r. Dim 0 must divide by the "
       "world size. Gradient: the all_gather of the gradients.");
@@ -165,7 +165,7 @@ void RegisterCollectiveOps(OpRegistry& r) {
   MustAdd(r, std::move(reduce_scatter));
 
   OpDef broadcast = Collective(
-      "broadcast", CollectiveKind::kBroadcast, kAll | kLowPrecision,
+      "broadcast", CollectiveKind::kBroadcast, kAll | kStorageOnly,
       "Rank src's input, on every rank (every rank passes a tensor of the same shape and "
       "dtype). Gradient: the sum of the gradients, reduced to src; zero on the other ranks.");
   broadcast.attrs = {ops::IntAttr("src", 0)};
@@ -183,7 +183,7 @@ void RegisterCollectiveOps(OpRegistry& r) {
   MustAdd(r, std::move(broadcast));
 
   OpDef reduce = Collective(
-      "reduce", CollectiveKind::kReduce, kFloatInt | kLowPrecision,
+      "reduce", CollectiveKind::kReduce, kFloatInt | kStorageOnly,
       "The sum of every rank's input, elementwise, onto rank dst; the other ranks get zeros. "
       "Gradient: rank dst's gradient, broadcast.");
   reduce.attrs = {ops::IntAttr("dst", 0)};

@@ -219,6 +219,7 @@ OpDef Div() {
     // True division of integers gives PyTorch's default float dtype.
     return std::vector<TensorMeta>{{rounded || IsFloat(d) ? d : DType::kF32, s}};
   };
+  div.integers_to_float = [](const Attrs& a) { return !a.Has("rounding_mode"); };
   return div;
 }
 

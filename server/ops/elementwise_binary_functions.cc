@@ -126,6 +126,7 @@ void RegisterBinaryFunctionOps(OpRegistry& r) {
   MustAdd(r, BinaryDef("fmod", kFloatInt, Marking::kDifferentiable, ModuloBackward("trunc")));
   OpDef atan2 = BinaryDef("atan2", kAll, Marking::kDifferentiable, Atan2Backward);
   atan2.infer = FloatBinaryInfer("atan2");
+  atan2.integers_to_float = [](const Attrs&) { return true; };
   MustAdd(r, std::move(atan2));
   MustAdd(r, BinaryDef("hypot", kFloat, Marking::kDifferentiable, HypotBackward));
   for (const char* name : {"bitwise_and", "bitwise_or", "bitwise_xor"}) {

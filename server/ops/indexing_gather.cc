@@ -129,11 +129,7 @@ BackwardFn ScatterAddBackward(const std::string& select_op) {
 // The fill value must be representable in the input's dtype (an int tensor cannot hold inf).
 absl::Status CheckFillValue(DType dtype, double v) {
   if (!IsInt(dtype)) return absl::OkStatus();
-  const double lo = dtype == DType::kI32 ? std::numeric_limits<int32_t>::min() : -0x1p63;
-  const double hi = dtype == DType::kI32 ? std::numeric_limits<int32_t>::max() : 0x1p63;
-  if (std::isfinite(v) && v >= lo && v < hi + (dtype == DType::kI32 ? 1 : 0)) {
-    return absl::OkStatus();
-  }
+  if (FitsIn(dtype, v)) return absl::OkStatus();
   return AttrError("masked_fill", "value",
                    absl::StrCat("= ", v, " cannot be stored in a ", DTypeName(dtype), " tensor"));
 }
@@ -143,7 +139,7 @@ absl::Status CheckFillValue(DType dtype, double v) {
 namespace ops {
 
 absl::Status CheckIndexDtype(const std::string& op, const TensorMeta& index) {
-  if (IsInt(index.dtype)) return absl::OkStatus();
+  if (IsIndexInt(index.dtype)) return absl::OkStatus();
   return Error(Reason::kDtypeMismatch,
                absl::StrCat(op, ": index must be i32 or i64, got ", DTypeName(index.dtype)),
                {{"op", op}, {"dtype", std::string(DTypeName(index.dtype))}});
@@ -202,6 +198,7 @@ void RegisterIndexingOps(OpRegistry& r) {
   MustAdd(r, std::move(masked_fill));
 
   OpDef one_hot = Indexing("one_hot", {"input"}, kInt);
+  one_hot.widen_storage_dtypes = false;  // class indices are i32 or i64, as in PyTorch
   one_hot.attrs = {IntAttr("num_classes", -1)};
   one_hot.marking = Marking::kNonDifferentiable;
   // num_classes = -1 takes max(input) + 1: a data-dependent size the kernel allocates.

@@ -21,7 +21,7 @@ absl::Status CheckClassTarget(const std::string& op, absl::Span<const TensorMeta
   if (x.empty()) {
     return ShapeError(op, "input must have 1 or more dims ([C] or [N, C, ...]), got a 0-d tensor");
   }
-  if (!IsInt(in[1].dtype)) {
+  if (!IsIndexInt(in[1].dtype)) {
     return DtypeError(op, absl::StrCat("target must hold class indices (i32 or i64), got ",
                                        DTypeName(in[1].dtype)));
   }

@@ -158,6 +158,8 @@ void RegisterLayerNormEmbeddingDropoutOps(OpRegistry& r) {
   // The primary operand is the index tensor; weight's float dtype is checked by the shape rule.
   OpDef emb = NewOp("embedding", "nn", {"input", "weight"}, kInt, Marking::kDifferentiable);
   emb.attrs = {OptionalIntAttr("padding_idx")};
+  // Indices are i32 or i64, as in PyTorch: no u8/i8/i16 index tensors.
+  emb.widen_storage_dtypes = false;
   emb.infer = EmbeddingInfer;
   emb.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);
@@ -176,7 +178,7 @@ void RegisterLayerNormEmbeddingDropoutOps(OpRegistry& r) {
                   const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     const std::string op = "embedding_backward";
     Shape expect = in[1].shape;
-    if (in[0].shape.empty() || !IsInt(in[1].dtype)) {
+    if (in[0].shape.empty() || !IsIndexInt(in[1].dtype)) {
       return ShapeError(op, "expects a gradient [..., D] and integer indices");
     }
     expect.push_back(in[0].shape.back());

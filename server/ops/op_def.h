@@ -93,6 +93,11 @@ struct OpDef {
   // Tensor inputs from this index on are cast to their PyTorch result type before the kernel
   // (binary arithmetic, where). -1: no promotion.
   int promote_from = -1;
+  // True division and the float binary functions (PyTorch's promote_integer_inputs_to_float):
+  // where it says yes for the call's attributes and the operands' common dtype is an integer or
+  // bool, each operand is cast straight to f32 instead of through that common dtype, which
+  // could wrap a 0-d operand first (i8 [-100] / 0-d u8 168 divides by 168, not by -88).
+  std::function<bool(const Attrs&)> integers_to_float;
   // BALANCED checkpointing keeps the inputs of compute-bound ops and recomputes the others.
   bool compute_bound = false;
   // Writes into its first input (assign). Refused on autodiff tensors while recording.
@@ -101,10 +106,11 @@ struct OpDef {
   // through `assign`). Unlike in_place, autodiff inputs are allowed; the service saves these
   // targets so that a failing batch restores them.
   std::vector<int> mutates_inputs;
-  // bf16/f16 operands are accepted wherever the op takes f32 and computed in f32 copies. Ops
-  // that write their inputs in place without a kernel of their own for those dtypes set
-  // false (an f32 copy would take the writes): ListOps then lists no bf16/f16 for them.
-  bool low_precision_in_f32 = true;
+  // Storage dtypes are accepted wherever the op takes their compute dtype (bf16/f16 where it
+  // takes f32, u8/i8/i16 where it takes i32) and computed in widened copies. Ops that write
+  // their inputs in place without a kernel of their own for those dtypes set false (a copy
+  // would take the writes): ListOps then lists no storage dtype for them.
+  bool widen_storage_dtypes = true;
   // The kernel returns a view of its input (shared storage): no output is pre-allocated.
   bool view = false;
   // Copies its input to the device its `device` attribute names (to_device). The dispatcher

@@ -147,7 +147,7 @@ OpDef AdamOp(const std::string& name, double weight_decay, const std::string& do
               ops::BoolAttr("amsgrad", false),
               ops::BoolAttr("maximize", false)};
   op.in_place = true;
-  op.low_precision_in_f32 = false;
+  op.widen_storage_dtypes = false;
   op.view = true;  // the output is the param itself
   op.mutates_inputs = {2, 3, 4, 5};
   op.infer = InferAdam(name);
@@ -193,7 +193,7 @@ void RegisterOptimizerOps(OpRegistry& r) {
                ops::FloatAttr("dampening", 0),   ops::FloatAttr("weight_decay", 0),
                ops::BoolAttr("nesterov", false), ops::BoolAttr("maximize", false)};
   sgd.in_place = true;
-  sgd.low_precision_in_f32 = false;
+  sgd.widen_storage_dtypes = false;
   sgd.view = true;
   sgd.mutates_inputs = {2, 3};
   sgd.infer = InferSgd;

@@ -156,15 +156,16 @@ void RegisterReductionOps(OpRegistry& r) {
   };
   MustAdd(r, std::move(mean));
 
-  // torch.all/any accept every dtype (nonzero = true) and return bool.
+  // torch.all/any accept every dtype (nonzero = true) and return bool, except for u8, where
+  // they return u8 (0 or 1).
   for (const char* name : {"all", "any"}) {
     OpDef d = ListReduction(name, kAll, Marking::kNonDifferentiable);
     std::string op = name;
     d.infer = [op](absl::Span<const TensorMeta> in,
                    const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
       ASSIGN_OR_RETURN(auto dims, ReductionDims(op, a, in[0].shape.size()));
-      return std::vector<TensorMeta>{
-          {DType::kBool, ReducedShape(in[0].shape, dims, a.GetBool("keepdim"))}};
+      return std::vector<TensorMeta>{{in[0].dtype == DType::kU8 ? DType::kU8 : DType::kBool,
+                                      ReducedShape(in[0].shape, dims, a.GetBool("keepdim"))}};
     };
     MustAdd(r, std::move(d));
   }

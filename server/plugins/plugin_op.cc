@@ -174,16 +174,18 @@ absl::Status CheckDType(const PluginOp& op, size_t index, DType dtype) {
 absl::StatusOr<std::vector<TensorMeta>> RunShapeRule(const PluginOp& op,
                                                      absl::Span<const TensorMeta> inputs,
                                                      const Attrs& attrs) {
-  // The dispatcher computes calls with bf16/f16 operands in f32 (low_precision.h), so the
-  // rule sees those operands as f32, and an f32 output is stored in their dtype, as an op on
-  // 2-byte tensors gives a 2-byte result in PyTorch (f32 when bf16 meets f16).
-  std::optional<DType> storage;
+  // The dispatcher computes calls with storage operands in their compute dtype
+  // (storage_dtypes.h), so the rule sees bf16/f16 operands as f32 and u8/i8/i16 ones as i32, and
+  // an f32 (i32) output is stored in their dtype, as an op on 2-byte float (narrow integer)
+  // tensors gives a result of that dtype in PyTorch (promoted when two of them meet).
+  std::optional<DType> low, narrow;
   for (const TensorMeta& m : inputs) {
-    if (IsLowPrecision(m.dtype)) storage = !storage || *storage == m.dtype ? m.dtype : DType::kF32;
+    std::optional<DType>& slot = IsLowPrecision(m.dtype) ? low : narrow;
+    if (IsStorageOnly(m.dtype)) slot = slot ? PromoteTypes(*slot, m.dtype) : m.dtype;
   }
   CallFrame frame(op, attrs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const DType dtype = IsLowPrecision(inputs[i].dtype) ? DType::kF32 : inputs[i].dtype;
+    const DType dtype = ComputeDType(inputs[i].dtype);
     RETURN_IF_ERROR(CheckDType(op, i, dtype));
     frame.Add(ToC(dtype, inputs[i].shape, nullptr));
   }
@@ -213,7 +215,8 @@ absl::StatusOr<std::vector<TensorMeta>> RunShapeRule(const PluginOp& op,
     }
     RETURN_IF_ERROR(CheckedNumElements(shape).status());
     DType dtype = static_cast<DType>(m.dtype);
-    if (storage && dtype == DType::kF32) dtype = *storage;
+    if (low && dtype == DType::kF32) dtype = *low;
+    if (narrow && dtype == DType::kI32) dtype = *narrow;
     metas.push_back({dtype, std::move(shape)});
   }
   return metas;

@@ -1,8 +1,10 @@
 #include "server/service/convert.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/dtype_table.h"
 #include "server/core/status.h"
 
@@ -14,11 +16,14 @@ static_assert(v1::DType_MAX == dtype_table::kCount, "common/dtype_table.h lacks 
 absl::StatusOr<DType> DTypeFromProto(int value, const std::string& field) {
   const int index = dtype_table::IndexOfWireNumber(value);
   if (index < 0) {
+    std::vector<std::string> known;
+    for (int i = 0; i < dtype_table::kCount; ++i) {
+      known.push_back(v1::DType_Name(static_cast<v1::DType>(dtype_table::WireNumber(i))));
+    }
     return Error(Reason::kInvalidRequest,
                  absl::StrCat("request: ", field, " has dtype value ", value,
-                              value == 0 ? " (DTYPE_UNSPECIFIED)" : " (unknown)",
-                              "; use one of DTYPE_F32, DTYPE_F64, DTYPE_I32, DTYPE_I64, "
-                              "DTYPE_BOOL, DTYPE_BF16, DTYPE_F16"),
+                              value == 0 ? " (DTYPE_UNSPECIFIED)" : " (unknown)", "; use one of ",
+                              absl::StrJoin(known, ", ")),
                  {{"field", field}, {"value", absl::StrCat(value)}});
   }
   return static_cast<DType>(index);
@@ -206,7 +211,7 @@ void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::
     for (const std::string& alias : spec.aliases) a->add_aliases(alias);
   }
   // bf16/f16 wherever f32 is: the dispatcher accepts them there (computed in f32).
-  const DTypeSet dtypes = def.low_precision_in_f32 ? WithLowPrecision(def.dtypes) : def.dtypes;
+  const DTypeSet dtypes = def.widen_storage_dtypes ? WithStorageDTypes(def.dtypes) : def.dtypes;
   for (DType d : dtypes.ToVector()) info->add_dtypes(DTypeToProto(d));
   for (const std::string& b : backends) info->add_backends(b);
   info->set_marking(MarkingToProto(def.marking));

@@ -382,6 +382,12 @@ int main(int argc, char** argv) {
     const uint16_t v[2] = {0x3f80, 0xc000};
     msgs[1].set_chunk(Bytes(v, sizeof(v)));
     ok &= Seed().Put(msgs).Write(dir, "put_bf16");
+    std::vector<PutTensorRequest> narrow(2);
+    narrow[0].mutable_header()->set_dtype(tensord::v1::DTYPE_U8);
+    narrow[0].mutable_header()->add_shape(3);
+    const uint8_t bytes[3] = {0, 128, 255};
+    narrow[1].set_chunk(Bytes(bytes, sizeof(bytes)));
+    ok &= Seed().Put(narrow).Write(dir, "put_u8");
     std::vector<PutTensorRequest> scalar(2);
     scalar[0].mutable_header()->set_dtype(tensord::v1::DTYPE_I32);
     const int32_t x = 7;

@@ -93,7 +93,8 @@ REDUCE = {"sum": lambda xs: np.sum(xs, axis=0), "mean": lambda xs: np.mean(xs, a
           "product": lambda xs: np.prod(xs, axis=0)}
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64, np.int32, np.uint8,
+                                   np.int8, np.int16])
 @pytest.mark.parametrize("op", sorted(REDUCE))
 def test_all_reduce(group, op, dtype):
     if op == "mean" and np.issubdtype(dtype, np.integer):
@@ -101,6 +102,7 @@ def test_all_reduce(group, op, dtype):
     xs = rank_inputs(dtype)
     got = values(run_ranks(lambda r, s: s.op("all_reduce", s.tensor(xs[r]), op=op).numpy(),
                            group))
+    # u8/i8/i16 reduce in i32 and wrap into their dtype, as numpy's wider result cast back.
     want = REDUCE[op](np.stack(xs)).astype(dtype)
     for r, g in enumerate(got):
         assert g.dtype == dtype
@@ -135,14 +137,17 @@ def test_gather_scatter_broadcast_reduce_barrier(group):
 
 
 def test_moves_every_dtype_bit_for_bit(group):
-    """all_gather and broadcast move storage: bf16, f16 and bool too."""
-    for dtype in ["bf16", "f16", "bool"]:
+    """all_gather and broadcast move storage: bf16, f16, bool, u8, i8 and i16 too."""
+    for dtype in ["bf16", "f16", "bool", "u8", "i8", "i16"]:
         def step(r, s):
             x = s.op("to_dtype", s.tensor(np.array([r, 1.5, -2.0])), dtype=dtype)
             return (s.op("all_gather", x).numpy(), s.op("broadcast", x, src=3).numpy())
 
         def rank_values(r):
             v = np.array([r, 1.5, -2.0])
+            if dtype in ("u8", "i8", "i16"):  # to_dtype truncates, and wraps -2 in u8
+                return np.trunc(v).astype(np.int64).astype({"u8": np.uint8, "i8": np.int8,
+                                                            "i16": np.int16}[dtype])
             return (v != 0) if dtype == "bool" else v
         for gathered, cast in values(run_ranks(step, group)):
             np.testing.assert_array_equal(

@@ -1,7 +1,8 @@
 """Every op the server lists, compared with PyTorch: forward values, output dtypes and
 gradients (torch.autograd) over shapes with broadcasting, size-1 and empty dims and 0-d
 tensors, for every dtype the op lists. See opcheck.py for the tolerances; bf16 and f16 (listed
-wherever f32 is) rerun the f32 cases, see opcheck_low.py."""
+wherever f32 is) rerun the f32 cases, see opcheck_low.py; u8, i8 and i16 (listed wherever i32
+is) rerun the i32 cases, see opcheck_narrow.py."""
 import zlib
 
 import numpy as np
@@ -9,14 +10,19 @@ import pytest
 
 from opcheck import run_case
 from opcheck_low import LOW, run_low
+from opcheck_narrow import NARROW, REFUSED, run_narrow, run_refused
 from optable import TABLE
 
-DTYPES = ("f64", "f32", "i64", "i32", "bool") + LOW
+DTYPES = ("f64", "f32", "i64", "i32", "bool") + LOW + NARROW
 
 
 def table_dtypes(spec) -> set:
-    """The dtypes a table entry exercises: its own, and bf16/f16 through its f32 cases."""
-    return set(spec.dtypes) | (set(LOW) if "f32" in spec.dtypes else set())
+    """The dtypes a table entry exercises: its own, bf16/f16 through its f32 cases and
+    u8/i8/i16 through its i32 cases."""
+    return set(spec.dtypes) | (set(LOW) if "f32" in spec.dtypes else set()) | \
+        (set(NARROW) if "i32" in spec.dtypes else set())
+
+
 MARKINGS = {"d": "differentiable", "z": "zero_grad", "n": "non_differentiable"}
 
 
@@ -49,11 +55,18 @@ def test_marking(name, catalog):
 def test_op(name, dt, catalog, sess):
     spec = TABLE[name]
     assert name in catalog, f"the server does not list {name}"
+    rng = np.random.default_rng(zlib.crc32(f"{name}/{dt}".encode()))
+    if dt in NARROW and name in REFUSED:  # an index operand in u8/i8/i16: refused, not listed
+        assert dt not in catalog[name]["dtypes"], f"{name} lists {dt}, but must refuse it"
+        run_refused(sess, name, spec, dt, rng)
+        return
     if dt not in table_dtypes(spec) or dt not in catalog[name]["dtypes"]:
         pytest.skip(f"{name} is not listed for {dt}")
-    rng = np.random.default_rng(zlib.crc32(f"{name}/{dt}".encode()))
     if dt in LOW:
         run_low(sess, name, spec, dt, rng)
+        return
+    if dt in NARROW:
+        run_narrow(sess, name, spec, dt, rng)
         return
     if spec.run is not None:
         spec.run(sess, name, spec, dt, rng)

@@ -13,6 +13,7 @@ import tensord
 
 from opcheck import run_case
 from opcheck_low import LOW, run_low
+from opcheck_narrow import NARROW, run_narrow
 from optable import TABLE
 from test_conformance import DTYPES, table_dtypes
 
@@ -43,6 +44,8 @@ def test_op_on_device(device, name, dt, catalog, client, device_kinds):
         try:
             if dt in LOW:
                 run_low(sess, name, spec, dt, rng)
+            elif dt in NARROW:
+                run_narrow(sess, name, spec, dt, rng)
             elif spec.run is not None:
                 spec.run(sess, name, spec, dt, rng)
             else:

@@ -25,8 +25,8 @@ Translation (the rules a PyTorch-compatible client would follow):
   * None inside a list travels only where the client encodes it (NONE_IN_LIST: the adaptive
     pools' output_size=(None, 7), sent as -1, "keep that dim's input size").
   * Cannot translate: a tensor where the server takes an attribute (clamp's tensor min), None
-    inside any other list, a dtype tensord has not (uint8), a positional argument beyond the
-    known signature, an optional input left out before a given one.
+    inside any other list, a dtype the runner does not translate (uint8), a positional argument
+    beyond the known signature, an optional input left out before a given one.
 
 Reference (CPU-independent, as in opcheck.py): PyTorch evaluates the sample in float64 on
 the same values (float32 tensors widened exactly, dtype= arguments float32 -> float64), and

@@ -106,8 +106,9 @@ KNOWN: list = [
           "empty case (C = 0, empty running stats)",
           match=lambda s: s.input.dim() == 1, reason="SHAPE_MISMATCH"),
     Known("gather", "an empty uint8 index", "untranslatable", STRICT,
-          "tensord has no uint8 dtype (indices are i32/i64); PyTorch accepts uint8 here only "
-          "because the index is empty", match=lambda s: s.get("index").dtype == torch.uint8),
+          "tensord's indices are i32/i64 (a u8 index is DTYPE_MISMATCH, and the sample "
+          "runner translates no uint8 tensor); PyTorch accepts uint8 here only because the "
+          "index is empty", match=lambda s: s.get("index").dtype == torch.uint8),
 ]
 
 

@@ -65,6 +65,43 @@ TEST(HostTensorTest, TypedConstructionAndAccess) {
   EXPECT_EQ(tc::HostTensor::Zeros(tc::DType::kI64, {3, 0}).nbytes(), 0u);
 }
 
+TEST(HostTensorTest, NarrowIntegerDtypes) {
+  tc::HostTensor u(std::vector<uint8_t>{0, 1, 128, 255}, {2, 2});
+  EXPECT_EQ(u.dtype(), tc::DType::kU8);
+  EXPECT_EQ(tc::DTypeName(u.dtype()), "u8");
+  EXPECT_EQ(tc::ToProto(u.dtype()), v1::DTYPE_U8);
+  EXPECT_EQ(u.nbytes(), 4u);
+  EXPECT_OK(u.Validate());
+  EXPECT_EQ(u.bytes(), std::string("\x00\x01\x80\xff", 4));
+  EXPECT_THAT(*u.ToVector<uint8_t>(), ElementsAre(0, 1, 128, 255));
+  EXPECT_EQ(u.data<uint8_t>()[3], 255);
+  EXPECT_EQ(u.data<int8_t>(), nullptr);
+  EXPECT_EQ(tc::ReasonOf(u.ToVector<int8_t>().status()), v1::DTYPE_MISMATCH);
+  EXPECT_EQ(tc::ReasonOf(u.ToVector<bool>().status()), v1::DTYPE_MISMATCH);
+  EXPECT_THAT(u.ToDoubles(), ElementsAre(0, 1, 128, 255));
+  EXPECT_EQ(tc::ReasonOf(u.ToFloats().status()), v1::DTYPE_MISMATCH);
+  ASSERT_OK_AND_ASSIGN(tc::HostTensor u_back, tc::HostTensor::FromProto(u.ToProto()));
+  EXPECT_EQ(u_back, u);
+  tc::HostTensor i8(std::vector<int8_t>{-128, -1, 0, 127});
+  EXPECT_EQ(i8.dtype(), tc::DType::kI8);
+  EXPECT_EQ(i8.shape(), tc::Shape{4});
+  EXPECT_THAT(i8.ToDoubles(), ElementsAre(-128, -1, 0, 127));
+  tc::HostTensor i16(std::vector<int16_t>{-32768, -2, 300, 32767});
+  EXPECT_EQ(i16.dtype(), tc::DType::kI16);
+  EXPECT_EQ(tc::DTypeSize(i16.dtype()), 2u);
+  EXPECT_EQ(i16.nbytes(), 8u);
+  EXPECT_THAT(*i16.ToVector<int16_t>(), ElementsAre(-32768, -2, 300, 32767));
+  EXPECT_THAT(i16.ToDoubles(), ElementsAre(-32768, -2, 300, 32767));
+  EXPECT_EQ(tc::HostTensor::Scalar(uint8_t{200}).dtype(), tc::DType::kU8);
+  EXPECT_EQ(tc::HostTensor::Scalar(int8_t{-3}).dtype(), tc::DType::kI8);
+  EXPECT_EQ(tc::HostTensor::Scalar(int16_t{-3}).shape(), tc::Shape{});
+  EXPECT_EQ(tc::HostTensor::Zeros(tc::DType::kI16, {3}).nbytes(), 6u);
+  EXPECT_EQ(tc::ReasonOf(tc::HostTensor::FromFloats({1}, {1}, tc::DType::kU8).status()),
+            v1::DTYPE_MISMATCH);
+  EXPECT_EQ(tc::ReasonOf(tc::HostTensor(tc::DType::kI16, {2}, std::string(3, '\0')).Validate()),
+            v1::BAD_TENSOR_DATA);
+}
+
 TEST(NpyTest, WritesWhatNumpyWrites) {
   tc::HostTensor t(std::vector<float>{0, 1, 2, 3, 4, 5}, {2, 3});
   std::string npy = t.ToNpy();
@@ -81,6 +118,11 @@ TEST(NpyTest, RoundTripsEveryDtypeAndShape) {
       tc::HostTensor(std::vector<int32_t>{1, 2, 3, 4, 5, 6}, {3, 1, 2}),
       tc::HostTensor(std::vector<int64_t>{int64_t{1} << 50}),
       tc::HostTensor(std::vector<bool>{false, true}),
+      tc::HostTensor(std::vector<uint8_t>{0, 7, 128, 255}, {2, 2}),
+      tc::HostTensor(std::vector<int8_t>{-128, -1, 0, 127}),
+      tc::HostTensor(std::vector<int16_t>{-32768, -1, 256, 32767}, {2, 1, 2}),
+      tc::HostTensor::Scalar(int16_t{-5}),
+      tc::HostTensor::Zeros(tc::DType::kU8, {0}),
       tc::HostTensor::Scalar(3.0),
       tc::HostTensor::Zeros(tc::DType::kF32, {0, 4}),
   };
@@ -89,6 +131,48 @@ TEST(NpyTest, RoundTripsEveryDtypeAndShape) {
     EXPECT_EQ(back, t) << tc::DTypeName(t.dtype()) << tc::ShapeString(t.shape());
     EXPECT_EQ(t.ToNpy().size() % 64, t.nbytes() % 64) << "data starts 64-byte aligned";
   }
+}
+
+// The preambles np.save writes for the narrow integer dtypes: numpy marks the one-byte ones
+// '|' (no byte order).
+TEST(NpyTest, NarrowIntegersUseNumpysDescr) {
+  auto descr_of = [](const tc::HostTensor& t) {
+    const std::string npy = t.ToNpy();
+    const size_t at = npy.find("'descr': '");
+    return at == std::string::npos ? std::string() : npy.substr(at + 10, 3);
+  };
+  EXPECT_EQ(descr_of(tc::HostTensor(std::vector<uint8_t>{1})), "|u1");
+  EXPECT_EQ(descr_of(tc::HostTensor(std::vector<int8_t>{1})), "|i1");
+  EXPECT_EQ(descr_of(tc::HostTensor(std::vector<int16_t>{1})), "<i2");
+  // np.arange(6, dtype=np.uint8).reshape(2, 3), as np.save writes it.
+  std::string u1 = Preamble("{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3), }") +
+                   std::string("\x00\x01\x02\x03\x04\xff", 6);
+  ASSERT_OK_AND_ASSIGN(tc::HostTensor u, tc::HostTensor::ParseNpy(u1));
+  EXPECT_EQ(u.dtype(), tc::DType::kU8);
+  EXPECT_EQ(u.shape(), (tc::Shape{2, 3}));
+  EXPECT_THAT(*u.ToVector<uint8_t>(), ElementsAre(0, 1, 2, 3, 4, 255));
+  EXPECT_EQ(u.ToNpy(), u1) << "byte-identical to np.save";
+  std::string i1 = Preamble("{'descr': '|i1', 'fortran_order': False, 'shape': (2,), }") +
+                   std::string("\xff\x80", 2);
+  ASSERT_OK_AND_ASSIGN(tc::HostTensor i, tc::HostTensor::ParseNpy(i1));
+  EXPECT_THAT(*i.ToVector<int8_t>(), ElementsAre(-1, -128));
+  // Fortran order moves 2-byte elements whole.
+  std::string i2 = Preamble("{'descr': '<i2', 'fortran_order': True, 'shape': (2, 2), }") +
+                   Bytes(std::vector<int16_t>{1, -300, 2, 32767});
+  ASSERT_OK_AND_ASSIGN(tc::HostTensor s, tc::HostTensor::ParseNpy(i2));
+  EXPECT_EQ(s.dtype(), tc::DType::kI16);
+  EXPECT_THAT(*s.ToVector<int16_t>(), ElementsAre(1, 2, -300, 32767));
+  // '<u2' stays bf16's bit patterns; big-endian '>i2' is refused as for other dtypes.
+  ASSERT_OK_AND_ASSIGN(tc::HostTensor b,
+                       tc::HostTensor::ParseNpy(
+                           Preamble("{'descr': '<u2', 'fortran_order': False, 'shape': (1,), }") +
+                           std::string("\x80\x3f", 2)));
+  EXPECT_EQ(b.dtype(), tc::DType::kBF16);
+  EXPECT_EQ(tc::ReasonOf(tc::HostTensor::ParseNpy(
+                             Preamble("{'descr': '>i2', 'fortran_order': False, 'shape': (1,), }") +
+                             std::string(2, '\0'))
+                             .status()),
+            v1::BAD_TENSOR_DATA);
 }
 
 TEST(NpyTest, ReadsVersion2AndFortranOrder) {
@@ -143,6 +227,10 @@ TEST(NpyTest, FilesOnDisk) {
   ASSERT_OK(t.WriteNpy(path));
   ASSERT_OK_AND_ASSIGN(tc::HostTensor back, tc::HostTensor::ReadNpy(path));
   EXPECT_EQ(back, t);
+  tc::HostTensor u(std::vector<uint8_t>{0, 255, 3});
+  ASSERT_OK(u.WriteNpy(path));
+  ASSERT_OK_AND_ASSIGN(tc::HostTensor u_back, tc::HostTensor::ReadNpy(path));
+  EXPECT_EQ(u_back, u);
   std::remove(path.c_str());
   absl::Status missing = tc::HostTensor::ReadNpy(path).status();
   EXPECT_EQ(missing.code(), absl::StatusCode::kNotFound);

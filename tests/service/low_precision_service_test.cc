@@ -119,5 +119,24 @@ TEST_F(LowPrecisionServiceTest, ListOpsNamesTheTwoByteDtypesWhereF32Is) {
   EXPECT_GT(checked, 50);
 }
 
+TEST_F(LowPrecisionServiceTest, ListOpsNamesTheNarrowIntsWhereI32Is) {
+  ASSERT_OK_AND_ASSIGN(std::vector<tc::OpInfo> ops, client().Ops());
+  int checked = 0;
+  for (const tc::OpInfo& op : ops) {
+    const auto& d = op.dtypes();
+    const bool i32 = std::find(d.begin(), d.end(), v1::DTYPE_I32) != d.end();
+    SCOPED_TRACE(op.name());
+    // Index operands stay i32/i64.
+    const bool index = op.name() == "embedding" || op.name() == "one_hot";
+    if (i32 && !index) {
+      for (v1::DType n : {v1::DTYPE_U8, v1::DTYPE_I8, v1::DTYPE_I16}) EXPECT_THAT(d, Contains(n));
+      ++checked;
+    } else {
+      EXPECT_THAT(d, Not(Contains(v1::DTYPE_U8)));
+    }
+  }
+  EXPECT_GT(checked, 50);
+}
+
 }  // namespace
 }  // namespace tensord::service_test

@@ -1,6 +1,7 @@
 // The tensordctl CLI, run as a separate process against the in-process server: its commands,
 // the demo's report and what a transfer shows on a terminal and off it.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -128,6 +129,25 @@ TEST_F(TensordctlTest, Roundtrip) {
   EXPECT_EQ(back, value);
   CtlResult missing = Ctl(absl::StrCat("roundtrip ", Path("nope.npy"), " ", Path("x.npy")));
   EXPECT_EQ(missing.exit_code, 1);
+}
+
+// numpy's uint8, int8 and int16 files ('|u1', '|i1', '<i2') go through the server unchanged.
+TEST_F(TensordctlTest, RoundtripNarrowIntegers) {
+  const std::vector<std::pair<tc::HostTensor, std::string>> cases = {
+      {tc::HostTensor(std::vector<uint8_t>{0, 1, 128, 255}, {2, 2}), "u8[2, 2] 4 bytes identical"},
+      {tc::HostTensor(std::vector<int8_t>{-128, -1, 0, 127}), "i8[4] 4 bytes identical"},
+      {tc::HostTensor(std::vector<int16_t>{-32768, 300}, {2, 1}), "i16[2, 1] 4 bytes identical"},
+  };
+  for (const auto& [value, summary] : cases) {
+    const std::string name = tc::DTypeName(value.dtype());
+    ASSERT_OK(value.WriteNpy(Path(name + ".npy")));
+    CtlResult r =
+        Ctl(absl::StrCat("roundtrip ", Path(name + ".npy"), " ", Path(name + "_out.npy")));
+    ASSERT_EQ(r.exit_code, 0) << name << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr(summary));
+    ASSERT_OK_AND_ASSIGN(tc::HostTensor back, tc::HostTensor::ReadNpy(Path(name + "_out.npy")));
+    EXPECT_EQ(back, value) << name;
+  }
 }
 
 TEST_F(TensordctlTest, DemoLossFalls) {

@@ -45,7 +45,7 @@ Tensor Values(DType dtype, Shape shape, const std::vector<double>& values) {
     }
     return t;
   }
-  TENSORD_DISPATCH_ALL(dtype, [&] {
+  TENSORD_DISPATCH_TYPED(dtype, [&] {
     for (int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(values[i]);
   });
   return t;

@@ -171,9 +171,9 @@ TEST(Half, DTypeTable) {
   EXPECT_TRUE(IsLowPrecision(DType::kF16));
   EXPECT_FALSE(IsLowPrecision(DType::kF32));
   EXPECT_FALSE(kFloat.Contains(DType::kBF16));  // compute dtypes only
-  EXPECT_TRUE(WithLowPrecision(kFloat).Contains(DType::kF16));
-  EXPECT_FALSE(WithLowPrecision(kInt).Contains(DType::kBF16));
-  EXPECT_EQ(WithLowPrecision(kFloat).ToString(), "f32,f64,bf16,f16");
+  EXPECT_TRUE(WithStorageDTypes(kFloat).Contains(DType::kF16));
+  EXPECT_FALSE(WithStorageDTypes(kInt).Contains(DType::kBF16));
+  EXPECT_EQ(WithStorageDTypes(kFloat).ToString(), "f32,f64,bf16,f16");
 }
 
 TEST(Half, PromotionMatchesTorch) {

@@ -4,6 +4,10 @@
 // bf16 and f16 have no JavaScript typed array: their data is a Uint16Array of raw 16-bit
 // patterns (little-endian words on the wire), always with an explicit {dtype: 'bf16'|'f16'};
 // toFloat32/fromFloat32 convert (rounding to nearest even, as the server does).
+//
+// u8, i8 and i16 are Uint8Array, Int8Array and Int16Array. Int8Array and Int16Array imply their
+// dtype; a Uint8Array is bool unless {dtype: 'u8'} says otherwise (a Uint8ClampedArray, such as
+// canvas ImageData, is u8). Downloads of u8 are Uint8Array.
 
 const os = require('os');
 const {clientError} = require('./errors');
@@ -11,24 +15,61 @@ const {clientError} = require('./errors');
 // Typed arrays are in host byte order and go on the wire as they are.
 if (os.endianness() !== 'LE') throw new Error('tensord: the Node client needs a little-endian host');
 
+// In tensord.v1.DType order. `aliases` are the other spellings the server accepts for a dtype
+// attribute (common/dtype_table.h); a `dtype` option takes them too.
 const DTYPES = {
-  f32: {wire: 'DTYPE_F32', Array: Float32Array},
-  f64: {wire: 'DTYPE_F64', Array: Float64Array},
-  i32: {wire: 'DTYPE_I32', Array: Int32Array},
-  i64: {wire: 'DTYPE_I64', Array: BigInt64Array},
-  bool: {wire: 'DTYPE_BOOL', Array: Uint8Array},
-  bf16: {wire: 'DTYPE_BF16', Array: Uint16Array, bits: true},
-  f16: {wire: 'DTYPE_F16', Array: Uint16Array, bits: true},
+  f32: {wire: 'DTYPE_F32', Array: Float32Array, aliases: ['float32', 'float']},
+  f64: {wire: 'DTYPE_F64', Array: Float64Array, aliases: ['float64', 'double']},
+  i32: {wire: 'DTYPE_I32', Array: Int32Array, aliases: ['int32', 'int']},
+  i64: {wire: 'DTYPE_I64', Array: BigInt64Array, aliases: ['int64', 'long']},
+  bool: {wire: 'DTYPE_BOOL', Array: Uint8Array, aliases: ['b8']},
+  bf16: {wire: 'DTYPE_BF16', Array: Uint16Array, bits: true, aliases: ['bfloat16']},
+  f16: {wire: 'DTYPE_F16', Array: Uint16Array, bits: true, aliases: ['float16', 'half']},
+  u8: {wire: 'DTYPE_U8', Array: Uint8Array, also: [Uint8ClampedArray], aliases: ['uint8']},
+  i8: {wire: 'DTYPE_I8', Array: Int8Array, aliases: ['int8']},
+  i16: {wire: 'DTYPE_I16', Array: Int16Array, aliases: ['int16', 'short']},
 };
 const WIRE_TO_DTYPE = Object.fromEntries(Object.entries(DTYPES).map(([k, v]) => [v.wire, k]));
+const NAMES = new Map(Object.entries(DTYPES).flatMap(
+    ([name, d]) => [[name, name], ...d.aliases.map((a) => [a, name])]));
+
+// The dtype a typed array implies when no dtype is given; Uint16Array implies none (bf16 or
+// f16 must be named), Uint8Array is bool.
+const IMPLIED = [
+  [Float32Array, 'f32'], [Float64Array, 'f64'], [Int32Array, 'i32'], [BigInt64Array, 'i64'],
+  [Uint8Array, 'bool'], [Uint8ClampedArray, 'u8'], [Int8Array, 'i8'], [Int16Array, 'i16'],
+];
 
 function dtypeOf(data) {
-  for (const [name, d] of Object.entries(DTYPES)) {
-    if (!d.bits && data instanceof d.Array) return name;
+  for (const [T, name] of IMPLIED) {
+    if (data instanceof T) return name;
   }
   throw new TypeError('tensord: data must be a Float32Array, Float64Array, Int32Array, ' +
-                      'BigInt64Array or Uint8Array (bool), or a Uint16Array of bf16/f16 bits ' +
-                      'with {dtype: \'bf16\'} or {dtype: \'f16\'}');
+                      'BigInt64Array, Int8Array (i8), Int16Array (i16), Uint8Array (bool, or u8 ' +
+                      'with {dtype: \'u8\'}), Uint8ClampedArray (u8), or a Uint16Array of ' +
+                      'bf16/f16 bits with {dtype: \'bf16\'} or {dtype: \'f16\'}');
+}
+
+// The short name ('u8') of a dtype name or alias ('uint8'); a TypeError for anything else.
+function dtypeName(dtype) {
+  const name = typeof dtype === 'string' ? NAMES.get(dtype) : undefined;
+  if (!name) {
+    throw new TypeError(`tensord: unknown dtype ${dtype} (known: ` +
+                        `${Object.keys(DTYPES).join(', ')}, and their numpy/torch names)`);
+  }
+  return name;
+}
+
+// The dtype (short name) of `data` given as `dtype` (a name or alias; none: implied by the
+// array); a TypeError when the array cannot hold that dtype.
+function dataDtype(data, dtype) {
+  if (dtype === undefined || dtype === null || dtype === '') return dtypeOf(data);
+  const name = dtypeName(dtype);
+  const d = DTYPES[name];
+  if (!(data instanceof d.Array) && !(d.also || []).some((T) => data instanceof T)) {
+    throw new TypeError(`tensord: dtype ${name} needs a ${d.Array.name}`);
+  }
+  return name;
 }
 
 const f32Scratch = new Float32Array(1);
@@ -134,11 +175,11 @@ function fromBytes(bytes, dtype, shape, tensorId = '0') {
 }
 
 function tensorData({data, shape, dtype}, where = {}) {
-  dtype = dtype || dtypeOf(data);
+  dtype = dataDtype(data, dtype);
   shape = shape || [data.length];
   checkFilled(data, shape, dtype, where);
   return {dtype: DTYPES[dtype].wire, shape, data: toBuffer(data)};
 }
 
-module.exports = {DTYPES, WIRE_TO_DTYPE, dtypeOf, fromFloat32, toFloat32, numel, toBuffer,
-  fromBytes, tensorData, checkFilled};
+module.exports = {DTYPES, WIRE_TO_DTYPE, dtypeOf, dtypeName, dataDtype, fromFloat32, toFloat32,
+  numel, toBuffer, fromBytes, tensorData, checkFilled};

@@ -2,7 +2,7 @@
 // Session: uploads and downloads (streamed), single ops, batches, autodiff contexts and
 // releases, all scoped to one server session.
 
-const {DTYPES, WIRE_TO_DTYPE, dtypeOf, toBuffer, fromBytes, checkFilled} = require('./dtypes');
+const {DTYPES, WIRE_TO_DTYPE, dataDtype, toBuffer, fromBytes, checkFilled} = require('./dtypes');
 const {fromServiceError, clientError} = require('./errors');
 const {Tensor, handleIn} = require('./tensor');
 const {Batch, opCall} = require('./batch');
@@ -53,15 +53,13 @@ class Session {
   }
 
   // Uploads a typed array with a shape (default 1-d), streamed in chunks.
-  // options: requiresGrad, ctx (default: the most recent open context), device, dtype ('bool'
-  // for a Uint8Array is implied).
+  // options: requiresGrad, ctx (default: the most recent open context), device, dtype (a name
+  // or alias; implied by the array when absent: 'bool' for a Uint8Array, so u8 data needs
+  // {dtype: 'u8'}).
   // A wrong argument type throws a TypeError at once; what the server would refuse rejects
   // with its TensordError, as the server's own refusal would.
   tensor(data, shape, options = {}) {
-    const dtype = options.dtype || dtypeOf(data);
-    if (!(data instanceof DTYPES[dtype].Array)) {
-      throw new TypeError(`tensord: dtype ${dtype} needs a ${DTYPES[dtype].Array.name}`);
-    }
+    const dtype = dataDtype(data, options.dtype);
     shape = shape || [data.length];
     try {
       checkFilled(data, shape, dtype);

@@ -12,7 +12,8 @@ from .autograd import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .client import Client, connect
 from .compiler import CompiledFunction, compile  # noqa: A004  (torch.compile's name)
 from .defaults import default_session, get_session, manual_seed, set_session
-from .dtypes import bfloat16, bool_, float16, float32, float64, int32, int64
+from .dtypes import (bfloat16, bool_, float16, float32, float64, int8, int16, int32, int64,
+                     uint8)
 from .errors import *  # noqa: F401,F403  (TensordError and one subclass per ErrorReason)
 from .errors import REASON_CLASSES, BatchPendingError, TensordClientError, TensordError
 from .session import AutodiffContext, Session
@@ -27,5 +28,6 @@ __all__ = ["connect", "Client", "Session", "Tensor", "AutodiffContext", "SharedM
            "autograd", "defaults", "compile", "CompiledFunction", "no_grad", "enable_grad",
            "set_grad_enabled", "is_grad_enabled",
            "set_session", "get_session", "default_session", "manual_seed",
-           "float32", "float64", "int32", "int64", "bool_", "bfloat16", "float16",
+           "float32", "float64", "int32", "int64", "bool_", "bfloat16", "float16", "uint8",
+           "int8", "int16",
            *(cls.__name__ for cls in REASON_CLASSES.values())]

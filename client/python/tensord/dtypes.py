@@ -3,7 +3,8 @@
 bf16 has no numpy dtype. `bfloat16` below stands for it (a bf16 tensor's `.dtype`; it compares
 equal to "bf16", "bfloat16" and torch.bfloat16); its values download as float32 (exactly: every
 bf16 value is a float32) and upload from any float array with `dtype="bf16"`, rounded to
-nearest even as the server and PyTorch round. f16 is numpy's float16 both ways."""
+nearest even as the server and PyTorch round. f16 is numpy's float16 both ways, and the narrow
+integers u8 / i8 / i16 are numpy's uint8 / int8 / int16 (torch.uint8 / int8 / int16) both ways."""
 from __future__ import annotations
 
 import numpy as np
@@ -50,11 +51,15 @@ _TABLE = [
     ("bool", np.dtype(np.bool_), tensor_pb2.DTYPE_BOOL),
     ("bf16", bfloat16, tensor_pb2.DTYPE_BF16),
     ("f16", np.dtype(np.float16), tensor_pb2.DTYPE_F16),
+    ("u8", np.dtype(np.uint8), tensor_pb2.DTYPE_U8),
+    ("i8", np.dtype(np.int8), tensor_pb2.DTYPE_I8),
+    ("i16", np.dtype(np.int16), tensor_pb2.DTYPE_I16),
 ]
 _BY_NAME = {name: np_dt for name, np_dt, _ in _TABLE}
 _ALIASES = {"float32": "f32", "float": "f32", "float64": "f64", "double": "f64",
             "int32": "i32", "int": "i32", "int64": "i64", "long": "i64", "bool_": "bool",
-            "bfloat16": "bf16", "float16": "f16", "half": "f16"}
+            "bfloat16": "bf16", "float16": "f16", "half": "f16", "uint8": "u8", "int8": "i8",
+            "int16": "i16", "short": "i16"}
 _NP_TO_NAME = {np_dt: name for name, np_dt, _ in _TABLE}
 _NP_TO_WIRE = {np_dt: wire for _, np_dt, wire in _TABLE}
 _WIRE_TO_NP = {wire: np_dt for _, np_dt, wire in _TABLE}
@@ -65,12 +70,16 @@ int32 = np.dtype(np.int32)
 int64 = np.dtype(np.int64)
 bool_ = np.dtype(np.bool_)
 float16 = np.dtype(np.float16)
+uint8 = np.dtype(np.uint8)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
 SUPPORTED = tuple(np_dt for _, np_dt, _ in _TABLE)
 
 
 def to_numpy_dtype(dtype) -> np.dtype:
     """Accepts a numpy dtype or type, a tensord name ("f32", "bf16"), a numpy/torch-style name
-    ("float32", "int64", "bool", "bfloat16", "half"), torch.bfloat16 or a wire enum value;
+    ("float32", "int64", "bool", "bfloat16", "half", "uint8", "short"), a torch dtype
+    (torch.bfloat16, torch.uint8) or a wire enum value;
     returns the numpy dtype (`bfloat16` for bf16)."""
     if isinstance(dtype, BFloat16DType):
         return bfloat16
@@ -98,8 +107,10 @@ def to_numpy_dtype(dtype) -> np.dtype:
     text = str(dtype)
     if text.startswith("torch."):
         return to_numpy_dtype(text)
-    raise TypeError(f"tensord: unsupported dtype {dtype!r}; tensord has float32, float64, "
-                    "int32, int64, bool, bfloat16 and float16")
+    raise TypeError(f"tensord: unsupported dtype {dtype!r}; tensord has {_HAS}")
+
+
+_HAS = "float32, float64, int32, int64, bool, bfloat16, float16, uint8, int8 and int16"
 
 
 def is_bfloat16(dtype) -> bool:
@@ -111,7 +122,7 @@ def is_bfloat16(dtype) -> bool:
 
 def name(dtype) -> str:
     """The tensord attribute name of a dtype: "f32", "f64", "i32", "i64", "bool", "bf16",
-    "f16"."""
+    "f16", "u8", "i8", "i16"."""
     return _NP_TO_NAME[to_numpy_dtype(dtype)]
 
 
@@ -172,7 +183,8 @@ def is_torch_tensor(value) -> bool:
 
 # torch dtype name -> tensord name, for the dtypes the wire has.
 _TORCH_NAMES = {"float32": "f32", "float64": "f64", "int32": "i32", "int64": "i64",
-                "bool": "bool", "bfloat16": "bf16", "float16": "f16"}
+                "bool": "bool", "bfloat16": "bf16", "float16": "f16", "uint8": "u8",
+                "int8": "i8", "int16": "i16"}
 
 
 def torch_dtype(dtype):
@@ -194,9 +206,8 @@ def encode_torch(tensor, dtype=None):
         t = t.to(torch_dtype(dtype))
     tname = str(t.dtype).replace("torch.", "")
     if tname not in _TORCH_NAMES:
-        raise TypeError(f"tensord: torch.{tname} has no tensord dtype (tensord has float32, "
-                        "float64, int32, int64, bool, bfloat16 and float16); convert it first "
-                        "or pass dtype=")
+        raise TypeError(f"tensord: torch.{tname} has no tensord dtype (tensord has {_HAS}); "
+                        "convert it first or pass dtype=")
     if t.device.type != "cpu":
         t = t.cpu()
     if not t.is_contiguous():

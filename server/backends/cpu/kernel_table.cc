@@ -35,15 +35,16 @@ void KernelTable::Add(const std::string& op, const std::string& name, DTypeSet d
                  [dtypes](absl::Span<const DType> d, const Attrs*) {
                    return d.empty() || dtypes.Contains(d[0]);
                  },
-                 std::move(run), (dtypes.bits() & kLowPrecision.bits()) != 0});
+                 std::move(run), DTypeSet(dtypes.bits() & kStorageOnly.bits())});
 }
 
 namespace {
 
-// Kernels written before bf16/f16 existed have predicates that may say yes to them (any
-// float, any dtype); only kernels that declare low-precision support may see those dtypes.
+// Predicates may say yes to storage dtypes they never heard of (any float, any int); only
+// kernels that declare a storage dtype may see it.
 bool Accepts(const Kernel& k, absl::Span<const DType> dtypes, const Attrs* attrs) {
-  if (!k.low_precision && std::any_of(dtypes.begin(), dtypes.end(), IsLowPrecision)) {
+  if (std::any_of(dtypes.begin(), dtypes.end(),
+                  [&](DType d) { return IsStorageOnly(d) && !k.storage.Contains(d); })) {
     return false;
   }
   return k.supports(dtypes, attrs);

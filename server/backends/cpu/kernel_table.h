@@ -25,9 +25,10 @@ struct Kernel {
   std::string name;  // "onednn_matmul", "loop_add"
   KernelPredicate supports;
   KernelFn run;
-  // Takes bf16/f16 inputs and outputs itself. Lookups naming a low-precision dtype skip every
-  // other kernel (whatever its predicate says), so the dispatcher computes those calls in f32.
-  bool low_precision = false;
+  // The storage dtypes (bf16, f16, u8, i8, i16) it takes as inputs and outputs itself. Lookups
+  // naming another storage dtype skip the kernel (whatever its predicate says), so the
+  // dispatcher computes those calls in the compute dtype.
+  DTypeSet storage;
 };
 
 class KernelTable {
@@ -44,7 +45,7 @@ class KernelTable {
   // Appends a kernel for `op` (call order = preference order).
   void Add(const std::string& op, Kernel kernel);
   // Registers a kernel accepting every dtype in `dtypes` for all its inputs' first dtype
-  // (a low-precision kernel when `dtypes` names bf16 or f16).
+  // (taking the storage dtypes `dtypes` names directly).
   void Add(const std::string& op, const std::string& name, DTypeSet dtypes, KernelFn run);
   // First kernel that supports the call, or null.
   const Kernel* Find(const std::string& op, absl::Span<const DType> dtypes,

@@ -22,7 +22,7 @@ void ToFloats(DType from, const void* src, float* out, int64_t n) {
     }
     return;
   }
-  TENSORD_DISPATCH_ALL(from, [&] {
+  TENSORD_DISPATCH_TYPED(from, [&] {
     const T* s = static_cast<const T*>(src);
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(s[i]);
   });
@@ -38,15 +38,9 @@ void FromFloats(const float* in, DType to, void* dst, int64_t n) {
     }
     return;
   }
-  TENSORD_DISPATCH_ALL(to, [&] {
+  TENSORD_DISPATCH_TYPED(to, [&] {
     T* d = static_cast<T*>(dst);
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<T, bool>) {
-        d[i] = in[i] != 0.0f;
-      } else {
-        d[i] = static_cast<T>(in[i]);
-      }
-    }
+    for (int64_t i = 0; i < n; ++i) d[i] = ConvertElement<T>(in[i]);
   });
 }
 

@@ -155,15 +155,6 @@ absl::Status CopyKernel(KernelCall& c) {
   return absl::OkStatus();
 }
 
-template <typename To, typename From>
-To CastValue(From v) {
-  if constexpr (std::is_same_v<To, bool>) {
-    return v != From(0);
-  } else {
-    return static_cast<To>(v);
-  }
-}
-
 absl::Status AssignKernel(KernelCall& c) {
   Tensor target = c.inputs[0];  // shares the storage it writes into
   Tensor value = c.inputs[1];
@@ -188,15 +179,15 @@ absl::Status AssignKernel(KernelCall& c) {
                 ContiguousStrides(target.shape()));
   } else {
     const int64_t s = strides.empty() ? 0 : strides.back();
-    TENSORD_DISPATCH_ALL(value.dtype(), [&] {
+    TENSORD_DISPATCH_TYPED(value.dtype(), [&] {
       using In = T;
       const In* p = value.data<In>();
-      TENSORD_DISPATCH_ALL(target.dtype(), [&] {
+      TENSORD_DISPATCH_TYPED(target.dtype(), [&] {
         T* q = target.data<T>();
         BroadcastWalk(target.shape(), std::vector<std::vector<int64_t>>{strides},
                       [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
                         for (int64_t i = 0; i < len; ++i)
-                          q[o + i] = CastValue<T>(p[off[0] + i * s]);
+                          q[o + i] = ConvertElement<T>(p[off[0] + i * s]);
                       });
       });
     });
@@ -213,16 +204,10 @@ absl::Status CastKernel(KernelCall& c) {
     ConvertLowPrecision(x.dtype(), x.raw(), out.dtype(), out.raw(), out.numel());
     return absl::OkStatus();
   }
-  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+  TENSORD_DISPATCH_TYPED(x.dtype(), [&] {
     using In = T;
-    TENSORD_DISPATCH_ALL(out.dtype(), [&] {
-      UnaryLoop<In, T>(x, out, [](In v) {
-        if constexpr (std::is_same_v<T, bool>)
-          return v != In(0);
-        else
-          return static_cast<T>(v);
-      });
-    });
+    TENSORD_DISPATCH_TYPED(
+        out.dtype(), [&] { UnaryLoop<In, T>(x, out, [](In v) { return ConvertElement<T>(v); }); });
   });
   return absl::OkStatus();
 }
@@ -230,9 +215,10 @@ absl::Status CastKernel(KernelCall& c) {
 }  // namespace
 
 void RegisterShapeKernels(KernelTable& t) {
-  // Kernels that move bytes without reading them as numbers also take bf16/f16 (kStorage),
-  // so views stay views and copies stay copies; assign must, since it writes in place.
-  constexpr DTypeSet kStorage = kAll | kLowPrecision;
+  // Kernels that move bytes without reading them as numbers also take the storage dtypes
+  // (kStorage), so views stay views and copies stay copies; assign must, since it writes in
+  // place.
+  constexpr DTypeSet kStorage = kAll | kStorageOnly;
   t.Add("reshape", "view", kStorage, ViewKernel);
   t.Add("expand", "loop_expand", kAll, ExpandKernel);
   t.Add("to_dtype", "loop_cast", kStorage, CastKernel);

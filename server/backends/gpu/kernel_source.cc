@@ -66,14 +66,20 @@ std::string StorageType(const Dialect& d, DType t) {
     case DType::kBF16:
     case DType::kF16:
       return "ushort";
+    case DType::kU8:
+      return "uchar";
+    case DType::kI8:
+      return "char";
+    case DType::kI16:
+      return "short";
   }
   return "float";
 }
 
-// What an element is computed as: 2-byte floats as float, bool as int.
+// What an element is computed as: 2-byte floats as float, bool and narrow integers as int.
 std::string ComputeType(const Dialect& d, DType t) {
   if (IsLowPrecision(t)) return "float";
-  if (t == DType::kBool) return "int";
+  if (t == DType::kBool || IsNarrowInt(t)) return "int";
   return StorageType(d, t);
 }
 
@@ -81,6 +87,7 @@ std::string Load(DType t, const std::string& element) {
   if (t == DType::kBF16) return absl::StrCat("td_bf16_to_f32(", element, ")");
   if (t == DType::kF16) return absl::StrCat("td_f16_to_f32(", element, ")");
   if (t == DType::kBool) return absl::StrCat("(int)(", element, " != 0)");
+  if (IsNarrowInt(t)) return absl::StrCat("(int)(", element, ")");
   return element;
 }
 
@@ -88,6 +95,10 @@ std::string Store(const Dialect& d, DType t, const std::string& value) {
   if (t == DType::kBF16) return absl::StrCat("td_f32_to_bf16((float)(", value, "))");
   if (t == DType::kF16) return absl::StrCat("td_f32_to_f16((float)(", value, "))");
   if (t == DType::kBool) return absl::StrCat("(uchar)((", value, ") != 0)");
+  // Through the 64-bit integer, so that a float wraps into a narrow integer as in PyTorch's
+  // casts (-1.0 is 255 in u8) and an integer keeps its low bits.
+  if (IsNarrowInt(t))
+    return absl::StrCat("(", StorageType(d, t), ")((", d.int64, ")(", value, "))");
   return absl::StrCat("(", StorageType(d, t), ")(", value, ")");
 }
 

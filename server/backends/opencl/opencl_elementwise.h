@@ -97,7 +97,7 @@ class Args {
   }
   // A scalar of the kernel's compute type T.
   Args& AddScalar(DType compute, double v) {
-    switch (compute) {
+    switch (ComputeDType(compute)) {
       case DType::kF64:
         return Add(static_cast<cl_double>(v));
       case DType::kI64:

@@ -118,9 +118,9 @@ absl::Status RunFill(KernelCall& c, ClDevice& device) {
   return Fill(device, value, c.outputs[0]);
 }
 
-bool HasLowPrecision(absl::Span<const DType> dtypes) {
+bool HasStorageOnly(absl::Span<const DType> dtypes) {
   for (DType d : dtypes) {
-    if (IsLowPrecision(d)) return true;
+    if (IsStorageOnly(d)) return true;
   }
   return false;
 }
@@ -148,11 +148,12 @@ bool Supports(const KernelQuery& q, const ClDevice& device) {
       !device.has_fp64()) {
     return false;
   }
-  // Storage ops move bf16/f16 bits as they are; the others see f32 (the dispatcher converts).
-  // The selections move bits too (nonzero compares them through the dialect's loads).
+  // Storage ops move the bits of storage dtypes as they are; the others see f32 or i32 (the
+  // dispatcher converts). The selections move bits too (nonzero compares them through the
+  // dialect's loads).
   const bool storage_op = FillOps().count(op) || ViewOps().count(op) || CopyOps().count(op) ||
                           MovesBits(op) || ReadsThroughIndex(op) || IsSelectOp(op);
-  if (!storage_op && HasLowPrecision(q.dtypes)) return false;
+  if (!storage_op && HasStorageOnly(q.dtypes)) return false;
   if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
   if (storage_op) return true;
   if (IsLayoutKernelOp(op) || IsIndexingOp(op) || IsGroupOp(op) || IsNormOp(op) || IsConvOp(op) ||

@@ -60,6 +60,8 @@ class _Mask:
         values have `dtype` (the layer's parameters')."""
         if isinstance(mask, Tensor):
             dt = mask.dtype
+            if dt == np.uint8:  # a byte mask means what a bool one does, as in torch
+                mask, dt = _op("to_dtype", mask, dtype="bool"), np.dtype(np.bool_)
             if dt == np.bool_:
                 return _Mask(mask, True)
             if not (dtypes.is_bfloat16(dt) or np.dtype(dt).kind == "f"):
