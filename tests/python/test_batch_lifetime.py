@@ -204,3 +204,29 @@ def test_shared_memory_puts_inside_batches(shm_sess, monkeypatch):
             np.testing.assert_allclose(shm.get(t), np.tanh(x * 0.01), rtol=1e-12)
         del t
     assert memory_used(shm_sess) == base
+
+
+def test_releases_the_server_did_not_take_are_sent_again(sess, monkeypatch):
+    """A Release that fails as UNAVAILABLE (the server unreachable a moment) keeps its handles
+    queued: the next flush frees them, where before they stayed held until the session closed."""
+    import grpc
+    before = memory_used(sess)
+    real_call = sess._call
+    failed = []
+    down = [True]
+
+    def flaky(method, request, *args, **kwargs):
+        if method == "Release" and down[0]:
+            failed.append(list(request.handles))
+            raise tensord.TensordError("unreachable", code=grpc.StatusCode.UNAVAILABLE)
+        return real_call(method, request, *args, **kwargs)
+
+    monkeypatch.setattr(sess, "_call", flaky)
+    t = sess.tensor(np.ones(1 << 16))
+    handle = t.handle
+    del t
+    gc.collect()
+    sess.flush_releases()  # the server is down: nothing is freed, nothing is forgotten
+    assert failed == [[handle]]
+    down[0] = False
+    assert sess.info().memory_used_bytes == before  # the queued handle went on this flush

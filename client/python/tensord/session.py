@@ -6,6 +6,7 @@ import contextlib
 import math
 import weakref
 
+import grpc
 import numpy as np
 
 from . import autograd, dtypes
@@ -17,6 +18,9 @@ from .tensor import Tensor
 # Arrays above this size are uploaded with PutTensor instead of travelling as literals.
 LITERAL_LIMIT_BYTES = 1 << 20
 PUT_CHUNK_BYTES = 1 << 20
+# Codes of a Release the server did not carry out, whose handles are queued again.
+_RETRY_RELEASE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                  grpc.StatusCode.RESOURCE_EXHAUSTED)
 # Handles of collected Tensors are released in one Release call once this many are queued
 # (or this many bytes), and before GetSessionInfo.
 RELEASE_BATCH_COUNT = 64
@@ -304,19 +308,27 @@ class Session:
 
     def flush_releases(self) -> None:
         """Sends the queued releases of garbage-collected Tensors now."""
-        handles = []
+        taken = []
         while self._pending:
             try:
                 handle, nbytes = self._pending.popleft()
             except IndexError:
                 break
             self._pending_bytes -= nbytes
-            handles.append(handle)
+            taken.append((handle, nbytes))
+        handles = [h for h, _ in taken]
         if not handles or self.closed:
             return
         try:
             self._call("Release", service_pb2.ReleaseRequest(session_id=self.id, handles=handles))
-        except TensordError:
+        except TensordError as exc:
+            if exc.code in _RETRY_RELEASE:
+                # The server did not take the call (unreachable, overloaded, out of time):
+                # the handles stay queued for the next flush instead of staying held until
+                # the session closes.
+                for handle, nbytes in taken:
+                    self._queue_release(handle, nbytes)
+                return
             # Release is atomic: one stale handle fails all, so free the rest one by one.
             for h in handles:
                 with contextlib.suppress(TensordError):

@@ -71,6 +71,7 @@ class PooledMemory {
   PooledMemory& operator=(const PooledMemory&) = delete;
 
   const dnnl::memory& get() const { return memory_; }
+  size_t bytes() const { return bytes_; }
 
  private:
   dnnl::memory memory_;

@@ -11,6 +11,7 @@
 #include "server/backends/cpu/onednn_common.h"
 #include "server/backends/cpu/onednn_conv.h"
 #include "server/backends/cpu/onednn_layout.h"
+#include "server/backends/cpu/onednn_workspace_cache.h"
 #include "server/ops/nn_geometry.h"
 
 namespace tensord::cpu::onednn {
@@ -147,6 +148,20 @@ absl::Status PoolForward(KernelCall& c, bool max_pool) {
   // index output either, so return_indices takes the loop too.
   if (max_pool && (HasNan(c.inputs[0]) || c.outputs.size() > 1)) return LoopPool2d(c);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
+  if (max_pool) {
+    // The training forward, whose argmax workspace is kept for the backward (which would
+    // otherwise run this forward again to get it).
+    auto prim = GetPrimitive("pool_fwd_train|" + s.key, [&] {
+      auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
+      return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+    });
+    auto ws = std::make_shared<const PooledMemory>(prim->pd.workspace_desc());
+    Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)},
+                    {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)},
+                    {DNNL_ARG_WORKSPACE, ws->get()}});
+    KeepWorkspace("pool|" + s.key, c.inputs[0], std::move(ws));
+    return absl::OkStatus();
+  }
   auto prim = GetPrimitive("pool_fwd|" + s.key, [&] {
     auto pd = PoolForwardPd(s, prop_kind::forward_inference, Attr());
     return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
@@ -171,17 +186,23 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   Args args = {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
                {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.x)}};
   if (max_pool) {
-    // Max pooling's backward routes gradients through the forward's argmax workspace; the
-    // forward is re-run here rather than saving the workspace with the op's output.
-    auto fwd = GetPrimitive("pool_fwd_train|" + s.key, [&] {
-      auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
-      return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
-    });
-    PooledMemory ws(fwd->pd.workspace_desc()), dst(s.y);
-    Execute(*fwd, {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)},
-                   {DNNL_ARG_DST, dst.get()},
-                   {DNNL_ARG_WORKSPACE, ws.get()}});
-    args.emplace(DNNL_ARG_WORKSPACE, ws.get());
+    // Max pooling's backward routes gradients through the forward's argmax workspace: the one
+    // the forward kept for this input, or the forward run again (an input written since, or a
+    // workspace evicted).
+    std::shared_ptr<const PooledMemory> ws = FindWorkspace("pool|" + s.key, c.inputs[1]);
+    if (ws == nullptr) {
+      auto fwd = GetPrimitive("pool_fwd_train|" + s.key, [&] {
+        auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
+        return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+      });
+      auto fresh = std::make_shared<const PooledMemory>(fwd->pd.workspace_desc());
+      PooledMemory dst(s.y);
+      Execute(*fwd, {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)},
+                     {DNNL_ARG_DST, dst.get()},
+                     {DNNL_ARG_WORKSPACE, fresh->get()}});
+      ws = std::move(fresh);
+    }
+    args.emplace(DNNL_ARG_WORKSPACE, ws->get());
     Execute(*prim, args);
     return absl::OkStatus();
   }
