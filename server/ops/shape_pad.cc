@@ -109,13 +109,25 @@ absl::StatusOr<PadSpec> ResolvePad(const std::string& op, const Shape& in, const
 }  // namespace ops
 
 void RegisterPadOps(OpRegistry& r) {
-  OpDef pad = ShapeOp("pad", {}, kFloat);
+  OpDef pad = ShapeOp("pad", {}, kAll);
   pad.attrs = {RequiredIntsAttr("pad"), StringAttr("mode", "constant", kModes),
                FloatAttr("value", 0)};
   pad.infer = [](absl::Span<const TensorMeta> in,
                  const Attrs& a) -> absl::StatusOr<std::vector<TensorMeta>> {
     ASSIGN_OR_RETURN(PadSpec s, ResolvePad("pad", in[0].shape, a));
-    return std::vector<TensorMeta>{{in[0].dtype, s.out}};
+    const DType d = in[0].dtype;
+    // As in PyTorch: reflect and replicate pad floats only; constant and circular any dtype,
+    // with a fill value the dtype holds.
+    if (!IsFloat(d) && (s.mode == "reflect" || s.mode == "replicate")) {
+      return DtypeError("pad", absl::StrCat("mode ", s.mode, " pads float tensors, not ",
+                                            DTypeName(d), " (constant and circular pad any)"));
+    }
+    if (IsInt(d) && !FitsIn(d, a.GetFloat("value"))) {
+      return AttrError("pad", "value",
+                       absl::StrCat("= ", a.GetFloat("value"), " cannot be stored in a ",
+                                    DTypeName(d), " tensor"));
+    }
+    return std::vector<TensorMeta>{{d, s.out}};
   };
   pad.backward = [](const GradContext& g) -> absl::StatusOr<std::vector<Tensor>> {
     GradOps o(g.run);

@@ -64,6 +64,7 @@ TORCH_NO_KERNEL: dict = {}
 VALUE_ATTRS = ("min", "max", "value", "alpha")
 ATTR_REFS = {
     "clamp": lambda a: (lambda x: torch.clamp(x, min=a.get("min"), max=a.get("max"))),
+    "pad": lambda a: (lambda x: torch.nn.functional.pad(x, a["pad"], value=a.get("value", 0))),
 }
 
 

@@ -277,8 +277,19 @@ TEST(ShapeRearrangePadOps, PadErrors) {
             Reason::kBadAttribute);
   EXPECT_EQ(reason(x, {{"pad", Ints{1, 1}}, {"mode", std::string("reflect")}, {"value", 1.0}}),
             Reason::kBadAttribute);
-  EXPECT_EQ(ReasonOf(RunOp("pad", {Values(DType::kI64, {2}, {1, 2})}, {{"pad", Ints{1, 1}}})),
+  // Integers and bool pad in constant and circular mode, as in PyTorch, not reflect/replicate.
+  const Tensor ints = Values(DType::kI64, {1, 2}, {1, 2});
+  auto constant = RunOp("pad", {ints}, {{"pad", Ints{1, 1}}, {"value", 7.0}});
+  ASSERT_TRUE(constant.ok()) << constant.status();
+  EXPECT_TRUE(AllClose((*constant)[0], {7, 1, 2, 7}, 0, 0));
+  auto circular = RunOp("pad", {ints}, {{"pad", Ints{1, 1}}, {"mode", std::string("circular")}});
+  ASSERT_TRUE(circular.ok()) << circular.status();
+  EXPECT_TRUE(AllClose((*circular)[0], {2, 1, 2, 1}, 0, 0));
+  EXPECT_EQ(ReasonOf(RunOp("pad", {ints}, {{"pad", Ints{1, 1}}, {"mode", std::string("reflect")}})),
             Reason::kDtypeMismatch);
+  EXPECT_EQ(ReasonOf(RunOp("pad", {Values(DType::kU8, {1, 2}, {1, 2})},
+                           {{"pad", Ints{1, 1}}, {"value", 300.0}})),
+            Reason::kBadAttribute);
 }
 
 }  // namespace

@@ -50,10 +50,10 @@ absl::Status PadKernel(KernelCall& c) {
   const Tensor& x = c.inputs[0];
   ASSIGN_OR_RETURN(ops::PadSpec s, ops::ResolvePad("pad", x.shape(), c.attrs));
   const double value = c.attrs.GetFloat("value");
-  TENSORD_DISPATCH_FLOAT(x.dtype(), [&] {
+  TENSORD_DISPATCH_ALL(x.dtype(), [&] {
     const T* p = x.data<T>();
     T* q = c.outputs[0].data<T>();
-    const T fill = static_cast<T>(value);
+    const T fill = ConvertElement<T>(value);
     ForEachPadded(x.shape(), s, [&](int64_t o, int64_t i) { q[o] = i < 0 ? fill : p[i]; });
   });
   return absl::OkStatus();
@@ -78,7 +78,7 @@ absl::Status PadBackwardKernel(KernelCall& c) {
 }  // namespace
 
 void RegisterPadKernels(KernelTable& t) {
-  t.Add("pad", "loop_pad", kFloat, PadKernel);
+  t.Add("pad", "loop_pad", kAll, PadKernel);
   t.Add("pad_backward", "loop_pad_backward", kFloat, PadBackwardKernel);
 }
 

@@ -77,8 +77,13 @@ absl::Status PadPass(ClDevice& device, const Tensor& in, const Shape& from, int6
         .Add(static_cast<cl_long>(out.numel()))
         .Add(static_cast<cl_long>(from[dim]))
         .Add(static_cast<cl_long>(lists.size()))
-        .Add(static_cast<cl_long>(inner))
-        .AddScalar(in.dtype(), fill);
+        .Add(static_cast<cl_long>(inner));
+    // The fill is of the storage type (bool's is a byte), the others' number arguments too.
+    if (in.dtype() == DType::kBool) {
+      args.Add(static_cast<cl_uchar>(fill != 0));
+    } else {
+      args.AddScalar(in.dtype(), fill);
+    }
   });
 }
 
