@@ -1,6 +1,7 @@
-// Matrix products on OpenCL through CLBlast's GEMM: mm, bmm, matmul (batch dimensions equal
-// or broadcast from a single matrix), linear, and the batch_matmul of their backward rules.
-// Integer products and partially broadcast batches run on the CPU only.
+// Matrix products on OpenCL through CLBlast's GEMM: mm, bmm, matmul (batch dimensions equal,
+// broadcast from a single matrix, or partly broadcast: that operand is expanded on the device
+// first), linear, and the batch_matmul of their backward rules. Integer products run on the
+// CPU only.
 #include "server/backends/opencl/opencl_linalg.h"
 
 #include <clblast.h>
@@ -25,6 +26,10 @@ struct GemmPlan {
   size_t rows = 0, cols = 0, inner = 0, batch = 1;
   bool transpose_a = false, transpose_b = false;
   size_t a_stride = 0, b_stride = 0;  // 0: one matrix for every batch entry
+  // Operands whose batch dims are partly broadcast ([2, 1] against [1, 3]): expanded to the
+  // full batch (`batch_shape`) before the GEMM, which walks them contiguously then.
+  bool expand_a = false, expand_b = false;
+  Shape batch_shape;
 };
 
 absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& a, const Shape& b) {
@@ -53,18 +58,18 @@ absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& 
   g.cols = static_cast<size_t>(p.m);
   const int64_t batch = NumElements(p.batch);
   g.batch = static_cast<size_t>(batch);
-  auto stride = [&](const Shape& operand_batch, size_t matrix) -> absl::StatusOr<size_t> {
+  g.batch_shape = p.batch;
+  auto stride = [&](const Shape& operand_batch, size_t matrix, bool& expand) -> size_t {
     if (NumElements(operand_batch) == 1) return 0;
-    // Equal batch dims after left-padding with ones: walked contiguously.
+    // Equal batch dims after left-padding with ones are walked contiguously; others are
+    // expanded to them first.
     Shape padded(p.batch.size() - operand_batch.size(), 1);
     padded.insert(padded.end(), operand_batch.begin(), operand_batch.end());
-    if (padded != p.batch) {
-      return Error(Reason::kUnsupportedOnBackend, "opencl: partially broadcast batch dimensions");
-    }
+    expand = padded != p.batch;
     return matrix;
   };
-  ASSIGN_OR_RETURN(g.a_stride, stride(p.a_batch, g.rows * g.inner));
-  ASSIGN_OR_RETURN(g.b_stride, stride(p.b_batch, g.inner * g.cols));
+  g.a_stride = stride(p.a_batch, g.rows * g.inner, g.expand_a);
+  g.b_stride = stride(p.b_batch, g.inner * g.cols, g.expand_b);
   return g;
 }
 
@@ -91,12 +96,29 @@ bool SupportsProduct(const KernelQuery& q) {
   return Plan(q.op, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
 }
 
+// `t` (of rank >= 2) with its batch dims expanded to `batch`, in a temporary on the device.
+absl::StatusOr<Tensor> ExpandBatch(const Tensor& t, const Shape& batch, ClDevice& device,
+                                   std::shared_ptr<MemoryAccount> account) {
+  Shape full = batch;
+  full.insert(full.end(), t.shape().end() - 2, t.shape().end());
+  ASSIGN_OR_RETURN(Tensor out, Tensor::EmptyOn(device.shared_from_this(), t.dtype(), full,
+                                               t.device(), std::move(account)));
+  RETURN_IF_ERROR(Copy(device, "expand", t, BroadcastStrides(t.shape(), full), out));
+  return out;
+}
+
 absl::Status RunProduct(KernelCall& c, ClDevice& device) {
-  const Tensor& a = c.inputs[0];
-  const Tensor& b = c.inputs[1];
+  Tensor a = c.inputs[0];
+  Tensor b = c.inputs[1];
   Tensor& out = c.outputs[0];
   ASSIGN_OR_RETURN(GemmPlan g, Plan(c.op, c.attrs, a.shape(), b.shape()));
   if (out.numel() == 0) return absl::OkStatus();
+  if (g.expand_a) {
+    ASSIGN_OR_RETURN(a, ExpandBatch(a, g.batch_shape, device, c.account));
+  }
+  if (g.expand_b) {
+    ASSIGN_OR_RETURN(b, ExpandBatch(b, g.batch_shape, device, c.account));
+  }
   if (g.inner == 0) {
     RETURN_IF_ERROR(Fill(device, 0.0, out));
   } else {
