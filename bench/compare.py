@@ -33,7 +33,7 @@ Lines (tensord | baseline):
   nn Transformer  the same for a TransformerEncoder (d_model 64, 4 heads, 2 layers,
                   feed-forward 128, dropout 0, batch_first) + a linear head to 10, on
                   [16, 32, 64] f32, MSE loss, Adam | the same torch.nn script
-  put/get         256 MiB f32 through the chunked streams (MiB/s)
+  put/get         256 MiB f32 through the chunked streams (MiB/s) | a bare Python gRPC stream
   shm put/get     the same through a shared memory region (numpy copied in and out by the
                   client) | the streams; and with the bytes written and read in place
                   (put_at, get(copy=False)) | the streams
@@ -450,12 +450,44 @@ def nn_models(sess, rounds, inner, threads):
             compiled.reset()
 
 
+def bare_stream_seconds(rounds, mib) -> float:
+    """The baseline of the streams: a bare Python gRPC server in this process sending `mib`
+    messages of 1 MiB to a bare Python client (no tensord code on either side)."""
+    from concurrent import futures
+
+    import grpc
+    chunk = bytes(1 << 20)
+    identity = lambda b: b  # noqa: E731
+
+    def stream(request, context):
+        for _ in range(mib):
+            yield chunk
+    handler = grpc.method_handlers_generic_handler("bare.Stream", {
+        "Get": grpc.unary_stream_rpc_method_handler(stream, request_deserializer=identity,
+                                                    response_serializer=identity)})
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            get = channel.unary_stream("/bare.Stream/Get", request_serializer=identity,
+                                       response_deserializer=identity)
+            return best_of(lambda: sum(len(m) for m in get(b"")), rounds, 1)
+    finally:
+        server.stop(0)
+
+
 def transfers(sess, rounds, mib):
     data = np.ones((mib << 20) // 4, np.float32)
     t_put = best_of(lambda: sess.tensor(data).release(), rounds, 1)
     t = sess.tensor(data)
     t_get = best_of(lambda: t.numpy(), rounds, 1)
-    line(f"put / get {mib} MiB", f"{mib / t_put:.0f} / {mib / t_get:.0f} MiB/s", "", None)
+    t_bare = bare_stream_seconds(rounds, mib)
+    line(f"put / get {mib} MiB", f"{mib / t_put:.0f} / {mib / t_get:.0f} MiB/s",
+         f"{mib / t_bare:.0f} MiB/s bare stream", None,
+         f"{t_bare / t_put:.2f}x / {t_bare / t_get:.2f}x the bare Python stream (goal >= 0.9x, "
+         ">= 1024 MiB/s)")
     try:
         shm = sess.shared_memory(data.nbytes)
     except tensord.SharedMemoryUnavailable as e:
