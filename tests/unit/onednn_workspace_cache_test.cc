@@ -1,9 +1,10 @@
 // The workspaces a oneDNN forward keeps for its backward (max pooling's argmax): found for the
 // same input as it was, never for an input written since, a dead input or another primitive,
 // and bounded; max pooling's gradient is right whether the kept workspace is used or not.
+#include "server/backends/cpu/onednn_workspace_cache.h"
+
 #include <gtest/gtest.h>
 
-#include "server/backends/cpu/onednn_workspace_cache.h"
 #include "tests/support/onednn_test_util.h"
 #include "tests/support/op_test_util.h"
 
