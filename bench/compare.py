@@ -12,6 +12,8 @@ Lines (tensord | baseline):
   batch by hand   N chained adds of [4] f32 in one Execute built once: per-op cost (mostly
                   the server's)
   batch of N      the same built with sess.batch() each time: per-op cost | PyTorch eager
+  two sessions    batches of 1000 adds (built once) from two sessions in two threads at
+                  once: throughput | one session alone
   program of N    the same chain compiled once (sess.compile), one RunProgram: per-op cost
   MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
                   | local PyTorch, same thread count
@@ -123,6 +125,33 @@ def execute_by_hand(sess, n: int):
         sess.client._call("Release", service_pb2.ReleaseRequest(session_id=sess.id,
                                                                handles=handles))
     return run, timing
+
+
+def two_sessions(client, rounds, n=1000, k=10):
+    """Throughput of two sessions' batches run side by side (one thread each, requests built
+    once, as execute_by_hand) against one session's alone: the server's threads share the
+    cores, no session waits for the other's lock."""
+    import threading
+    with client.session() as first, client.session() as second:
+        runs = [execute_by_hand(first, n)[0], execute_by_hand(second, n)[0]]
+
+        def loop(run):
+            for _ in range(k):
+                run()
+        loop(runs[0])  # warm
+        alone = best_of(lambda: loop(runs[0]), rounds, 1)
+
+        def both():
+            threads = [threading.Thread(target=loop, args=(run,)) for run in runs]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        together = best_of(both, rounds, 1)
+    ratio = 2 * alone / together
+    line(f"two sessions side by side, {n} adds", f"{2 * k * n / together / 1e3:.0f} k ops/s",
+         f"{k * n / alone / 1e3:.0f} k ops/s one session", ratio,
+         "throughput of two / one (goal >= 1.7 on 2 cores)")
 
 
 def batches(sess, rounds):
@@ -542,6 +571,7 @@ def main() -> int:
                 if "ops" in only:
                     small_op(client, sess, rounds, inner * 10)
                     batches(sess, rounds)
+                    two_sessions(client, rounds)
                 if "mlp" in only:
                     mlp(sess, rounds, inner, args.threads)
                 if "conv" in only:
