@@ -119,6 +119,25 @@ TEST(NarrowInt, PromotionInOps) {
   EXPECT_TRUE(AllClose(w, {200, 9}, 0, 0));
 }
 
+// True division (and atan2) casts each integer operand straight to f32, as PyTorch's
+// promote_integer_inputs_to_float: not through the operands' common integer dtype, which would
+// wrap a 0-d operand that does not fit it first.
+TEST(NarrowInt, TrueDivisionCastsIntegersStraightToFloat) {
+  Tensor q = Run1("div", {Values(kI8, {2}, {-100, 50}), Tensor::Scalar<uint8_t>(168)});
+  EXPECT_EQ(q.dtype(), DType::kF32);
+  EXPECT_TRUE(AllClose(q, {-100.0 / 168, 50.0 / 168}));
+  Tensor big =
+      Run1("div", {Values(DType::kI32, {2}, {7, 100}), Tensor::Scalar<int64_t>(1LL << 40)});
+  EXPECT_TRUE(AllClose(big, {7.0 / 1099511627776.0, 100.0 / 1099511627776.0}, 1e-6, 0));
+  Tensor a = Run1("atan2", {Values(kU8, {1}, {1}), Tensor::Scalar<int8_t>(-1)});
+  EXPECT_TRUE(AllClose(a, {std::atan2(1.0, -1.0)}));
+  // With a rounding mode the division stays integral, in the common dtype (wrapping as torch).
+  Tensor f = Run1("div", {Values(kI8, {1}, {-100}), Tensor::Scalar<uint8_t>(3)},
+                  {{"rounding_mode", std::string("floor")}});
+  EXPECT_EQ(f.dtype(), kI8);
+  EXPECT_TRUE(AllClose(f, {-34}, 0, 0));
+}
+
 TEST(NarrowInt, ReductionsAccumulateInI64) {
   Tensor a = Values(kU8, {2, 2}, {255, 255, 255, 255});
   Tensor s = Run1("sum", {a});
