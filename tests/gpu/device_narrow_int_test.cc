@@ -13,16 +13,6 @@ using namespace testing;
 
 const DType kNarrow[] = {DType::kU8, DType::kI8, DType::kI16};
 
-Tensor Cast(const Tensor& t, DType d) {
-  return Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(d))}});
-}
-
-Tensor IntNumber(int64_t v) {
-  Tensor t = Tensor::Scalar<int64_t>(v);
-  t.set_wrapped_number(true);
-  return t;
-}
-
 AttrMap To(DType d) { return {{"dtype", std::string(DTypeName(d))}}; }
 
 TEST(DeviceNarrowInt, CastsMatchTheCpu) {
@@ -34,7 +24,7 @@ TEST(DeviceNarrowInt, CastsMatchTheCpu) {
     const std::string what(DTypeName(narrow));
     EXPECT_TRUE(SameOnDevice(device, "to_dtype", {f}, To(narrow))) << what;
     EXPECT_TRUE(SameOnDevice(device, "to_dtype", {big}, To(narrow))) << what;
-    const Tensor n = Cast(Values(DType::kF64, {5}, {0, 1, 2, 100, 7}), narrow);
+    const Tensor n = CastTo(Values(DType::kF64, {5}, {0, 1, 2, 100, 7}), narrow);
     for (DType other : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBool,
                         DType::kBF16, DType::kF16, DType::kU8, DType::kI8, DType::kI16}) {
       EXPECT_TRUE(SameOnDevice(device, "to_dtype", {n}, To(other)))
@@ -49,7 +39,7 @@ TEST(DeviceNarrowInt, StorageKernelsMatchTheCpu) {
   UnsupportedCalls().clear();
   for (DType narrow : kNarrow) {
     const std::string what(DTypeName(narrow));
-    const Tensor a = Cast(Values(DType::kF64, {2, 3}, {0, 5, 0, 7, 100, 1}), narrow);
+    const Tensor a = CastTo(Values(DType::kF64, {2, 3}, {0, 5, 0, 7, 100, 1}), narrow);
     EXPECT_TRUE(
         SameOnDevice(device, "transpose", {a}, {{"dim0", int64_t{0}}, {"dim1", int64_t{1}}}))
         << what;
@@ -75,15 +65,15 @@ TEST(DeviceNarrowInt, ComputedOpsWrapAsOnTheCpu) {
   UnsupportedCalls().clear();
   for (DType narrow : kNarrow) {
     const std::string what(DTypeName(narrow));
-    const Tensor a = Cast(Values(DType::kI64, {4}, {250, 3, -128, 127}), narrow);
-    const Tensor b = Cast(Values(DType::kI64, {4}, {10, 5, -1, 2}), narrow);
+    const Tensor a = CastTo(Values(DType::kI64, {4}, {250, 3, -128, 127}), narrow);
+    const Tensor b = CastTo(Values(DType::kI64, {4}, {10, 5, -1, 2}), narrow);
     for (const char* op : {"add", "sub", "mul", "maximum", "bitwise_xor", "eq", "lt"}) {
       EXPECT_TRUE(SameOnDevice(device, op, {a, b})) << op << " " << what;
     }
     for (const char* op : {"neg", "abs", "bitwise_not", "sign"}) {
       EXPECT_TRUE(SameOnDevice(device, op, {a})) << op << " " << what;
     }
-    EXPECT_TRUE(SameOnDevice(device, "add", {a, IntNumber(300)})) << what;
+    EXPECT_TRUE(SameOnDevice(device, "add", {a, IntOperand(300)})) << what;
     EXPECT_TRUE(SameOnDevice(device, "sum", {a})) << what;
     EXPECT_TRUE(SameOnDevice(device, "cumsum", {a}, {{"dim", int64_t{0}}})) << what;
     EXPECT_TRUE(SameOnDevice(device, "amax", {a}, {{"dim", std::vector<int64_t>{0}}})) << what;

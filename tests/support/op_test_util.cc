@@ -70,6 +70,16 @@ Tensor ScalarOperand(double v) {
   return t;
 }
 
+Tensor IntOperand(int64_t v) {
+  Tensor t = Tensor::Scalar<int64_t>(v);
+  t.set_wrapped_number(true);
+  return t;
+}
+
+Tensor CastTo(const Tensor& t, DType dtype) {
+  return Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(dtype))}});
+}
+
 ::testing::AssertionResult AllClose(const Tensor& actual, const std::vector<double>& expected,
                                     double rtol, double atol) {
   if (!actual.defined()) return ::testing::AssertionFailure() << "tensor is undefined";

@@ -22,8 +22,11 @@ Tensor Run1(const std::string& op, std::vector<Tensor> inputs, const AttrMap& at
 // Uniform values in [lo, hi) (rounded for integer dtypes; bool: random 0/1).
 Tensor Random(DType dtype, Shape shape, uint32_t seed, double lo = -1.0, double hi = 1.0);
 Tensor Values(DType dtype, Shape shape, const std::vector<double>& values);
-// A wrapped scalar operand, as clients send Python numbers.
+// A wrapped scalar operand, as clients send Python numbers: a float, and an int.
 Tensor ScalarOperand(double v);
+Tensor IntOperand(int64_t v);
+// `t` converted to `dtype` by to_dtype (fails the test on error).
+Tensor CastTo(const Tensor& t, DType dtype);
 
 // Elementwise |a - b| <= atol + rtol * |b|, with NaN == NaN and inf == inf.
 ::testing::AssertionResult AllClose(const Tensor& actual, const std::vector<double>& expected,

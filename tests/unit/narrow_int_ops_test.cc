@@ -15,17 +15,6 @@ using namespace testing;
 
 const DType kU8 = DType::kU8, kI8 = DType::kI8, kI16 = DType::kI16;
 
-Tensor Cast(const Tensor& t, DType d) {
-  return Run1("to_dtype", {t}, {{"dtype", std::string(DTypeName(d))}});
-}
-
-// A Python int operand (ScalarOperand makes a Python float).
-Tensor IntNumber(int64_t v) {
-  Tensor t = Tensor::Scalar<int64_t>(v);
-  t.set_wrapped_number(true);
-  return t;
-}
-
 Reason ReasonOf(const std::string& op, std::vector<Tensor> in, const AttrMap& attrs = {}) {
   auto r = RunOp(op, std::move(in), attrs);
   return r.ok() ? Reason::kUnspecified : GetReason(r.status());
@@ -85,12 +74,12 @@ TEST(NarrowInt, ArithmeticWrapsAsTorch) {
   EXPECT_TRUE(AllClose(Run1("neg", {b}), {246, 251, 255}, 0, 0));
   EXPECT_TRUE(AllClose(Run1("bitwise_not", {b}), {245, 250, 254}, 0, 0));
   Tensor c = Values(kI8, {3}, {100, -128, 7});
-  EXPECT_TRUE(AllClose(Run1("mul", {c, IntNumber(2)}), {-56, 0, 14}, 0, 0));
+  EXPECT_TRUE(AllClose(Run1("mul", {c, IntOperand(2)}), {-56, 0, 14}, 0, 0));
   EXPECT_TRUE(AllClose(Run1("abs", {c}), {100, -128, 7}, 0, 0));
   Tensor d = Values(kI16, {2}, {32767, -32768});
-  EXPECT_TRUE(AllClose(Run1("add", {d, IntNumber(1)}), {-32768, -32767}, 0, 0));
+  EXPECT_TRUE(AllClose(Run1("add", {d, IntOperand(1)}), {-32768, -32767}, 0, 0));
   // A Python number keeps the narrow dtype (and wraps: 1 + 300 is 45 in u8).
-  Tensor n = Run1("add", {Values(kU8, {1}, {1}), IntNumber(300)});
+  Tensor n = Run1("add", {Values(kU8, {1}, {1}), IntOperand(300)});
   EXPECT_EQ(n.dtype(), kU8);
   EXPECT_TRUE(AllClose(n, {45}, 0, 0));
   EXPECT_EQ(Run1("mul", {a, ScalarOperand(0.5)}).dtype(), DType::kF32);
@@ -157,9 +146,9 @@ TEST(NarrowInt, ReductionsAccumulateInI64) {
 
 TEST(NarrowInt, CastsConvertAsTorch) {
   Tensor f = Values(DType::kF32, {3}, {-1.5, 300.7, -200.2});
-  EXPECT_TRUE(AllClose(Cast(f, kU8), {255, 44, 56}, 0, 0));
-  EXPECT_TRUE(AllClose(Cast(f, kI8), {-1, 44, 56}, 0, 0));
-  EXPECT_TRUE(AllClose(Cast(f, kI16), {-1, 300, -200}, 0, 0));
+  EXPECT_TRUE(AllClose(CastTo(f, kU8), {255, 44, 56}, 0, 0));
+  EXPECT_TRUE(AllClose(CastTo(f, kI8), {-1, 44, 56}, 0, 0));
+  EXPECT_TRUE(AllClose(CastTo(f, kI16), {-1, 300, -200}, 0, 0));
   const DType all[] = {DType::kF32,  DType::kF64, DType::kI32, DType::kI64, DType::kBool,
                        DType::kBF16, DType::kF16, kU8,         kI8,         kI16};
   for (DType narrow : {kU8, kI8, kI16}) {
@@ -167,19 +156,19 @@ TEST(NarrowInt, CastsConvertAsTorch) {
       SCOPED_TRACE(std::string(DTypeName(narrow)) + " <-> " + std::string(DTypeName(other)));
       std::vector<double> v = {0, 1, 2, 100, 7, 0};
       if (IsBool(other)) v = {0, 1, 1, 1, 1, 0};
-      Tensor src = Cast(Values(DType::kF64, {6}, v), other);
-      Tensor n = Cast(src, narrow);
+      Tensor src = CastTo(Values(DType::kF64, {6}, v), other);
+      Tensor n = CastTo(src, narrow);
       ASSERT_EQ(n.dtype(), narrow);
       EXPECT_TRUE(AllClose(n, v, 0, 0));
-      Tensor back = Cast(n, other);
+      Tensor back = CastTo(n, other);
       EXPECT_EQ(back.dtype(), other);
       EXPECT_TRUE(AllClose(back, v, 0, 0));
     }
   }
   // Integer to narrower integer keeps the low bits.
-  EXPECT_TRUE(AllClose(Cast(Values(DType::kI64, {2}, {257, -1}), kU8), {1, 255}, 0, 0));
-  EXPECT_TRUE(AllClose(Cast(Values(kU8, {1}, {200}), kI8), {-56}, 0, 0));
-  EXPECT_TRUE(AllClose(Cast(Values(kU8, {2}, {0, 9}), DType::kBool), {0, 1}, 0, 0));
+  EXPECT_TRUE(AllClose(CastTo(Values(DType::kI64, {2}, {257, -1}), kU8), {1, 255}, 0, 0));
+  EXPECT_TRUE(AllClose(CastTo(Values(kU8, {1}, {200}), kI8), {-56}, 0, 0));
+  EXPECT_TRUE(AllClose(CastTo(Values(kU8, {2}, {0, 9}), DType::kBool), {0, 1}, 0, 0));
 }
 
 TEST(NarrowInt, ViewsCopiesAndIndexing) {
