@@ -107,8 +107,9 @@ void ClDevice::Free(void* block, size_t bytes) {
   if (block != nullptr) blocks_.Free(block, bytes);
 }
 
-absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& key, const std::string& name,
-                                              const std::function<std::string()>& render) {
+absl::StatusOr<gpu::CompiledKernel*> ClDevice::Kernel(const std::string& key,
+                                                      const std::string& name,
+                                                      const std::function<std::string()>& render) {
   absl::MutexLock lock(&mu_);
   auto it = kernels_.find(key);
   if (it != kernels_.end()) return it->second.get();
@@ -135,6 +136,7 @@ absl::StatusOr<BuiltKernel*> ClDevice::Kernel(const std::string& key, const std:
     clReleaseProgram(built->program);
     return ClError(err, absl::StrCat("clCreateKernel ", name), name_);
   }
+  built->name = name;
   BuiltKernel* out = built.get();
   kernels_.emplace(key, std::move(built));
   return out;
@@ -145,7 +147,7 @@ int64_t ClDevice::kernels_built() const {
   return static_cast<int64_t>(kernels_.size());
 }
 
-absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
+absl::StatusOr<const void*> ClDevice::Constants(const std::vector<int64_t>& values) {
   // A geometry of rank 0 still needs a buffer to pass.
   static const std::vector<int64_t> kRankZero = {0};
   const std::vector<int64_t>& data = values.empty() ? kRankZero : values;
@@ -157,7 +159,7 @@ absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
       constants_order_.splice(constants_order_.end(), constants_order_, it->second.order);
       ++constant_stats_.hits;
       clRetainMemObject(it->second.mem);
-      return it->second.mem;
+      return static_cast<const void*>(it->second.mem);
     }
   }
   cl_int err = CL_SUCCESS;
@@ -167,7 +169,7 @@ absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
   if (err != CL_SUCCESS) return ClError(err, "geometry buffer", name_);
   absl::MutexLock lock(&constants_mu_);
   ++constant_stats_.created;
-  if (!cacheable || constants_.contains(data)) return mem;
+  if (!cacheable || constants_.contains(data)) return static_cast<const void*>(mem);
   clRetainMemObject(mem);  // the cache's reference
   constants_order_.push_back(data);
   constants_.emplace(data, CachedConstants{mem, std::prev(constants_order_.end())});
@@ -177,7 +179,11 @@ absl::StatusOr<cl_mem> ClDevice::Constants(const std::vector<int64_t>& values) {
     constants_.erase(oldest);
     constants_order_.pop_front();
   }
-  return mem;
+  return static_cast<const void*>(mem);
+}
+
+void ClDevice::ReleaseConstants(const void* block) {
+  clReleaseMemObject(static_cast<cl_mem>(const_cast<void*>(block)));
 }
 
 ClDevice::ConstantStats ClDevice::constant_stats() const {
@@ -185,13 +191,56 @@ ClDevice::ConstantStats ClDevice::constant_stats() const {
   return constant_stats_;
 }
 
-absl::Status ClDevice::Launch(cl_kernel kernel, int64_t n) {
+absl::Status ClDevice::Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n) {
   if (n <= 0) return absl::OkStatus();
+  auto* built = static_cast<BuiltKernel*>(kernel);
+  // Arguments belong to the kernel object, shared by every caller: set and enqueue as one.
+  absl::MutexLock lock(&built->mu);
+  cl_uint index = 0;
+  for (const gpu::KernelArgs::Arg& a : args.args()) {
+    cl_int err = CL_SUCCESS;
+    if (a.is_block) {
+      cl_mem mem = static_cast<cl_mem>(const_cast<void*>(a.block));
+      err = clSetKernelArg(built->kernel, index, sizeof(cl_mem), &mem);
+    } else {
+      err = clSetKernelArg(built->kernel, index, a.size, &a.bits);
+    }
+    if (err != CL_SUCCESS) {
+      return ClError(err, absl::StrCat("clSetKernelArg ", index, " of ", built->name), name_);
+    }
+    ++index;
+  }
   const size_t global = static_cast<size_t>(n);
-  cl_int err =
-      clEnqueueNDRangeKernel(queue_, kernel, 1, nullptr, &global, nullptr, 0, nullptr, nullptr);
-  if (err != CL_SUCCESS) return ClError(err, "clEnqueueNDRangeKernel", name_);
+  cl_int err = clEnqueueNDRangeKernel(queue_, built->kernel, 1, nullptr, &global, nullptr, 0,
+                                      nullptr, nullptr);
+  if (err != CL_SUCCESS) return ClError(err, "clEnqueueNDRangeKernel " + built->name, name_);
   return absl::OkStatus();
+}
+
+absl::Status ClDevice::Write(void* block, size_t offset, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  cl_int err = clEnqueueWriteBuffer(queue_, static_cast<cl_mem>(block), CL_TRUE, offset, bytes, src,
+                                    0, nullptr, nullptr);
+  return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "writing to the device", name_);
+}
+
+absl::Status ClDevice::Read(const void* block, size_t offset, void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  cl_int err = clEnqueueReadBuffer(queue_, static_cast<cl_mem>(const_cast<void*>(block)), CL_TRUE,
+                                   offset, bytes, dst, 0, nullptr, nullptr);
+  return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "reading from the device", name_);
+}
+
+absl::Status ClDevice::CopyOnDevice(const void* src, void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  cl_int err = clEnqueueCopyBuffer(queue_, static_cast<cl_mem>(const_cast<void*>(src)),
+                                   static_cast<cl_mem>(dst), 0, 0, bytes, 0, nullptr, nullptr);
+  return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "copying on the device", name_);
+}
+
+absl::Status ClDevice::Synchronize() {
+  cl_int err = clFinish(queue_);
+  return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "clFinish", name_);
 }
 
 const std::vector<std::shared_ptr<ClDevice>>& Devices() {

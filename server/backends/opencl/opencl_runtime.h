@@ -1,6 +1,7 @@
-// The OpenCL platform as the backend uses it: the devices found (one context and one in-order
-// queue each, made once per process), their memory, and the kernels built from generated
-// source, cached per source text.
+// The OpenCL runtime: the devices found (one context and one in-order queue each, made once per
+// process), their memory, the kernels built from generated source (cached per source text),
+// CLBlast's GEMM, and the OpenCL C dialect the kernels are rendered in. The only code of the
+// backend that touches the OpenCL API.
 #pragma once
 
 #include <CL/cl.h>
@@ -16,6 +17,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "server/backends/gpu/device_runtime.h"
 #include "server/core/device_block_cache.h"
 #include "server/core/tensor.h"
 
@@ -25,26 +27,31 @@ namespace tensord::opencl {
 // naming what failed and the CL error.
 absl::Status ClError(cl_int err, const std::string& what, const std::string& device);
 
+// OpenCL C.
+const gpu::Dialect& Dialect();
+
 // A kernel built once; its arguments are set and it is enqueued under `mu`, because an OpenCL
 // kernel object holds its arguments.
-struct BuiltKernel {
+struct BuiltKernel : gpu::CompiledKernel {
   cl_program program = nullptr;
   cl_kernel kernel = nullptr;
+  std::string name;
   absl::Mutex mu;
 };
 
-class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevice> {
+class ClDevice : public gpu::DeviceRuntime {
  public:
   ClDevice(std::string name, cl_platform_id platform, cl_device_id id);
   ~ClDevice() override;
   // Opens the context and queue; the device is unusable when this fails.
   absl::Status Open();
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
+  bool has_fp64() const override { return has_fp64_; }
+  const gpu::Dialect& dialect() const override { return Dialect(); }
   const std::string& description() const { return description_; }
   const std::string& vendor() const { return vendor_; }
   int64_t memory_bytes() const { return memory_bytes_; }
-  bool has_fp64() const { return has_fp64_; }
   cl_command_queue queue() const { return queue_; }
 
   // DeviceMemory: buffers of the device's context, cached for reuse (a freed buffer may be
@@ -53,23 +60,23 @@ class ClDevice : public DeviceMemory, public std::enable_shared_from_this<ClDevi
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* block, size_t bytes) override;
 
-  // The kernel `name` cached under `key` (what determines its source), built from `render()`
-  // on first use only, so a cached call renders no source. A build failure is INTERNAL with
-  // the compiler's log (a generator bug, never user input: sources come from the op table).
-  absl::StatusOr<BuiltKernel*> Kernel(const std::string& key, const std::string& name,
-                                      const std::function<std::string()>& render);
-  // A read-only buffer holding `values` (kernel geometry, tables), the caller's reference to
-  // release (OpenCL keeps it until the kernels using it have run). Small ones are cached by
-  // content, so a step that launches the same shapes again creates no buffer and writes
-  // nothing: the cache holds a reference of its own, and they are never written.
-  absl::StatusOr<cl_mem> Constants(const std::vector<int64_t>& values);
+  absl::StatusOr<gpu::CompiledKernel*> Kernel(const std::string& key, const std::string& name,
+                                              const std::function<std::string()>& render) override;
+  absl::Status Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n) override;
+  absl::Status Write(void* block, size_t offset, const void* src, size_t bytes) override;
+  absl::Status Read(const void* block, size_t offset, void* dst, size_t bytes) override;
+  absl::Status CopyOnDevice(const void* src, void* dst, size_t bytes) override;
+  // Constant blocks are buffers with a reference of the caller's (and one of the cache's).
+  absl::StatusOr<const void*> Constants(const std::vector<int64_t>& values) override;
+  void ReleaseConstants(const void* block) override;
+  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) override;
+  absl::Status Synchronize() override;
+
   struct ConstantStats {
     int64_t hits = 0;     // served from the cache
     int64_t created = 0;  // buffers created
   };
   ConstantStats constant_stats() const;
-  // Enqueues `kernel` over `n` work items (its arguments set by the caller under its mutex).
-  absl::Status Launch(cl_kernel kernel, int64_t n);
 
   // Number of kernels built so far (the bench reports first-call and cached-call times).
   int64_t kernels_built() const;

@@ -1,0 +1,83 @@
+// Renders the source of generated GPU kernels: elementwise maps (unary, binary, ternary, casts,
+// fills) over broadcast operands, and the pieces the other templates (reductions, optimizers)
+// share. Shapes and strides are run-time arguments (a geometry buffer), so one kernel serves
+// every shape and rank of its (op, dtypes): few variants, each compiled once per process.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/core/dtype.h"
+#include "server/core/shape.h"
+
+namespace tensord::gpu {
+
+// The C dialect a backend compiles, defined by its runtime (OpenCL C in
+// server/backends/opencl); CUDA C (NVRTC) renders through the same templates with its own
+// qualifiers.
+struct Dialect {
+  std::string kernel;             // "__kernel void"
+  std::string global;             // "__global"
+  std::string global_id;          // "get_global_id(0)"
+  std::string int64;              // "long"
+  std::string uint64;             // "ulong"
+  std::string preamble;           // what every source starts with
+  std::string fp64_enable;        // what a source using f64 adds
+  std::string as_float, as_uint;  // bit casts between float and uint32
+};
+// What a source whose kernels touch `dtypes` starts with: the dialect's preamble, the f64
+// extension, the bf16/f16 conversion helpers.
+std::string Preamble(const Dialect& dialect, const std::vector<DType>& dtypes);
+
+// A map out[i] = expr(a, b, c) over operands loaded as `compute` (`T` in the expression).
+// Kernel arguments: out, the inputs, the geometry (int64: the coalesced output shape, then
+// each input's strides), n (elements), rank, and one scalar per `num_scalars` (as T).
+struct ElementwiseKernel {
+  std::string name;  // the kernel's function name
+  std::string expr;
+  std::vector<DType> inputs;  // storage dtypes
+  DType output = DType::kF32;
+  DType compute = DType::kF32;
+  int num_scalars = 0;
+  std::string helpers;  // functions in double the expression calls
+};
+std::string RenderElementwise(const Dialect& dialect, const ElementwiseKernel& k);
+
+// flag[0] = 1 when any of the n elements of x is zero (every writer writes the same value).
+// Arguments: flag (int), x, n. The device-side check of a divisor before an integer division.
+std::string RenderAnyZero(const Dialect& dialect, const std::string& name, DType dtype);
+
+// The pieces every template renders with: a dtype's storage type, the type it computes in
+// (2-byte floats as float, bool as int), a load converting storage to that type, a store back,
+// and the loop adding each operand's offset for the linear `index` over `shape_at` dims.
+std::string StorageType(const Dialect& dialect, DType t);
+std::string ComputeType(const Dialect& dialect, DType t);
+std::string Load(DType t, const std::string& element);
+std::string Store(const Dialect& dialect, DType t, const std::string& value);
+std::string OffsetLoop(const std::string& index, const std::string& rank,
+                       const std::string& shape_at, const std::vector<std::string>& offsets,
+                       const std::vector<std::string>& stride_at, const Dialect& dialect);
+
+// Operand geometry: one iteration shape and, per operand, the element strides that walk it.
+// Adjacent dimensions every operand walks contiguously are merged, so same-shape operands
+// become one flat loop whatever the rank.
+struct Geometry {
+  std::vector<int64_t> shape;
+  std::vector<std::vector<int64_t>> strides;  // per operand, parallel to shape
+  // The kernel's geometry argument: shape, then each operand's strides.
+  std::vector<int64_t> Flat() const;
+};
+// Broadcasting each input shape against `out` (stride 0 along broadcast dimensions).
+Geometry BroadcastGeometry(const Shape& out, const std::vector<Shape>& inputs);
+// Explicit per-operand strides over `shape` (permute, expand).
+Geometry StridedGeometry(const Shape& shape, std::vector<std::vector<int64_t>> strides);
+// For a reduction of `in` over `dims` (normalised, ascending): the kept dimensions and the
+// reduced ones, each with the input's strides along them.
+struct ReductionGeometry {
+  Geometry kept;
+  Geometry reduced;
+};
+ReductionGeometry ReduceGeometry(const Shape& in, const std::vector<int64_t>& dims);
+
+}  // namespace tensord::gpu

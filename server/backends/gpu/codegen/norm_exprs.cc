@@ -1,0 +1,154 @@
+#include "server/backends/gpu/codegen/norm_exprs.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::gpu {
+namespace {
+
+// The row's mean and biased variance, two passes as the CPU's RowMoments, then rstd.
+constexpr char kRowMoments[] =
+    "double mean = 0; EACH(mean += (double)X0(off);) mean = n_red > 0 ? mean / (double)n_red : "
+    "0.0; double q = 0; EACH(const double e = (double)X0(off) - mean; q += e * e;) "
+    "const double var = n_red > 0 ? q / (double)n_red : 0.0; "
+    "const double rstd = 1.0 / sqrt(var + s0); ";
+
+}  // namespace
+
+std::vector<int64_t> RowDims(int64_t rank, int64_t normalized) {
+  std::vector<int64_t> dims;
+  for (int64_t d = rank - normalized; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+std::vector<int64_t> BatchDims(int64_t rank, int64_t normalized) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < rank - normalized; ++d) dims.push_back(d);
+  return dims;
+}
+
+GroupPlan LayerNormPlan(int64_t rank, int64_t normalized, int inputs, double eps, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0};
+  for (int t = 1; t < inputs; ++t) plan.tables.push_back(t);
+  plan.dims = RowDims(rank, normalized);
+  plan.compute = dtype;
+  plan.scalar = eps;
+  plan.body = absl::StrCat(kRowMoments, "EACH(double v = ((double)X0(off) - mean) * rstd; ",
+                           inputs > 1 ? "v *= A0(j); " : "", inputs > 2 ? "v += A1(j); " : "",
+                           "OUT_AT(v);)");
+  return plan;
+}
+
+GroupPlan LayerNormInputGradPlan(int64_t rank, int64_t normalized, bool weighted, double eps,
+                                 DType dtype) {
+  GroupPlan plan;
+  plan.walked = {1, 0};  // X0 = x, X1 = grad
+  if (weighted) plan.tables = {2};
+  plan.dims = RowDims(rank, normalized);
+  plan.compute = dtype;
+  plan.scalar = eps;
+  const std::string gxhat =
+      absl::StrCat("const double gxhat = (double)X1(off) * ", weighted ? "A0(j)" : "1.0", "; ");
+  plan.body = absl::StrCat(
+      kRowMoments, "double sum_g = 0, sum_gx = 0; EACH(", gxhat,
+      "const double xhat = ((double)X0(off) - mean) * rstd; sum_g += gxhat; sum_gx += gxhat * "
+      "xhat;) const double mg = sum_g / (double)n_red, mgx = sum_gx / (double)n_red; EACH(",
+      gxhat,
+      "const double xhat = ((double)X0(off) - mean) * rstd; OUT_AT(rstd * (gxhat - mg - xhat * "
+      "mgx));)");
+  return plan;
+}
+
+GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps) {
+  GroupPlan plan;
+  plan.walked = {0};
+  plan.dims = RowDims(rank, normalized);
+  plan.compute = DType::kF64;
+  plan.scalar = eps;
+  plan.body = absl::StrCat(kRowMoments, rstd ? "OUT(rstd);" : "OUT(mean);");
+  return plan;
+}
+
+GroupPlan LayerNormWeightGradPlan(int64_t rank, int64_t normalized, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0, 1};  // X0 = x, X1 = grad; j is the row
+  plan.tables = {2, 3};  // the rows' mean and rstd
+  plan.dims = BatchDims(rank, normalized);
+  plan.compute = dtype;
+  plan.body =
+      "double s = 0; EACH(s += (double)X1(off) * (((double)X0(off) - A0(j)) * A1(j));) OUT(s);";
+  return plan;
+}
+
+GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0};
+  plan.dims = BatchDims(rank, normalized);
+  plan.compute = dtype;
+  plan.body = "double s = 0; EACH(s += (double)X0(off);) OUT(s);";
+  return plan;
+}
+
+std::vector<int64_t> ChannelDims(int64_t rank) {
+  std::vector<int64_t> dims = {0};
+  for (int64_t d = 2; d < rank; ++d) dims.push_back(d);
+  return dims;
+}
+
+GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0};
+  plan.tables = {1, 2};
+  if (!training) plan.tables.insert(plan.tables.end(), {3, 4});
+  plan.dims = ChannelDims(rank);
+  plan.compute = dtype;
+  plan.scalar = eps;
+  plan.body = absl::StrCat(training ? kRowMoments : "const double mean = A2(i), var = A3(i); ",
+                           "const double scale = A0(i) / sqrt(var + s0); const double shift = "
+                           "A1(i) - mean * scale; EACH(OUT_AT((double)X0(off) * scale + shift);)");
+  return plan;
+}
+
+GroupPlan BatchNormStatPlan(int64_t rank, bool training, bool var, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {0};
+  plan.dims = ChannelDims(rank);
+  plan.compute = dtype;
+  if (training) {
+    plan.body = absl::StrCat(kRowMoments, var ? "OUT(var);" : "OUT(mean);");
+  } else {
+    plan.tables = {var ? 4 : 3};
+    plan.body = "OUT(A0(i));";
+  }
+  return plan;
+}
+
+GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, DType dtype) {
+  GroupPlan plan;
+  plan.walked = {1, 0};  // X0 = x, X1 = grad
+  plan.tables = {2, 3, 4};
+  plan.dims = ChannelDims(rank);
+  plan.compute = dtype;
+  plan.scalar = eps;
+  // sum(gy) and sum(gy * xhat) over the channel; training differentiates through the batch
+  // mean and variance as well.
+  plan.body =
+      "const double mu = A1(i); const double invstd = 1.0 / sqrt(A2(i) + s0); double sum_g = 0, "
+      "sum_gx = 0; EACH(sum_g += (double)X1(off); sum_gx += (double)X1(off) * ((double)X0(off) - "
+      "mu) * invstd;) ";
+  if (part == 1) {
+    absl::StrAppend(&plan.body, "OUT(sum_gx);");
+  } else if (part == 2) {
+    absl::StrAppend(&plan.body, "OUT(sum_g);");
+  } else {
+    absl::StrAppend(
+        &plan.body, "const double k = A0(i) * invstd; const double mean_g = ",
+        training ? "n_red > 0 ? sum_g / (double)n_red : 0.0" : "0.0",
+        "; const double mean_gx = ", training ? "n_red > 0 ? sum_gx / (double)n_red : 0.0" : "0.0",
+        "; EACH(const double xhat = ((double)X0(off) - mu) * invstd; OUT_AT(k * "
+        "((double)X1(off) - mean_g - xhat * mean_gx));)");
+  }
+  return plan;
+}
+
+}  // namespace tensord::gpu

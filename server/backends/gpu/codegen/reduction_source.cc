@@ -1,0 +1,77 @@
+#include "server/backends/gpu/codegen/reduction_source.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+
+namespace tensord::gpu {
+namespace {
+
+// `name`(...): the for header `loop` over `j`, each element's offset `off`, then the statements.
+std::string EachMacro(const Dialect& d, const std::string& name, const std::string& loop) {
+  const std::string offsets = OffsetLoop("j", "red_rank", "geom[2 * kept_rank + ", {"off"},
+                                         {"geom[2 * kept_rank + red_rank + "}, d);
+  std::string s = absl::StrCat("#define ", name, "(...) ", loop, " { ", d.int64, " off = base;\n",
+                               offsets, "  { __VA_ARGS__ } }\n");
+  // Every line of the expansion but the last continues the macro.
+  const size_t last = s.size() - 1;
+  return absl::StrCat(absl::StrReplaceAll(s.substr(0, last), {{"\n", " \\\n"}}), "\n");
+}
+
+}  // namespace
+
+std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
+  std::vector<DType> all = k.walked;
+  all.insert(all.end(), k.groups.begin(), k.groups.end());
+  all.insert(all.end(), k.tables.begin(), k.tables.end());
+  all.push_back(k.output);
+  all.push_back(k.compute);
+  all.push_back(DType::kF64);  // accumulators and s0
+  const bool is_float = IsFloat(k.compute);
+  const std::string L = d.int64;
+  std::string s = Preamble(d, all);
+  absl::StrAppend(&s, "#define I64 ", L, "\n#define T ", ComputeType(d, k.compute),
+                  "\n#define ACC ", is_float ? "double" : L, "\n");
+  absl::StrAppend(&s, is_float ? "#define ISNAN(v) isnan(v)\n" : "#define ISNAN(v) 0\n",
+                  "#define BEATS_MAX(v, best) (!ISNAN(best) && (ISNAN(v) || (v) > (best)))\n",
+                  "#define BEATS_MIN(v, best) (!ISNAN(best) && (ISNAN(v) || (v) < (best)))\n");
+  for (size_t w = 0; w < k.walked.size(); ++w) {
+    absl::StrAppend(&s, "#define X", w, "(o) ((T)(", Load(k.walked[w], absl::StrCat("x", w, "[o]")),
+                    "))\n");
+  }
+  for (size_t t = 0; t < k.tables.size(); ++t) {
+    absl::StrAppend(&s, "#define A", t, "(k) ((double)(",
+                    Load(k.tables[t], absl::StrCat("table", t, "[k]")), "))\n");
+  }
+  absl::StrAppend(&s, "#define OUT(v) out[i] = ", Store(d, k.output, "(v)"), "\n",
+                  "#define OUT_AT(v) out[off] = ", Store(d, k.output, "(v)"), "\n",
+                  "#define OUT_GET() ((double)(", Load(k.output, "out[off]"), "))\n",
+                  "#define IDX(v) out_idx[i] = (", L, ")(v)\n");
+  absl::StrAppend(
+      &s, EachMacro(d, "EACH", absl::StrCat("for (", L, " j = 0; j < n_red; ++j)")),
+      EachMacro(d, "EACH_REV", absl::StrCat("for (", L, " j = n_red - 1; j >= 0; --j)")));
+  absl::StrAppend(&s, d.kernel, " ", k.name, "(", d.global, " ", StorageType(d, k.output), "* out");
+  if (k.indices) absl::StrAppend(&s, ", ", d.global, " ", L, "* out_idx");
+  for (size_t w = 0; w < k.walked.size(); ++w) {
+    absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.walked[w]), "* x", w);
+  }
+  for (size_t g = 0; g < k.groups.size(); ++g) {
+    absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.groups[g]), "* in_g", g);
+  }
+  for (size_t t = 0; t < k.tables.size(); ++t) {
+    absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.tables[t]), "* table", t);
+  }
+  absl::StrAppend(&s, ", ", d.global, " const ", L, "* geom, const ", L,
+                  " n_groups, const int kept_rank, const int red_rank, const ", L,
+                  " n_red, const double s0) {\n  const ", L, " i = ", d.global_id,
+                  ";\n  if (i >= n_groups) return;\n  ", L, " base = 0;\n");
+  absl::StrAppend(&s, OffsetLoop("i", "kept_rank", "geom[", {"base"}, {"geom[kept_rank + "}, d));
+  for (size_t g = 0; g < k.groups.size(); ++g) {
+    const std::string type = ComputeType(d, k.groups[g]);
+    absl::StrAppend(&s, "  const ", type, " g", g, " = (", type, ")(",
+                    Load(k.groups[g], absl::StrCat("in_g", g, "[i]")), ");\n");
+  }
+  absl::StrAppend(&s, "  ", k.body, "\n}\n");
+  return s;
+}
+
+}  // namespace tensord::gpu

@@ -1,0 +1,127 @@
+#include "server/backends/gpu/conv_kernels.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/gpu/codegen/conv_source.h"
+#include "server/backends/gpu/launch.h"
+#include "server/core/status.h"
+#include "server/ops/nn_geometry.h"
+
+namespace tensord::gpu {
+namespace {
+
+// The forward op of a call and which of its passes the call is.
+struct ConvCall {
+  std::string forward;  // conv2d, conv3d or conv_transpose2d
+  int spatial = 2;
+  bool transposed = false;
+  enum { kForward, kInput, kWeight } part = kForward;
+};
+
+bool Parse(const std::string& op, ConvCall* call) {
+  for (const char* f : {"conv2d", "conv3d", "conv_transpose2d"}) {
+    const std::string forward = f;
+    if (op.rfind(forward, 0) != 0) continue;
+    const std::string rest = op.substr(forward.size());
+    if (rest.empty()) {
+      call->part = ConvCall::kForward;
+    } else if (rest == "_backward_input") {
+      call->part = ConvCall::kInput;
+    } else if (rest == "_backward_weight") {
+      call->part = ConvCall::kWeight;
+    } else {
+      return false;
+    }
+    call->forward = forward;
+    call->spatial = forward == "conv3d" ? 3 : 2;
+    call->transposed = forward == "conv_transpose2d";
+    return true;
+  }
+  return false;
+}
+
+// The attributes as the CPU kernels read them: conv2d's own reader, the N-d one otherwise.
+absl::StatusOr<nn::ConvNdParams> Params(const std::string& op, const ConvCall& call,
+                                        const Attrs& attrs) {
+  if (call.forward != "conv2d") {
+    return nn::ReadConvNdParams(op, attrs, call.spatial, call.transposed);
+  }
+  ASSIGN_OR_RETURN(nn::Conv2dParams p2, nn::ReadConv2dParams(op, attrs));
+  nn::ConvNdParams p;
+  p.spatial = 2;
+  p.stride = {p2.stride[0], p2.stride[1]};
+  p.padding = {p2.padding[0], p2.padding[1]};
+  p.dilation = {p2.dilation[0], p2.dilation[1]};
+  p.groups = p2.groups;
+  return p;
+}
+
+}  // namespace
+
+bool IsConvOp(const std::string& op) {
+  ConvCall call;
+  return Parse(op, &call);
+}
+
+absl::Status RunConv(KernelCall& c, DeviceRuntime& device) {
+  const std::string& op = c.op.name;
+  ConvCall call;
+  Parse(op, &call);
+  Tensor& out = c.outputs[0];
+  if (out.numel() == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(nn::ConvNdParams p, Params(op, call, c.attrs));
+  // The correlation's x, w and y roles, the pass, and its operands (a, b) in product order.
+  // A transposed convolution's input is in the y role and its output in the x role.
+  const Tensor* x = nullptr;
+  const Tensor* w = nullptr;
+  const Tensor* y = nullptr;
+  const Tensor* a = &c.inputs[0];
+  const Tensor* b = &c.inputs[1];
+  gpu::ConvPass pass = gpu::ConvPass::kY;
+  switch (call.part) {
+    case ConvCall::kForward:
+      w = &c.inputs[1];
+      x = call.transposed ? &out : &c.inputs[0];
+      y = call.transposed ? &c.inputs[0] : &out;
+      pass = call.transposed ? gpu::ConvPass::kX : gpu::ConvPass::kY;
+      break;
+    case ConvCall::kInput:  // (grad_output, weight)
+      w = &c.inputs[1];
+      x = call.transposed ? &c.inputs[0] : &out;
+      y = call.transposed ? &out : &c.inputs[0];
+      pass = call.transposed ? gpu::ConvPass::kY : gpu::ConvPass::kX;
+      break;
+    case ConvCall::kWeight:  // (grad_output, input): y * x
+      w = &out;
+      x = call.transposed ? &c.inputs[0] : &c.inputs[1];
+      y = call.transposed ? &c.inputs[1] : &c.inputs[0];
+      a = y;
+      b = x;
+      pass = gpu::ConvPass::kW;
+      break;
+  }
+  const nn::Correlation g = nn::MakeCorrelation(x->shape(), w->shape(), y->shape(), p);
+  const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
+  const std::string name = absl::StrCat("td_conv_", static_cast<int>(pass), "_",
+                                        DTypeName(out.dtype()), bias ? "_bias" : "");
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
+    return gpu::RenderConv(device.dialect(), name, out.dtype(), pass, bias);
+  }));
+  ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, gpu::CorrelationFlat(g)));
+  std::vector<Operand> operands;
+  std::vector<const Tensor*> args_in = {a, b};
+  if (bias) args_in.push_back(&c.inputs[2]);
+  for (const Tensor* t : args_in) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(*t, device));
+    operands.push_back(std::move(o));
+  }
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    for (const Operand& o : operands) args.AddMem(o);
+    args.AddMem(geometry_arg).Add(static_cast<int64_t>(out.numel()));
+  });
+}
+
+}  // namespace tensord::gpu

@@ -1,0 +1,97 @@
+#include "server/backends/gpu/creation_kernels.h"
+
+#include <functional>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/gpu/codegen/creation_source.h"
+#include "server/backends/gpu/launch.h"
+#include "server/core/status.h"
+#include "server/ops/random_stream.h"
+
+namespace tensord::gpu {
+namespace {
+
+absl::StatusOr<CompiledKernel*> Build(DeviceRuntime& device, const std::string& name,
+                                      const std::function<std::string()>& render) {
+  return device.Kernel(name, name, render);
+}
+
+}  // namespace
+
+bool IsComputedCreationOp(const std::string& op) {
+  return op == "arange" || op == "eye" || op == "rand" || op == "randn" || op == "randint" ||
+         op == "native_dropout";
+}
+
+absl::Status RunComputedCreation(KernelCall& c, DeviceRuntime& device) {
+  const std::string& op = c.op.name;
+  Tensor& out = c.outputs[0];
+  if (out.numel() == 0) return absl::OkStatus();
+  const DType dtype = out.dtype();
+  const std::string name = absl::StrCat("td_", op, "_", DTypeName(dtype));
+  CompiledKernel* built = nullptr;
+  if (op == "arange") {
+    ASSIGN_OR_RETURN(built, Build(device, name, [&] {
+                       return gpu::RenderArange(device.dialect(), name, dtype);
+                     }));
+  } else if (op == "eye") {
+    ASSIGN_OR_RETURN(
+        built, Build(device, name, [&] { return gpu::RenderEye(device.dialect(), name, dtype); }));
+  } else if (op == "randint") {
+    ASSIGN_OR_RETURN(built, Build(device, name, [&] {
+                       return gpu::RenderRandint(device.dialect(), name, dtype);
+                     }));
+  } else {
+    const gpu::Stream what = op == "rand"    ? gpu::Stream::kUniform
+                             : op == "randn" ? gpu::Stream::kNormal
+                                             : gpu::Stream::kDropout;
+    ASSIGN_OR_RETURN(built, Build(device, name, [&] {
+                       return gpu::RenderStream(device.dialect(), name, dtype, what);
+                     }));
+  }
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  std::optional<Operand> x_arg;
+  if (op == "native_dropout") {
+    ASSIGN_OR_RETURN(Operand x, Operand::Of(c.inputs[0], device));
+    x_arg.emplace(std::move(x));
+  }
+  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    if (x_arg) args.AddMem(*x_arg);
+    args.Add(static_cast<int64_t>(out.numel()));
+    if (op == "arange") {
+      // Integers given as integers are used as they are (no rounding through a double).
+      const double start = c.attrs.GetNumber("start"), step = c.attrs.GetNumber("step");
+      const int64_t start_int =
+          c.attrs.HoldsInt("start") ? c.attrs.GetInt("start") : static_cast<int64_t>(start);
+      const int64_t step_int =
+          c.attrs.HoldsInt("step") ? c.attrs.GetInt("step") : static_cast<int64_t>(step);
+      args.Add(static_cast<double>(start))
+          .Add(static_cast<double>(step))
+          .Add(static_cast<int64_t>(start_int))
+          .Add(static_cast<int64_t>(step_int));
+    } else if (op == "eye") {
+      args.Add(static_cast<int64_t>(out.dim(1)));
+    } else if (op == "randint") {
+      const int64_t low = c.attrs.GetInt("low");
+      const uint64_t range =
+          static_cast<uint64_t>(c.attrs.GetInt("high")) - static_cast<uint64_t>(low);
+      args.Add(static_cast<uint64_t>(ops::StreamStart(c.attrs)))
+          .Add(static_cast<int64_t>(low))
+          .Add(static_cast<uint64_t>(range))
+          .Add(static_cast<uint64_t>((0 - range) % range));
+    } else if (op == "native_dropout") {
+      const double p = c.attrs.GetFloat("p");
+      args.Add(static_cast<uint64_t>(ops::DropoutStreamStart(c.attrs.GetInt("seed"))))
+          .Add(static_cast<double>(p))
+          .AddScalar(dtype, p < 1.0 ? 1.0 / (1.0 - p) : 0.0);
+    } else {
+      args.Add(static_cast<uint64_t>(ops::StreamStart(c.attrs)))
+          .Add(static_cast<double>(0))
+          .AddScalar(dtype, 0);
+    }
+  });
+}
+
+}  // namespace tensord::gpu

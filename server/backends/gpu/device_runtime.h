@@ -1,0 +1,127 @@
+// What the device-neutral GPU layer asks of a vendor: compile and cache a kernel from generated
+// source, allocate and free blocks, copy host<->device and device<->device, launch a kernel
+// over n work items with buffer and scalar arguments, synchronize, and the vendor's GEMM.
+// A runtime is one device; its blocks are opaque handles (an OpenCL cl_mem, a CUDA device
+// pointer), and nothing above it includes a vendor header.
+//
+// Ordering: a runtime runs what it is given in the order given (one in-order queue or stream
+// per device), so a block freed after a launch may be handed out again at once, and a read
+// sees every launch enqueued before it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "server/backends/gpu/codegen/kernel_source.h"
+#include "server/core/dtype.h"
+#include "server/core/tensor.h"
+
+namespace tensord::gpu {
+
+// A kernel a runtime compiled; opaque above it.
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+};
+
+// A launch's arguments in the kernel's parameter order: device blocks and scalar values.
+class KernelArgs {
+ public:
+  struct Arg {
+    bool is_block = false;
+    const void* block = nullptr;  // is_block: the runtime's handle (may be null: 0 bytes)
+    uint64_t bits = 0;            // otherwise: the value's bytes, `size` of them
+    uint8_t size = 0;
+  };
+  KernelArgs& Block(const void* block) {
+    Arg a;
+    a.is_block = true;
+    a.block = block;
+    args_.push_back(a);
+    return *this;
+  }
+  // A value of exactly the kernel parameter's type (int32_t for int, int64_t for long, ...).
+  template <typename V>
+  KernelArgs& Add(V v) {
+    static_assert(std::is_arithmetic_v<V> && sizeof(V) <= sizeof(uint64_t));
+    Arg a;
+    std::memcpy(&a.bits, &v, sizeof(V));
+    a.size = sizeof(V);
+    args_.push_back(a);
+    return *this;
+  }
+  // A scalar of a kernel's compute type T (what `ComputeType` renders for `compute`).
+  KernelArgs& AddScalar(DType compute, double v) {
+    switch (ComputeDType(compute)) {
+      case DType::kF64:
+        return Add(v);
+      case DType::kI64:
+        return Add(static_cast<int64_t>(v));
+      case DType::kI32:
+      case DType::kBool:
+        return Add(static_cast<int32_t>(v));
+      default:
+        return Add(static_cast<float>(v));
+    }
+  }
+  absl::Span<const Arg> args() const { return args_; }
+
+ private:
+  std::vector<Arg> args_;
+};
+
+// C = op(A) op(B) for `batch` row-major matrices, A[b] at a + b * a_stride elements (0: one
+// matrix for every batch entry), C[b] contiguous.
+struct GemmShape {
+  DType dtype = DType::kF32;  // f32 or f64
+  size_t rows = 0, cols = 0, inner = 0, batch = 1;
+  bool transpose_a = false, transpose_b = false;
+  size_t a_stride = 0, b_stride = 0;
+};
+
+class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<DeviceRuntime> {
+ public:
+  virtual const std::string& name() const = 0;  // "opencl:0"
+  // The backend kind its name starts with ("opencl").
+  std::string kind() const { return name().substr(0, name().find(':')); }
+  virtual bool has_fp64() const = 0;
+  // The C dialect its kernels are rendered in.
+  virtual const Dialect& dialect() const = 0;
+
+  // The kernel `name` cached under `key` (what determines its source), built from `render()`
+  // on first use only. A build failure is INTERNAL with the compiler's log (a generator bug,
+  // never user input: sources come from the op table).
+  virtual absl::StatusOr<CompiledKernel*> Kernel(const std::string& key, const std::string& name,
+                                                 const std::function<std::string()>& render) = 0;
+  // Enqueues `kernel` over `n` work items with `args`.
+  virtual absl::Status Launch(CompiledKernel* kernel, const KernelArgs& args, int64_t n) = 0;
+
+  // Host bytes into a block (at a byte offset), and back; both return when the host side may
+  // be reused, a read after every launch enqueued before it.
+  virtual absl::Status Write(void* block, size_t offset, const void* src, size_t bytes) = 0;
+  virtual absl::Status Read(const void* block, size_t offset, void* dst, size_t bytes) = 0;
+  // `bytes` from one block of this device into another.
+  virtual absl::Status CopyOnDevice(const void* src, void* dst, size_t bytes) = 0;
+
+  // A read-only block holding `values` (kernel geometry, tables), held until
+  // ReleaseConstants. Small ones are cached by content, so a step that launches the same
+  // shapes again creates and writes nothing.
+  virtual absl::StatusOr<const void*> Constants(const std::vector<int64_t>& values) = 0;
+  virtual void ReleaseConstants(const void* block) = 0;
+
+  // The vendor's GEMM on blocks of this device.
+  virtual absl::Status Gemm(const GemmShape& shape, const void* a, const void* b, void* c) = 0;
+
+  // Waits until everything enqueued is done.
+  virtual absl::Status Synchronize() = 0;
+};
+
+}  // namespace tensord::gpu

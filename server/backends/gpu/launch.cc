@@ -1,0 +1,113 @@
+#include "server/backends/gpu/launch.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tensord::gpu {
+
+std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) {
+  std::string name = absl::StrCat("td_", op);
+  for (DType d : dtypes) absl::StrAppend(&name, "_", DTypeName(d));
+  return name;
+}
+
+absl::Status SetAndLaunch(DeviceRuntime& device, CompiledKernel* built, const std::string& name,
+                          int64_t n, absl::FunctionRef<void(Args&)> set) {
+  Args args;
+  set(args);
+  return device.Launch(built, args, n);
+}
+
+absl::StatusOr<Tensor> ReadToHost(const Tensor& t, DeviceRuntime& device) {
+  if (t.nbytes() == 0 || t.storage()->on_host()) return t;
+  ASSIGN_OR_RETURN(Tensor host, Tensor::Empty(t.dtype(), t.shape()));
+  RETURN_IF_ERROR(device.Read(t.raw(), 0, host.raw(), t.nbytes()));
+  return host;
+}
+
+absl::StatusOr<bool> AnyZero(DeviceRuntime& device, const Tensor& t) {
+  if (t.numel() == 0) return false;
+  if (t.storage()->on_host()) {
+    for (double v : t.ToDoubles()) {
+      if (v == 0) return true;
+    }
+    return false;
+  }
+  const std::string name = KernelName("any_zero", {t.dtype()});
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
+    return gpu::RenderAnyZero(device.dialect(), name, t.dtype());
+  }));
+  ASSIGN_OR_RETURN(Operand flag, Operand::Block(device, sizeof(int32_t)));
+  const int32_t zero = 0;
+  RETURN_IF_ERROR(device.Write(flag.mutable_block(), 0, &zero, sizeof(zero)));
+  ASSIGN_OR_RETURN(Operand x, Operand::Of(t, device));
+  RETURN_IF_ERROR(SetAndLaunch(device, built, name, t.numel(), [&](Args& args) {
+    args.AddMem(flag).AddMem(x).Add(static_cast<int64_t>(t.numel()));
+  }));
+  int32_t found = 0;
+  RETURN_IF_ERROR(device.Read(flag.block(), 0, &found, sizeof(found)));
+  return found != 0;
+}
+
+// out[i] = expr over `inputs` walked by `geometry` (per input strides).
+absl::Status LaunchMap(DeviceRuntime& device, const std::string& op,
+                       const gpu::ElementwiseExpr& expr, DType compute,
+                       const std::vector<Tensor>& inputs, const gpu::Geometry& geometry,
+                       Tensor& out) {
+  if (out.numel() == 0) return absl::OkStatus();
+  gpu::ElementwiseKernel k;
+  k.expr = expr.expr;
+  k.output = out.dtype();
+  k.compute = compute;
+  k.num_scalars = static_cast<int>(expr.scalars.size());
+  k.helpers = expr.helpers;
+  for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
+  std::vector<DType> key = k.inputs;
+  key.push_back(k.output);
+  key.push_back(compute);
+  k.name = KernelName(op, key);
+  // The name holds op and dtypes; the expression tells apart an op's attribute forms.
+  ASSIGN_OR_RETURN(CompiledKernel * built,
+                   device.Kernel(absl::StrCat(k.name, "|", k.expr), k.name, [&k, &device] {
+                     return gpu::RenderElementwise(device.dialect(), k);
+                   }));
+  std::vector<Operand> operands;
+  operands.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+    operands.push_back(std::move(o));
+  }
+  ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, geometry.Flat()));
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  return SetAndLaunch(device, built, k.name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    for (const Operand& o : operands) args.AddMem(o);
+    args.AddMem(geometry_arg)
+        .Add(static_cast<int64_t>(out.numel()))
+        .Add(static_cast<int32_t>(geometry.shape.size()));
+    for (double v : expr.scalars) args.AddScalar(compute, v);
+  });
+}
+
+absl::Status Copy(DeviceRuntime& device, const std::string& op, const Tensor& in,
+                  std::vector<int64_t> strides, Tensor& out) {
+  gpu::ElementwiseExpr identity;
+  identity.expr = "a";
+  gpu::Geometry g = gpu::StridedGeometry(out.shape(), {std::move(strides)});
+  return LaunchMap(device, op, identity, in.dtype(), {in}, g, out);
+}
+
+absl::Status Fill(DeviceRuntime& device, double value, Tensor& out) {
+  gpu::ElementwiseExpr fill;
+  fill.expr = "s0";
+  fill.scalars = {value};
+  return LaunchMap(device, "fill", fill, out.dtype(), {}, gpu::Geometry{}, out);
+}
+
+absl::Status AddInPlace(DeviceRuntime& device, const Tensor& addend, Tensor& out) {
+  gpu::ElementwiseExpr add;
+  add.expr = "a + b";
+  gpu::Geometry g = gpu::BroadcastGeometry(out.shape(), {out.shape(), addend.shape()});
+  return LaunchMap(device, "add_in_place", add, out.dtype(), {out, addend}, g, out);
+}
+
+}  // namespace tensord::gpu

@@ -1,0 +1,130 @@
+// Matrix products through the runtime's GEMM: mm, bmm, matmul (batch dimensions equal,
+// broadcast from a single matrix, or partly broadcast: that operand is expanded on the device
+// first), linear, and the batch_matmul of their backward rules. Integer products run on the
+// CPU only.
+#include "server/backends/gpu/linalg_kernels.h"
+
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/gpu/launch.h"
+#include "server/core/status.h"
+#include "server/ops/nn_geometry.h"
+
+namespace tensord::gpu {
+namespace {
+
+const std::set<std::string>& ProductOps() {
+  static const auto* s = new std::set<std::string>{"mm", "bmm", "matmul", "batch_matmul", "linear"};
+  return *s;
+}
+
+// One GEMM per batch entry, as CLBlast's strided batch: C[b] = op(A[b]) op(B[b]).
+struct GemmPlan {
+  size_t rows = 0, cols = 0, inner = 0, batch = 1;
+  bool transpose_a = false, transpose_b = false;
+  size_t a_stride = 0, b_stride = 0;  // 0: one matrix for every batch entry
+  // Operands whose batch dims are partly broadcast ([2, 1] against [1, 3]): expanded to the
+  // full batch (`batch_shape`) before the GEMM, which walks them contiguously then.
+  bool expand_a = false, expand_b = false;
+  Shape batch_shape;
+};
+
+absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& a, const Shape& b) {
+  GemmPlan g;
+  nn::MatmulPlan p;
+  if (op.name == "linear") {
+    // input [..., in] · weight[out, in]^T: one matrix of every leading row.
+    if (a.empty() || b.size() != 2) {
+      return Error(Reason::kUnsupportedOnBackend, "linear of these ranks");
+    }
+    g.inner = static_cast<size_t>(a.back());
+    g.cols = static_cast<size_t>(b[0]);
+    g.rows = static_cast<size_t>(NumElements(Shape(a.begin(), a.end() - 1)));
+    g.transpose_b = true;
+    return g;
+  }
+  if (op.name == "batch_matmul") {
+    g.transpose_a = attrs.GetBool("transpose_a");
+    g.transpose_b = attrs.GetBool("transpose_b");
+    ASSIGN_OR_RETURN(p, nn::PlanBatchMatmul(op.name, a, b, g.transpose_a, g.transpose_b));
+  } else {
+    ASSIGN_OR_RETURN(p, nn::PlanMatmul(op.name, a, b));
+  }
+  g.rows = static_cast<size_t>(p.n);
+  g.inner = static_cast<size_t>(p.k);
+  g.cols = static_cast<size_t>(p.m);
+  const int64_t batch = NumElements(p.batch);
+  g.batch = static_cast<size_t>(batch);
+  g.batch_shape = p.batch;
+  auto stride = [&](const Shape& operand_batch, size_t matrix, bool& expand) -> size_t {
+    if (NumElements(operand_batch) == 1) return 0;
+    // Equal batch dims after left-padding with ones are walked contiguously; others are
+    // expanded to them first.
+    Shape padded(p.batch.size() - operand_batch.size(), 1);
+    padded.insert(padded.end(), operand_batch.begin(), operand_batch.end());
+    expand = padded != p.batch;
+    return matrix;
+  };
+  g.a_stride = stride(p.a_batch, g.rows * g.inner, g.expand_a);
+  g.b_stride = stride(p.b_batch, g.inner * g.cols, g.expand_b);
+  return g;
+}
+
+}  // namespace
+
+bool IsProduct(const std::string& op) { return ProductOps().count(op) > 0; }
+
+bool SupportsProduct(const KernelQuery& q) {
+  if (q.inputs.size() < 2) return true;  // a listing
+  const DType d = q.inputs[0].dtype;
+  if (d != DType::kF32 && d != DType::kF64) return false;
+  return Plan(q.op, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
+}
+
+// `t` (of rank >= 2) with its batch dims expanded to `batch`, in a temporary on the device.
+absl::StatusOr<Tensor> ExpandBatch(const Tensor& t, const Shape& batch, DeviceRuntime& device,
+                                   std::shared_ptr<MemoryAccount> account) {
+  Shape full = batch;
+  full.insert(full.end(), t.shape().end() - 2, t.shape().end());
+  ASSIGN_OR_RETURN(Tensor out, Tensor::EmptyOn(device.shared_from_this(), t.dtype(), full,
+                                               t.device(), std::move(account)));
+  RETURN_IF_ERROR(Copy(device, "expand", t, BroadcastStrides(t.shape(), full), out));
+  return out;
+}
+
+absl::Status RunProduct(KernelCall& c, DeviceRuntime& device) {
+  Tensor a = c.inputs[0];
+  Tensor b = c.inputs[1];
+  Tensor& out = c.outputs[0];
+  ASSIGN_OR_RETURN(GemmPlan g, Plan(c.op, c.attrs, a.shape(), b.shape()));
+  if (out.numel() == 0) return absl::OkStatus();
+  if (g.expand_a) {
+    ASSIGN_OR_RETURN(a, ExpandBatch(a, g.batch_shape, device, c.account));
+  }
+  if (g.expand_b) {
+    ASSIGN_OR_RETURN(b, ExpandBatch(b, g.batch_shape, device, c.account));
+  }
+  if (g.inner == 0) {
+    RETURN_IF_ERROR(Fill(device, 0.0, out));
+  } else {
+    GemmShape shape;
+    shape.dtype = a.dtype();
+    shape.rows = g.rows;
+    shape.cols = g.cols;
+    shape.inner = g.inner;
+    shape.batch = g.batch;
+    shape.transpose_a = g.transpose_a;
+    shape.transpose_b = g.transpose_b;
+    shape.a_stride = g.a_stride;
+    shape.b_stride = g.b_stride;
+    RETURN_IF_ERROR(device.Gemm(shape, a.raw(), b.raw(), out.raw()));
+  }
+  if (c.op.name == "linear" && c.inputs.size() == 3) {
+    // The bias, added in place: each element reads and writes only its own place.
+    RETURN_IF_ERROR(AddInPlace(device, c.inputs[2], out));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::gpu

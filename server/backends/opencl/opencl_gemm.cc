@@ -1,0 +1,56 @@
+// The OpenCL runtime's GEMM: CLBlast's strided batched GEMM on the device's queue, and the
+// OpenCL C dialect the generated kernels are rendered in.
+#include <clblast.h>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/opencl/opencl_runtime.h"
+#include "server/core/status.h"
+
+namespace tensord::opencl {
+namespace {
+
+template <typename T>
+clblast::StatusCode StridedBatched(const gpu::GemmShape& g, cl_mem a, cl_mem b, cl_mem c,
+                                   cl_command_queue queue) {
+  using clblast::Layout;
+  using clblast::Transpose;
+  const size_t lda = g.transpose_a ? g.rows : g.inner;
+  const size_t ldb = g.transpose_b ? g.inner : g.cols;
+  return clblast::GemmStridedBatched<T>(
+      Layout::kRowMajor, g.transpose_a ? Transpose::kYes : Transpose::kNo,
+      g.transpose_b ? Transpose::kYes : Transpose::kNo, g.rows, g.cols, g.inner, T(1), a, 0, lda,
+      g.a_stride, b, 0, ldb, g.b_stride, T(0), c, 0, g.cols, g.rows * g.cols, g.batch, &queue);
+}
+
+}  // namespace
+
+const gpu::Dialect& Dialect() {
+  static const gpu::Dialect* d = new gpu::Dialect{"__kernel void",
+                                                  "__global",
+                                                  "get_global_id(0)",
+                                                  "long",
+                                                  "ulong",
+                                                  "",
+                                                  "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
+                                                  "as_float",
+                                                  "as_uint"};
+  return *d;
+}
+
+absl::Status ClDevice::Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) {
+  cl_mem am = static_cast<cl_mem>(const_cast<void*>(a));
+  cl_mem bm = static_cast<cl_mem>(const_cast<void*>(b));
+  cl_mem cm = static_cast<cl_mem>(c);
+  const clblast::StatusCode status = shape.dtype == DType::kF64
+                                         ? StridedBatched<double>(shape, am, bm, cm, queue_)
+                                         : StridedBatched<float>(shape, am, bm, cm, queue_);
+  if (status != clblast::StatusCode::kSuccess) {
+    return Error(
+        Reason::kInternal,
+        absl::StrCat(name_, ": CLBlast GEMM failed (status ", static_cast<int>(status), ")"),
+        {{"device", name_}});
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace tensord::opencl
