@@ -116,6 +116,37 @@ TEST(DeviceAutodiff, TrainingStepAllocatesNothingAfterItsFirstRun) {
   EXPECT_GT(after.reuses, before.reuses);
 }
 
+// Number operands (0-d host tensors) reach an elementwise kernel as values: a call on one
+// takes exactly the blocks of a copy (its output), with the CPU's results. (Storage dtypes
+// are widened around the kernel, which takes blocks of its own.)
+TEST(DeviceAutodiff, NumberOperandsTakeNoDeviceBlock) {
+  TENSORD_REQUIRE_DEVICE(device);
+  CallEnv env;
+  env.device = device;
+  auto requests = [] {
+    const DeviceBlockCache::Stats s = DeviceBlockCache::TotalStats();
+    return s.allocations + s.reuses;
+  };
+  for (DType dtype : {DType::kF32, DType::kI32, DType::kI64, DType::kBool}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    Tensor host = CastTo(Random(DType::kF32, {3, 5}, 7, -5, 5), dtype);
+    Tensor x = MoveTo(host, device);
+    Tensor number = CastTo(Tensor::Scalar<float>(3.0f), dtype);
+    ASSERT_TRUE(D().Call("clone", {x}, {}, env).ok());  // kernels built, cache warm
+    ASSERT_TRUE(D().Call("maximum", {x, number}, {}, env).ok());
+    const size_t before_neg = requests();
+    ASSERT_TRUE(D().Call("clone", {x}, {}, env).ok());
+    const size_t one_output = requests() - before_neg;
+    const size_t before = requests();
+    auto on_device = D().Call("maximum", {x, number}, {}, env);
+    ASSERT_TRUE(on_device.ok()) << on_device.status();
+    EXPECT_EQ(requests() - before, one_output);
+    auto on_cpu = D().Call("maximum", {host, number}, {}, CallEnv{});
+    ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+    EXPECT_EQ(MoveTo((*on_device)[0], kHostDevice).ToDoubles(), (*on_cpu)[0].ToDoubles());
+  }
+}
+
 TEST(DeviceAutodiff, DeviceMemoryIsChargedAndRefusalsAllocateNothing) {
   TENSORD_REQUIRE_DEVICE(device);
   auto account = std::make_shared<MemoryAccount>(1024);

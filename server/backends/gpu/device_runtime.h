@@ -58,6 +58,14 @@ class KernelArgs {
     args_.push_back(a);
     return *this;
   }
+  // `size` bytes (1, 2, 4 or 8) as one value of that size: a number operand in its storage type.
+  KernelArgs& Bytes(const void* value, size_t size) {
+    Arg a;
+    std::memcpy(&a.bits, value, size);
+    a.size = static_cast<uint8_t>(size);
+    args_.push_back(a);
+    return *this;
+  }
   // A scalar of a kernel's compute type T (what `ComputeType` renders for `compute`).
   KernelArgs& AddScalar(DType compute, double v) {
     switch (ComputeDType(compute)) {

@@ -60,11 +60,17 @@ absl::Status LaunchMap(DeviceRuntime& device, const std::string& op,
   k.compute = compute;
   k.num_scalars = static_cast<int>(expr.scalars.size());
   k.helpers = expr.helpers;
-  for (const Tensor& t : inputs) k.inputs.push_back(t.dtype());
+  for (const Tensor& t : inputs) {
+    k.inputs.push_back(t.dtype());
+    k.by_value.push_back(IsNumberOperand(t));
+  }
   std::vector<DType> key = k.inputs;
   key.push_back(k.output);
   key.push_back(compute);
   k.name = KernelName(op, key);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (k.by_value[i]) absl::StrAppend(&k.name, "_v", i);
+  }
   // The name holds op and dtypes; the expression tells apart an op's attribute forms.
   ASSIGN_OR_RETURN(CompiledKernel * built,
                    device.Kernel(absl::StrCat(k.name, "|", k.expr), k.name, [&k, &device] {
@@ -72,15 +78,24 @@ absl::Status LaunchMap(DeviceRuntime& device, const std::string& op,
                    }));
   std::vector<Operand> operands;
   operands.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Operand o;  // none for a number operand: its value is the argument
+    if (!k.by_value[i]) {
+      ASSIGN_OR_RETURN(o, Operand::Of(inputs[i], device));
+    }
     operands.push_back(std::move(o));
   }
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, geometry.Flat()));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
   return SetAndLaunch(device, built, k.name, out.numel(), [&](Args& args) {
     args.AddMem(out_arg);
-    for (const Operand& o : operands) args.AddMem(o);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (k.by_value[i]) {
+        args.Bytes(inputs[i].raw(), inputs[i].nbytes());
+      } else {
+        args.AddMem(operands[i]);
+      }
+    }
     args.AddMem(geometry_arg)
         .Add(static_cast<int64_t>(out.numel()))
         .Add(static_cast<int32_t>(geometry.shape.size()));

@@ -3,6 +3,7 @@
 // elementwise op, cast, fill and strided copy runs through.
 #pragma once
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,11 @@
 #include "server/core/status.h"
 
 namespace tensord::gpu {
+
+// A number operand: a 0-d tensor in host memory, which a kernel may take by value.
+inline bool IsNumberOperand(const Tensor& t) {
+  return t.storage() != nullptr && t.storage()->on_host() && t.rank() == 0 && t.nbytes() <= 8;
+}
 
 // A buffer argument of a kernel: the tensor's block, a device copy of a host number operand
 // (a 0-d tensor), a temporary block or a constant block, the last three given back to the
@@ -28,6 +34,13 @@ class Operand {
       return o;
     }
     if (t.nbytes() == 0) return o;
+    if (IsNumberOperand(t)) {
+      // Its bits as a constant block, cached by content: a step passing the same number again
+      // creates and writes nothing. Kernels read the value from the block's first bytes.
+      int64_t bits = 0;
+      std::memcpy(&bits, t.raw(), t.nbytes());
+      return Constants(device, {bits});
+    }
     ASSIGN_OR_RETURN(o, Block(device, t.nbytes()));
     RETURN_IF_ERROR(device.Write(const_cast<void*>(o.block_), 0, t.raw(), t.nbytes()));
     return o;

@@ -143,8 +143,13 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   const std::string UT = k.compute == DType::kI64 ? d.uint64 : "uint";
   absl::StrAppend(&s, k.helpers, "#define T ", T, "\n#define UT ", UT, "\n", d.kernel, " ", k.name,
                   "(", d.global, " ", StorageType(d, k.output), "* out");
+  auto by_value = [&k](size_t i) { return i < k.by_value.size() && k.by_value[i]; };
   for (size_t i = 0; i < k.inputs.size(); ++i) {
-    absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.inputs[i]), "* in", i);
+    if (by_value(i)) {
+      absl::StrAppend(&s, ", const ", StorageType(d, k.inputs[i]), " in", i);
+    } else {
+      absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.inputs[i]), "* in", i);
+    }
   }
   absl::StrAppend(&s, ", ", d.global, " const ", d.int64, "* geom, const ", d.int64,
                   " n, const int rank");
@@ -159,8 +164,9 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   if (!k.inputs.empty()) absl::StrAppend(&s, OffsetLoop("i", "rank", "geom[", offsets, strides, d));
   const char* names[] = {"a", "b", "c", "d"};
   for (size_t i = 0; i < k.inputs.size() && i < 4; ++i) {
-    absl::StrAppend(&s, "  const T ", names[i], " = (T)(",
-                    Load(k.inputs[i], absl::StrCat("in", i, "[o", i, "]")), ");\n");
+    const std::string element =
+        by_value(i) ? absl::StrCat("in", i) : absl::StrCat("in", i, "[o", i, "]");
+    absl::StrAppend(&s, "  const T ", names[i], " = (T)(", Load(k.inputs[i], element), ");\n");
   }
   absl::StrAppend(&s, "  out[i] = ", Store(d, k.output, absl::StrCat("(", k.expr, ")")), ";\n}\n");
   return s;

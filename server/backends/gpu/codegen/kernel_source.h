@@ -32,11 +32,13 @@ std::string Preamble(const Dialect& dialect, const std::vector<DType>& dtypes);
 
 // A map out[i] = expr(a, b, c) over operands loaded as `compute` (`T` in the expression).
 // Kernel arguments: out, the inputs, the geometry (int64: the coalesced output shape, then
-// each input's strides), n (elements), rank, and one scalar per `num_scalars` (as T).
+// each input's strides), n (elements), rank, and one scalar per `num_scalars` (as T). An input
+// marked in `by_value` (a number operand) is one value of its storage type instead of a buffer.
 struct ElementwiseKernel {
   std::string name;  // the kernel's function name
   std::string expr;
-  std::vector<DType> inputs;  // storage dtypes
+  std::vector<DType> inputs;   // storage dtypes
+  std::vector<bool> by_value;  // parallel to inputs (empty: all buffers)
   DType output = DType::kF32;
   DType compute = DType::kF32;
   int num_scalars = 0;
