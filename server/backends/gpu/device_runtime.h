@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -25,6 +26,15 @@
 #include "server/core/tensor.h"
 
 namespace tensord::gpu {
+
+// TENSORD_GPU_FP64=off, read once.
+inline bool Fp64TurnedOff() {
+  static const bool off = [] {
+    const char* v = std::getenv("TENSORD_GPU_FP64");
+    return v != nullptr && std::string(v) == "off";
+  }();
+  return off;
+}
 
 // A kernel a runtime compiled; opaque above it.
 class CompiledKernel {
@@ -100,8 +110,11 @@ class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<D
   virtual const std::string& name() const = 0;  // "opencl:0"
   // The backend kind its name starts with ("opencl").
   std::string kind() const { return name().substr(0, name().find(':')); }
-  virtual bool has_fp64() const = 0;
-  // The C dialect its kernels are rendered in.
+  // Whether kernels may use double: the device's own answer, unless TENSORD_GPU_FP64=off
+  // (which simulates a device without fp64 for tests).
+  bool has_fp64() const { return native_fp64() && !Fp64TurnedOff(); }
+  virtual bool native_fp64() const = 0;
+  // The C dialect its kernels are rendered in (its `wide` type float where has_fp64() is false).
   virtual const Dialect& dialect() const = 0;
 
   // The kernel `name` cached under `key` (what determines its source), built from `render()`

@@ -114,6 +114,11 @@ class Args : public KernelArgs {
     KernelArgs::AddScalar(compute, v);
     return *this;
   }
+  // A value of the templates' WIDE type on `device` (double, or float without fp64).
+  Args& AddWide(const DeviceRuntime& device, double v) {
+    if (device.has_fp64()) return Add(v);
+    return Add(static_cast<float>(v));
+  }
 };
 
 // `t` in host memory: itself when it is there, else a blocking read of its block (indices and

@@ -139,15 +139,18 @@ bool Implements(const OpDef& op) {
 bool Supports(const KernelQuery& q, const DeviceRuntime& device) {
   const std::string& op = q.op.name;
   if (!Implements(q.op)) return false;
-  for (DType d : q.dtypes) {
-    if (d == DType::kF64 && !device.has_fp64()) return false;
+  if (!device.has_fp64()) {
+    for (DType d : q.dtypes) {
+      if (d == DType::kF64) return false;
+    }
+    for (const TensorMeta& m : q.outputs) {
+      if (m.dtype == DType::kF64) return false;  // sum(x, dtype=f64)
+    }
   }
-  // Group kernels accumulate in double; the computed creation ops compute in it.
-  if ((IsGroupOp(op) || IsNormOp(op) || IsCrossEntropyOp(op) || IsComputedCreationOp(op) ||
-       IsPointwiseLossOp(op) || IsDimActivation(op)) &&
-      !device.has_fp64()) {
-    return false;
-  }
+  // The computed creation ops draw and step in double, as the CPU does (a float stream would
+  // give other numbers). Group kernels, norms and losses accumulate in WIDE: double, or float
+  // with compensated sums on a device without fp64.
+  if (IsComputedCreationOp(op) && !device.has_fp64()) return false;
   // Storage ops move the bits of storage dtypes as they are; the others see f32 or i32 (the
   // dispatcher converts). The selections move bits too (nonzero compares them through the
   // dialect's loads).

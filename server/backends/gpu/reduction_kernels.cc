@@ -62,7 +62,7 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
         .Add(static_cast<int32_t>(g.kept.shape.size()))
         .Add(static_cast<int32_t>(g.reduced.shape.size()))
         .Add(static_cast<int64_t>(NumElements(g.reduced.shape)))
-        .Add(static_cast<double>(plan.scalar));
+        .AddWide(device, plan.scalar);
   });
 }
 

@@ -37,6 +37,15 @@ const gpu::Dialect& Dialect() {
   return *d;
 }
 
+const gpu::Dialect& DialectWithoutFp64() {
+  static const gpu::Dialect* d = [] {
+    auto* out = new gpu::Dialect(Dialect());
+    out->wide = "float";
+    return out;
+  }();
+  return *d;
+}
+
 absl::Status ClDevice::Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) {
   cl_mem am = static_cast<cl_mem>(const_cast<void*>(a));
   cl_mem bm = static_cast<cl_mem>(const_cast<void*>(b));

@@ -119,7 +119,10 @@ absl::StatusOr<gpu::CompiledKernel*> ClDevice::Kernel(const std::string& key,
   cl_int err = CL_SUCCESS;
   built->program = clCreateProgramWithSource(context_, 1, &text, nullptr, &err);
   if (err != CL_SUCCESS) return ClError(err, "clCreateProgramWithSource", name_);
-  err = clBuildProgram(built->program, 1, &id_, "-cl-std=CL1.2", nullptr, nullptr);
+  // Without fp64, unsuffixed literals (1.0) are float, as the templates' WIDE is.
+  const char* options =
+      has_fp64() ? "-cl-std=CL1.2" : "-cl-std=CL1.2 -cl-single-precision-constant";
+  err = clBuildProgram(built->program, 1, &id_, options, nullptr, nullptr);
   if (err != CL_SUCCESS) {
     size_t size = 0;
     clGetProgramBuildInfo(built->program, id_, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);

@@ -27,8 +27,9 @@ namespace tensord::opencl {
 // naming what failed and the CL error.
 absl::Status ClError(cl_int err, const std::string& what, const std::string& device);
 
-// OpenCL C.
+// OpenCL C, and the same with float as its wide type (devices without fp64).
 const gpu::Dialect& Dialect();
+const gpu::Dialect& DialectWithoutFp64();
 
 // A kernel built once; its arguments are set and it is enqueued under `mu`, because an OpenCL
 // kernel object holds its arguments.
@@ -47,8 +48,10 @@ class ClDevice : public gpu::DeviceRuntime {
   absl::Status Open();
 
   const std::string& name() const override { return name_; }
-  bool has_fp64() const override { return has_fp64_; }
-  const gpu::Dialect& dialect() const override { return Dialect(); }
+  bool native_fp64() const override { return has_fp64_; }
+  const gpu::Dialect& dialect() const override {
+    return has_fp64() ? Dialect() : DialectWithoutFp64();
+  }
   const std::string& description() const { return description_; }
   const std::string& vendor() const { return vendor_; }
   int64_t memory_bytes() const { return memory_bytes_; }

@@ -124,7 +124,18 @@ std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
     half |= IsLowPrecision(t);
   }
   std::string out = d.preamble;
-  if (f64) absl::StrAppend(&out, d.fp64_enable);
+  const bool wide_f64 = d.wide == "double";
+  if (f64 && wide_f64) absl::StrAppend(&out, d.fp64_enable);
+  if (wide_f64) {
+    absl::StrAppend(&out, "#define WIDE double\n#define WIDE_ADD(s, c, v) ((s) += (v))\n");
+  } else {
+    // Kahan's summation; an infinite or NaN sum drops the compensation, so it stays what an
+    // uncompensated sum would be.
+    absl::StrAppend(&out, "#define WIDE ", d.wide,
+                    "\n#define WIDE_ADD(s, c, v) { const WIDE y_ = (WIDE)(v) - (c); "
+                    "const WIDE t_ = (s) + y_; (c) = isfinite(t_) ? (t_ - (s)) - y_ : (WIDE)0; "
+                    "(s) = t_; }\n");
+  }
   if (half) {
     absl::StrAppend(&out, absl::StrReplaceAll(kHalfHelpers,
                                               {{"AS_FLOAT", d.as_float}, {"AS_UINT", d.as_uint}}));

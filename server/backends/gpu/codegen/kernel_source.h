@@ -25,9 +25,13 @@ struct Dialect {
   std::string preamble;           // what every source starts with
   std::string fp64_enable;        // what a source using f64 adds
   std::string as_float, as_uint;  // bit casts between float and uint32
+  // The type accumulators and wide intermediates compute in (`WIDE` in the templates): double,
+  // or float on a device without fp64, where sums are compensated (`WIDE_ADD`).
+  std::string wide = "double";
 };
 // What a source whose kernels touch `dtypes` starts with: the dialect's preamble, the f64
-// extension, the bf16/f16 conversion helpers.
+// extension, the bf16/f16 conversion helpers, WIDE and WIDE_ADD(sum, compensation, value)
+// (plain addition in double; Kahan's compensated addition in float).
 std::string Preamble(const Dialect& dialect, const std::vector<DType>& dtypes);
 
 // A map out[i] = expr(a, b, c) over operands loaded as `compute` (`T` in the expression).

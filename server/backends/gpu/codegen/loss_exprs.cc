@@ -25,12 +25,12 @@ GroupPlan NllLossPlan(const Attrs& a, int64_t rank, bool weighted) {
   plan.dims = {rank == 1 ? 0 : 1};
   plan.compute = DType::kF64;
   // PyTorch's label smoothing: (1 - ls) * nll + ls / C * (-sum_c w_c logp_c).
-  plan.body = absl::StrCat("const I64 t = (I64)g0; double l = 0; if (t != (I64)",
+  plan.body = absl::StrCat("const I64 t = (I64)g0; WIDE l = 0; if (t != (I64)",
                            a.GetInt("ignore_index"), ") { EACH(if (j == t) l = -(1 - ", Literal(ls),
-                           ") * ", Weight(weighted, "j"), " * (double)X0(off);) ");
+                           ") * ", Weight(weighted, "j"), " * (WIDE)X0(off);) ");
   if (ls > 0) {
-    absl::StrAppend(&plan.body, "double smooth = 0; EACH(smooth -= ", Weight(weighted, "j"),
-                    " * (double)X0(off);) l += ", Literal(ls), " / (double)n_red * smooth; ");
+    absl::StrAppend(&plan.body, "WIDE smooth = 0; EACH(smooth -= ", Weight(weighted, "j"),
+                    " * (WIDE)X0(off);) l += ", Literal(ls), " / (WIDE)n_red * smooth; ");
   }
   absl::StrAppend(&plan.body, "} OUT(l);");
   return plan;
@@ -48,9 +48,9 @@ GroupPlan NllBackwardPlan(const Attrs& a, int64_t rank, bool weighted) {
   plan.compute = DType::kF64;
   plan.body = absl::StrCat(
       "const I64 t = (I64)g0; if (t == (I64)", a.GetInt("ignore_index"),
-      ") { EACH(OUT_AT(0.0);) } else { const double scale = ", per_sample ? "(double)g1" : "s0",
-      "; EACH(double v = ",
-      ls > 0 ? absl::StrCat("-scale * ", Literal(ls), " / (double)n_red * ", Weight(weighted, "j"))
+      ") { EACH(OUT_AT(0.0);) } else { const WIDE scale = ", per_sample ? "(WIDE)g1" : "s0",
+      "; EACH(WIDE v = ",
+      ls > 0 ? absl::StrCat("-scale * ", Literal(ls), " / (WIDE)n_red * ", Weight(weighted, "j"))
              : "0.0",
       "; if (j == t) v += -scale * (1 - ", Literal(ls), ") * ", Weight(weighted, "t"),
       "; OUT_AT(v);) }");
@@ -63,7 +63,7 @@ GroupPlan ScaledSumPlan(int64_t rank, double divisor) {
   for (int64_t d = 0; d < rank; ++d) plan.dims.push_back(d);
   plan.compute = DType::kF64;
   plan.scalar = divisor;
-  plan.body = "double acc = 0; EACH(acc += X0(off);) OUT(acc / s0);";
+  plan.body = "WIDE acc = 0; EACH(acc += X0(off);) OUT(acc / s0);";
   return plan;
 }
 
@@ -112,7 +112,7 @@ std::optional<std::vector<ElementwiseExpr>> PointwiseLoss(const std::string& op,
                                                           int inputs) {
   if (op == "l1_loss_elementwise") return std::vector<ElementwiseExpr>{Expr(2, "fabs(a - b)")};
   if (op == "l1_loss_elementwise_backward") {
-    const ElementwiseExpr gx = Expr(3, "a * (double)((b - c > 0) - (b - c < 0))");
+    const ElementwiseExpr gx = Expr(3, "a * (WIDE)((b - c > 0) - (b - c < 0))");
     return std::vector<ElementwiseExpr>{gx, Expr(3, Neg(gx))};
   }
   if (op == "binary_cross_entropy_elementwise") {

@@ -7,10 +7,11 @@ namespace {
 
 // The row's mean and biased variance, two passes as the CPU's RowMoments, then rstd.
 constexpr char kRowMoments[] =
-    "double mean = 0; EACH(mean += (double)X0(off);) mean = n_red > 0 ? mean / (double)n_red : "
-    "0.0; double q = 0; EACH(const double e = (double)X0(off) - mean; q += e * e;) "
-    "const double var = n_red > 0 ? q / (double)n_red : 0.0; "
-    "const double rstd = 1.0 / sqrt(var + s0); ";
+    "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+    "mean = n_red > 0 ? mean / (WIDE)n_red : 0.0; WIDE q = 0, q_c = 0; "
+    "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(q, q_c, e * e);) "
+    "const WIDE var = n_red > 0 ? q / (WIDE)n_red : 0.0; "
+    "const WIDE rstd = 1.0 / sqrt(var + s0); ";
 
 }  // namespace
 
@@ -33,7 +34,7 @@ GroupPlan LayerNormPlan(int64_t rank, int64_t normalized, int inputs, double eps
   plan.dims = RowDims(rank, normalized);
   plan.compute = dtype;
   plan.scalar = eps;
-  plan.body = absl::StrCat(kRowMoments, "EACH(double v = ((double)X0(off) - mean) * rstd; ",
+  plan.body = absl::StrCat(kRowMoments, "EACH(WIDE v = ((WIDE)X0(off) - mean) * rstd; ",
                            inputs > 1 ? "v *= A0(j); " : "", inputs > 2 ? "v += A1(j); " : "",
                            "OUT_AT(v);)");
   return plan;
@@ -48,13 +49,13 @@ GroupPlan LayerNormInputGradPlan(int64_t rank, int64_t normalized, bool weighted
   plan.compute = dtype;
   plan.scalar = eps;
   const std::string gxhat =
-      absl::StrCat("const double gxhat = (double)X1(off) * ", weighted ? "A0(j)" : "1.0", "; ");
+      absl::StrCat("const WIDE gxhat = (WIDE)X1(off) * ", weighted ? "A0(j)" : "1.0", "; ");
   plan.body = absl::StrCat(
-      kRowMoments, "double sum_g = 0, sum_gx = 0; EACH(", gxhat,
-      "const double xhat = ((double)X0(off) - mean) * rstd; sum_g += gxhat; sum_gx += gxhat * "
-      "xhat;) const double mg = sum_g / (double)n_red, mgx = sum_gx / (double)n_red; EACH(",
+      kRowMoments, "WIDE sum_g = 0, sum_gx = 0; EACH(", gxhat,
+      "const WIDE xhat = ((WIDE)X0(off) - mean) * rstd; sum_g += gxhat; sum_gx += gxhat * "
+      "xhat;) const WIDE mg = sum_g / (WIDE)n_red, mgx = sum_gx / (WIDE)n_red; EACH(",
       gxhat,
-      "const double xhat = ((double)X0(off) - mean) * rstd; OUT_AT(rstd * (gxhat - mg - xhat * "
+      "const WIDE xhat = ((WIDE)X0(off) - mean) * rstd; OUT_AT(rstd * (gxhat - mg - xhat * "
       "mgx));)");
   return plan;
 }
@@ -75,8 +76,7 @@ GroupPlan LayerNormWeightGradPlan(int64_t rank, int64_t normalized, DType dtype)
   plan.tables = {2, 3};  // the rows' mean and rstd
   plan.dims = BatchDims(rank, normalized);
   plan.compute = dtype;
-  plan.body =
-      "double s = 0; EACH(s += (double)X1(off) * (((double)X0(off) - A0(j)) * A1(j));) OUT(s);";
+  plan.body = "WIDE s = 0; EACH(s += (WIDE)X1(off) * (((WIDE)X0(off) - A0(j)) * A1(j));) OUT(s);";
   return plan;
 }
 
@@ -85,7 +85,7 @@ GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype) {
   plan.walked = {0};
   plan.dims = BatchDims(rank, normalized);
   plan.compute = dtype;
-  plan.body = "double s = 0; EACH(s += (double)X0(off);) OUT(s);";
+  plan.body = "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)X0(off));) OUT(s);";
   return plan;
 }
 
@@ -103,9 +103,9 @@ GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype) {
   plan.dims = ChannelDims(rank);
   plan.compute = dtype;
   plan.scalar = eps;
-  plan.body = absl::StrCat(training ? kRowMoments : "const double mean = A2(i), var = A3(i); ",
-                           "const double scale = A0(i) / sqrt(var + s0); const double shift = "
-                           "A1(i) - mean * scale; EACH(OUT_AT((double)X0(off) * scale + shift);)");
+  plan.body = absl::StrCat(training ? kRowMoments : "const WIDE mean = A2(i), var = A3(i); ",
+                           "const WIDE scale = A0(i) / sqrt(var + s0); const WIDE shift = "
+                           "A1(i) - mean * scale; EACH(OUT_AT((WIDE)X0(off) * scale + shift);)");
   return plan;
 }
 
@@ -133,8 +133,8 @@ GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, D
   // sum(gy) and sum(gy * xhat) over the channel; training differentiates through the batch
   // mean and variance as well.
   plan.body =
-      "const double mu = A1(i); const double invstd = 1.0 / sqrt(A2(i) + s0); double sum_g = 0, "
-      "sum_gx = 0; EACH(sum_g += (double)X1(off); sum_gx += (double)X1(off) * ((double)X0(off) - "
+      "const WIDE mu = A1(i); const WIDE invstd = 1.0 / sqrt(A2(i) + s0); WIDE sum_g = 0, "
+      "sum_gx = 0; EACH(sum_g += (WIDE)X1(off); sum_gx += (WIDE)X1(off) * ((WIDE)X0(off) - "
       "mu) * invstd;) ";
   if (part == 1) {
     absl::StrAppend(&plan.body, "OUT(sum_gx);");
@@ -142,11 +142,11 @@ GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, D
     absl::StrAppend(&plan.body, "OUT(sum_g);");
   } else {
     absl::StrAppend(
-        &plan.body, "const double k = A0(i) * invstd; const double mean_g = ",
-        training ? "n_red > 0 ? sum_g / (double)n_red : 0.0" : "0.0",
-        "; const double mean_gx = ", training ? "n_red > 0 ? sum_gx / (double)n_red : 0.0" : "0.0",
-        "; EACH(const double xhat = ((double)X0(off) - mu) * invstd; OUT_AT(k * "
-        "((double)X1(off) - mean_g - xhat * mean_gx));)");
+        &plan.body, "const WIDE k = A0(i) * invstd; const WIDE mean_g = ",
+        training ? "n_red > 0 ? sum_g / (WIDE)n_red : 0.0" : "0.0",
+        "; const WIDE mean_gx = ", training ? "n_red > 0 ? sum_gx / (WIDE)n_red : 0.0" : "0.0",
+        "; EACH(const WIDE xhat = ((WIDE)X0(off) - mu) * invstd; OUT_AT(k * "
+        "((WIDE)X1(off) - mean_g - xhat * mean_gx));)");
   }
   return plan;
 }

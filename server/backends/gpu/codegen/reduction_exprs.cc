@@ -45,9 +45,10 @@ std::function<std::string(const Attrs&)> MaxMinBody(bool largest) {
 
 std::string VarBody(bool is_std) {
   return absl::StrCat(
-      "double mean = 0; EACH(mean += (double)X0(off);) mean /= (double)n_red; double m2 = 0; "
-      "EACH(const double e = (double)X0(off) - mean; m2 += e * e;) "
-      "const double v = m2 / fmax(0.0, (double)n_red - s0); OUT(",
+      "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+      "mean /= (WIDE)n_red; WIDE m2 = 0, m2_c = 0; "
+      "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(m2, m2_c, e * e);) "
+      "const WIDE v = m2 / fmax(0.0, (WIDE)n_red - s0); OUT(",
       is_std ? "sqrt(v)" : "v", ");");
 }
 
@@ -59,47 +60,48 @@ constexpr char kSoftmaxSums[] =
 // The same with the sum in double (logsumexp, cross_entropy's log-softmax).
 constexpr char kLogSumExpSums[] =
     "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
-    "double s = 0; EACH(s += (double)exp(X0(off) - m);) ";
+    "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)exp(X0(off) - m));) ";
 
 // torch's norm: inf / -inf the largest / smallest |x| (NaN wins), 0 the non-zero count.
 std::string NormBody(const Attrs& a) {
   const double p = a.GetFloat("p");
   if (std::isinf(p)) {
-    return absl::StrCat("double a = ", p > 0 ? "0.0" : "INFINITY",
-                        "; EACH(const double m = fabs((double)X0(off)); if (isnan(m) || m ",
+    return absl::StrCat("WIDE a = ", p > 0 ? "0.0" : "INFINITY",
+                        "; EACH(const WIDE m = fabs((WIDE)X0(off)); if (isnan(m) || m ",
                         p > 0 ? ">" : "<", " a) a = m;) OUT(a);");
   }
-  if (p == 0) return "double s = 0; EACH(s += X0(off) != (T)0 ? 1.0 : 0.0;) OUT(s);";
-  if (p == 1) return "double s = 0; EACH(s += fabs((double)X0(off));) OUT(s);";
+  if (p == 0) return "WIDE s = 0; EACH(s += X0(off) != (T)0 ? 1.0 : 0.0;) OUT(s);";
+  if (p == 1) return "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, fabs((WIDE)X0(off)));) OUT(s);";
   if (p == 2) {
-    return "double s = 0; EACH(const double e = (double)X0(off); s += e * e;) OUT(sqrt(s));";
+    return "WIDE s = 0, s_c = 0; EACH(const WIDE e = (WIDE)X0(off); WIDE_ADD(s, s_c, e * e);) "
+           "OUT(sqrt(s));";
   }
-  return "double s = 0; EACH(s += pow(fabs((double)X0(off)), s0);) OUT(pow(s, 1.0 / s0));";
+  return "WIDE s = 0; EACH(s += pow(fabs((WIDE)X0(off)), s0);) OUT(pow(s, 1.0 / s0));";
 }
 
 // PyTorch's norm_backward, branch by branch (see the CPU kernel); g0 the gradient, g1 the norm.
 std::string NormBackwardBody(const Attrs& a) {
   const double p = a.GetFloat("p");
-  const std::string v = "const double v = (double)X0(off); ";
-  const std::string sgn = "(isnan(v) ? v : (double)((v > 0) - (v < 0)))";
-  const std::string n = "const double n = (double)g1; ";
+  const std::string v = "const WIDE v = (WIDE)X0(off); ";
+  const std::string sgn = "(isnan(v) ? v : (WIDE)((v > 0) - (v < 0)))";
+  const std::string n = "const WIDE n = (WIDE)g1; ";
   if (p == 0) return "EACH(OUT_AT(0.0);)";
-  if (p == 1) return absl::StrCat("EACH(", v, "OUT_AT(", sgn, " * (double)g0);)");
-  if (p == 2) return absl::StrCat(n, "EACH(", v, "OUT_AT(n == 0 ? 0.0 : (double)g0 * (v / n));)");
+  if (p == 1) return absl::StrCat("EACH(", v, "OUT_AT(", sgn, " * (WIDE)g0);)");
+  if (p == 2) return absl::StrCat(n, "EACH(", v, "OUT_AT(n == 0 ? 0.0 : (WIDE)g0 * (v / n));)");
   if (std::isinf(p)) {
     const std::string selected = "(fabs(v) == n || isnan(fabs(v)))";
     return absl::StrCat(n, "I64 count = 0; EACH(", v, "count += ", selected, ";) EACH(", v,
-                        "OUT_AT(", sgn, " * (((double)g0 / (double)count) * (", selected,
+                        "OUT_AT(", sgn, " * (((WIDE)g0 / (WIDE)count) * (", selected,
                         " ? 1.0 : 0.0)));)");
   }
   if (p < 1) {
-    return absl::StrCat(n, "EACH(", v, "const double scaled = v == 0 ? 0.0 : ", sgn,
-                        " * pow(fabs(v), s0 - 1); OUT_AT(scaled * (double)g0 * pow(n, 1 - s0));)");
+    return absl::StrCat(n, "EACH(", v, "const WIDE scaled = v == 0 ? 0.0 : ", sgn,
+                        " * pow(fabs(v), s0 - 1); OUT_AT(scaled * (WIDE)g0 * pow(n, 1 - s0));)");
   }
   const std::string scaled =
       p < 2 ? absl::StrCat(sgn, " * pow(fabs(v), s0 - 1)") : "v * pow(fabs(v), s0 - 2)";
-  return absl::StrCat(n, "EACH(", v, "const double scaled = ", scaled,
-                      "; OUT_AT(n == 0 ? 0.0 : scaled * ((double)g0 / pow(n, s0 - 1)));)");
+  return absl::StrCat(n, "EACH(", v, "const WIDE scaled = ", scaled,
+                      "; OUT_AT(n == 0 ? 0.0 : scaled * ((WIDE)g0 / pow(n, s0 - 1)));)");
 }
 
 // amax_backward: the gradient shared by the elements equal to the result (g1); match_nan
@@ -123,13 +125,19 @@ absl::StatusOr<double> BackwardCorrection(const std::string&, const Attrs& a) {
 const std::map<std::string, Entry>& Table() {
   using D = Dims;
   static const auto* table = new std::map<std::string, Entry>{
-      {"sum", {D::kList, {0}, {}, false, Fixed("ACC acc = 0; EACH(acc += X0(off);) OUT(acc);")}},
+      {"sum",
+       {D::kList,
+        {0},
+        {},
+        false,
+        Fixed("ACC acc = 0, acc_c = 0; EACH(ACC_ADD(acc, acc_c, X0(off));) OUT(acc);")}},
       {"mean",
        {D::kList,
         {0},
         {},
         false,
-        Fixed("ACC acc = 0; EACH(acc += X0(off);) OUT(acc / (double)n_red);")}},
+        Fixed("ACC acc = 0, acc_c = 0; EACH(ACC_ADD(acc, acc_c, X0(off));) "
+              "OUT(acc / (WIDE)n_red);")}},
       // torch.prod and the scans cast the input to their dtype first.
       {"prod",
        {D::kSingleOrAll, {0}, {}, true, Fixed("ACC acc = 1; EACH(acc *= X0(off);) OUT(acc);")}},
@@ -159,7 +167,7 @@ const std::map<std::string, Entry>& Table() {
         {0},
         {},
         false,
-        Fixed(absl::StrCat(kLogSumExpSums, "OUT(isfinite(m) ? (double)m + log(s) : (double)m);"))}},
+        Fixed(absl::StrCat(kLogSumExpSums, "OUT(isfinite(m) ? (WIDE)m + log(s) : (WIDE)m);"))}},
       {"norm", {D::kList, {0}, {}, false, NormBody, P}},
       {"softmax",
        {D::kOne,
@@ -182,16 +190,16 @@ const std::map<std::string, Entry>& Table() {
         {},
         false,
         Fixed(absl::StrCat(kLogSumExpSums,
-                           "const double l = (double)m + log(s); "
-                           "EACH(OUT_AT((double)X0(off) - l);)"))}},
+                           "const WIDE l = (WIDE)m + log(s); "
+                           "EACH(OUT_AT((WIDE)X0(off) - l);)"))}},
       // (grad, output): grad - exp(output) * sum(grad).
       {"cross_entropy_log_softmax_backward",
        {D::kOne,
         {0, 1},
         {},
         false,
-        Fixed("double total = 0; EACH(total += (double)X0(off);) "
-              "EACH(OUT_AT((double)X0(off) - exp(X1(off)) * total);)")}},
+        Fixed("WIDE total = 0, total_c = 0; EACH(WIDE_ADD(total, total_c, (WIDE)X0(off));) "
+              "EACH(OUT_AT((WIDE)X0(off) - exp(X1(off)) * total);)")}},
       {"cumsum",
        {D::kOne, {0}, {}, true, Fixed("ACC acc = 0; EACH(acc += X0(off); OUT_AT(acc);)")}},
       {"cumprod",
@@ -202,7 +210,7 @@ const std::map<std::string, Entry>& Table() {
         {0},
         {},
         false,
-        Fixed("double acc = 0; EACH_REV(acc += (double)X0(off); OUT_AT(acc);)")}},
+        Fixed("WIDE acc = 0; EACH_REV(acc += (WIDE)X0(off); OUT_AT(acc);)")}},
       // prod's and cumprod's gradients without dividing by the input: the prefix products
       // parked in the output, then scaled from the end (the CPU kernel's algorithm).
       {"prod_backward",
@@ -210,18 +218,18 @@ const std::map<std::string, Entry>& Table() {
         {1},
         {0},
         false,
-        Fixed("double acc = 1; EACH(OUT_AT(acc); acc *= (double)X0(off);) acc = 1; "
-              "EACH_REV(const double prefix = OUT_GET(); OUT_AT((double)g0 * prefix * acc); "
-              "acc *= (double)X0(off);)")}},
+        Fixed("WIDE acc = 1; EACH(OUT_AT(acc); acc *= (WIDE)X0(off);) acc = 1; "
+              "EACH_REV(const WIDE prefix = OUT_GET(); OUT_AT((WIDE)g0 * prefix * acc); "
+              "acc *= (WIDE)X0(off);)")}},
       {"cumprod_backward",
        {D::kOne,
         {0, 1},
         {},
         false,
-        Fixed("double acc = 1; EACH(OUT_AT(acc); acc *= (double)X1(off);) acc = 0; "
-              "double next = 0; EACH_REV(const double prefix = OUT_GET(); "
-              "acc = (double)X0(off) + next * acc; OUT_AT(prefix * acc); "
-              "next = (double)X1(off);)")}},
+        Fixed("WIDE acc = 1; EACH(OUT_AT(acc); acc *= (WIDE)X1(off);) acc = 0; "
+              "WIDE next = 0; EACH_REV(const WIDE prefix = OUT_GET(); "
+              "acc = (WIDE)X0(off) + next * acc; OUT_AT(prefix * acc); "
+              "next = (WIDE)X1(off);)")}},
       {"var_backward",
        {D::kList,
         {1},
@@ -229,10 +237,11 @@ const std::map<std::string, Entry>& Table() {
         false,
         [](const Attrs& a) {
           return absl::StrCat(
-              "double mean = 0; EACH(mean += (double)X0(off);) mean /= (double)n_red; "
-              "const double divisor = fmax(0.0, (double)n_red - s0); const double scale = ",
-              a.GetBool("std") ? "1.0 / (divisor * (double)g1)" : "2.0 / divisor",
-              "; EACH(OUT_AT((double)g0 * ((double)X0(off) - mean) * scale);)");
+              "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+              "mean /= (WIDE)n_red; const WIDE divisor = fmax(0.0, (WIDE)n_red - s0); const WIDE "
+              "scale = ",
+              a.GetBool("std") ? "1.0 / (divisor * (WIDE)g1)" : "2.0 / divisor",
+              "; EACH(OUT_AT((WIDE)g0 * ((WIDE)X0(off) - mean) * scale);)");
         },
         BackwardCorrection}},
       {"logsumexp_backward",
@@ -240,7 +249,7 @@ const std::map<std::string, Entry>& Table() {
         {1},
         {0, 2},
         false,
-        Fixed("EACH(OUT_AT((double)g0 * exp((double)X0(off) - (double)g1));)")}},
+        Fixed("EACH(OUT_AT((WIDE)g0 * exp((WIDE)X0(off) - (WIDE)g1));)")}},
       {"amax_backward", {D::kList, {1}, {0, 2}, false, AMaxBackwardBody}},
       // (grad, indices, input): each gradient to its selected index.
       {"max_dim_backward",
@@ -303,7 +312,7 @@ GroupPlan PreluWeightGradPlan(int64_t rank, bool per_channel, DType dtype) {
   }
   plan.compute = dtype;
   plan.body =
-      "double acc = 0; EACH(if (!(X0(off) > (T)0)) acc += (double)X0(off) * (double)X1(off);) "
+      "WIDE acc = 0; EACH(if (!(X0(off) > (T)0)) acc += (WIDE)X0(off) * (WIDE)X1(off);) "
       "OUT(acc);";
   return plan;
 }

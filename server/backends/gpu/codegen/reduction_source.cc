@@ -30,7 +30,8 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
   const std::string L = d.int64;
   std::string s = Preamble(d, all);
   absl::StrAppend(&s, "#define I64 ", L, "\n#define T ", ComputeType(d, k.compute),
-                  "\n#define ACC ", is_float ? "double" : L, "\n");
+                  "\n#define ACC ", is_float ? "WIDE" : L, "\n#define ACC_ADD(s, c, v) ",
+                  is_float ? "WIDE_ADD(s, c, v)" : "s += (v)", "\n");
   absl::StrAppend(&s, is_float ? "#define ISNAN(v) isnan(v)\n" : "#define ISNAN(v) 0\n",
                   "#define BEATS_MAX(v, best) (!ISNAN(best) && (ISNAN(v) || (v) > (best)))\n",
                   "#define BEATS_MIN(v, best) (!ISNAN(best) && (ISNAN(v) || (v) < (best)))\n");
@@ -39,12 +40,12 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
                     "))\n");
   }
   for (size_t t = 0; t < k.tables.size(); ++t) {
-    absl::StrAppend(&s, "#define A", t, "(k) ((double)(",
+    absl::StrAppend(&s, "#define A", t, "(k) ((WIDE)(",
                     Load(k.tables[t], absl::StrCat("table", t, "[k]")), "))\n");
   }
   absl::StrAppend(&s, "#define OUT(v) out[i] = ", Store(d, k.output, "(v)"), "\n",
                   "#define OUT_AT(v) out[off] = ", Store(d, k.output, "(v)"), "\n",
-                  "#define OUT_GET() ((double)(", Load(k.output, "out[off]"), "))\n",
+                  "#define OUT_GET() ((WIDE)(", Load(k.output, "out[off]"), "))\n",
                   "#define IDX(v) out_idx[i] = (", L, ")(v)\n");
   absl::StrAppend(
       &s, EachMacro(d, "EACH", absl::StrCat("for (", L, " j = 0; j < n_red; ++j)")),
@@ -62,7 +63,7 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
   }
   absl::StrAppend(&s, ", ", d.global, " const ", L, "* geom, const ", L,
                   " n_groups, const int kept_rank, const int red_rank, const ", L,
-                  " n_red, const double s0) {\n  const ", L, " i = ", d.global_id,
+                  " n_red, const WIDE s0) {\n  const ", L, " i = ", d.global_id,
                   ";\n  if (i >= n_groups) return;\n  ", L, " base = 0;\n");
   absl::StrAppend(&s, OffsetLoop("i", "kept_rank", "geom[", {"base"}, {"geom[kept_rank + "}, d));
   for (size_t g = 0; g < k.groups.size(); ++g) {
