@@ -14,6 +14,10 @@ Lines (tensord | baseline):
   batch of N      the same built with sess.batch() each time: per-op cost | PyTorch eager
   two sessions    batches of 1000 adds (built once) from two sessions in two threads at
                   once: throughput | one session alone
+  rpc             the small op, median call: one Execute with the value inline (fetch), the
+                  small op line's call (a handle) and that call + .numpy() | rpc_sync of the
+                  same add to a second process (torch.distributed.rpc, TensorPipe, world_size 2;
+                  its default transports, and TCP only)
   program of N    the same chain compiled once (sess.compile), one RunProgram: per-op cost
   MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
                   | local PyTorch, same thread count
@@ -29,6 +33,10 @@ Lines (tensord | baseline):
   conv block      conv -> relu -> max_pool2d -> sum, forward + backward | local PyTorch
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
+  checkpoint      the eager MLP and CNN steps in an autodiff context with BALANCED
+                  checkpointing | NONE: median step time, and the bytes GetSessionInfo reports
+                  between forward and Backward (the context's saved_bytes, the session's
+                  memory_used_bytes and what of it the step frees); the server reports no peak
   nn MLP / CNN    the same two models written with tensord.nn + tensord.optim as a PyTorch
                   script (zero_grad, forward, loss.backward(), step): eager, and compiled
                   with tensord.compile | the same torch.nn script, local PyTorch
@@ -40,13 +48,18 @@ Lines (tensord | baseline):
                   client) | the streams; and with the bytes written and read in place
                   (put_at, get(copy=False)) | the streams
 Each timing is the best of several interleaved rounds (tensord and baseline alternate), so a
-noisy machine slows both sides alike.
+noisy machine slows both sides alike; the rpc and checkpoint lines give the median call of
+their interleaved rounds instead.
 """
 import argparse
 import os
+import select
+import signal
 import socket
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,6 +112,212 @@ def small_op(client, sess, rounds, inner):
                                rounds, inner)
     line("small op (Python)", us(t_op), us(t_bare) + " KeepAlive", t_op / t_bare,
          "goal <= 1.15")
+
+
+def timed_calls(fn, n: int) -> list:
+    """Seconds of each of n calls of fn."""
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def rpc_child(rank: int, port: int, transport: str) -> int:
+    """A process of the torch.distributed.rpc pair (`--rpc-child RANK PORT TRANSPORT`). Rank 1
+    serves rpc_sync calls until rank 0 shuts down. Rank 0 prints "ready", then for each line N
+    read from stdin makes N rpc_sync calls of a [4] f32 add to rank 1 and prints their seconds
+    on one line; a line 0 (or the end of stdin) ends it. TRANSPORT "default" leaves TensorPipe
+    its choice (between processes of one host: its shared memory transport, tensors through
+    cross-memory attach); "tcp" allows only its uv transport on the loopback interface and the
+    basic channel, so everything travels over TCP as tensord's gRPC does."""
+    import torch.distributed.rpc as rpc
+    torch.set_num_threads(1)
+    extra = {}
+    if transport == "tcp":
+        extra = dict(_transports=["uv"], _channels=["basic"])  # TP_SOCKET_IFNAME=lo: the parent
+    # rpc_timeout bounds each call and the store's waits after the rendezvous; the parent
+    # kills both processes if the rendezvous itself takes longer than RPC_START_S.
+    options = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}",
+                                              rpc_timeout=30, **extra)
+    rpc.init_rpc(f"rank{rank}", rank=rank, world_size=2, rpc_backend_options=options)
+    try:
+        if rank == 0:
+            a, b = torch.ones(4), torch.ones(4)
+            assert rpc.rpc_sync("rank1", torch.add, args=(a, b)).tolist() == [2.0] * 4
+
+            def call():
+                rpc.rpc_sync("rank1", torch.add, args=(a, b))
+            timed_calls(call, 200)  # warm
+            print("ready", flush=True)
+            for command in sys.stdin:
+                n = int(command)
+                if n <= 0:
+                    break
+                print(" ".join(f"{t:.9f}" for t in timed_calls(call, n)), flush=True)
+    finally:
+        rpc.shutdown()
+    return 0
+
+
+RPC_START_S = 90    # starting both processes and their rendezvous
+RPC_ROUND_S = 60    # one round of calls
+RPC_STOP_S = 15     # a graceful rpc.shutdown of both
+
+
+class TorchRpcPair:
+    """Two processes of torch.distributed.rpc on this machine (TensorPipe, rendezvous on
+    127.0.0.1 and a free port, world_size 2), rank 0 driven from here through a pipe: every
+    wait has a deadline and both processes are killed on the way out if they have not ended.
+
+    TensorPipe's shared memory transport and channels poll busily: an idle pair keeps about
+    half a core per process busy. pause() stops both processes (SIGSTOP) while other lines
+    are measured; times() lets them run for its round only."""
+
+    def __init__(self, transport: str = "default"):
+        self.transport = transport
+        self.procs, self.logs, self.driver = [], [], None
+
+    def __enter__(self):
+        port = free_port()
+        env = dict(os.environ, TP_SOCKET_IFNAME="lo") if self.transport == "tcp" else None
+        self.logs = [tempfile.TemporaryFile(mode="w+") for _ in range(2)]
+        try:
+            for rank in (1, 0):
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, str(Path(__file__).resolve()), "--rpc-child", str(rank),
+                     str(port), self.transport],
+                    stdin=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stderr=self.logs[rank], text=True, env=env))
+            self.driver = self.procs[-1]
+            if self._read_line(RPC_START_S) != "ready":
+                raise RuntimeError("rank 0 did not get ready")
+            self.pause()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def _signal(self, sig) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, sig)
+
+    def pause(self) -> None:
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _read_line(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.driver.poll() is not None:
+                raise RuntimeError(f"rank 0 exited with status {self.driver.returncode}: "
+                                   f"{self.error()}")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"rank 0 did not answer in {timeout} s")
+            ready, _, _ = select.select([self.driver.stdout], [], [], min(left, 1.0))
+            if ready:
+                text = self.driver.stdout.readline()
+                if text:
+                    return text.strip()
+
+    def times(self, n: int) -> list:
+        """Seconds of each of n rpc_sync calls made by rank 0 (the pair runs meanwhile)."""
+        self.resume()
+        try:
+            self.driver.stdin.write(f"{n}\n")
+            self.driver.stdin.flush()
+            return [float(v) for v in self._read_line(RPC_ROUND_S).split()]
+        finally:
+            self.pause()
+
+    def error(self) -> str:
+        """The last line either process wrote to stderr."""
+        lines = []
+        for log in self.logs:
+            log.seek(0)
+            lines += [text.strip() for text in log if text.strip()]
+        return lines[-1] if lines else ""
+
+    def __exit__(self, *exc):
+        self.resume()
+        if self.driver is not None and self.driver.poll() is None:
+            try:
+                self.driver.stdin.write("0\n")
+                self.driver.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + RPC_STOP_S
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for proc in self.procs:
+            if proc.stdout is not None:
+                proc.stdout.close()
+        for log in self.logs:
+            log.close()
+
+
+def rpc_compare(sess, rounds, inner):
+    """The small op against torch.distributed.rpc: rpc_sync of the same [4] f32 add to a
+    second process on this machine, with TensorPipe's default transports and over TCP only.
+    Rounds alternate (each rpc pair stopped while it is not measured); each figure is the
+    median call."""
+    a = sess.tensor(np.ones(4, np.float32))
+    b = sess.tensor(np.ones(4, np.float32))
+    # One Execute whose call asks for its output's value inline (OpCall.fetch), built once:
+    # a value back in one round trip, as rpc_sync returns one. The server stores the output
+    # anyway; its handles are released between rounds, untimed.
+    call = ops_pb2.OpCall(op="add", fetch=True)
+    call.inputs.add().handle = a.handle
+    call.inputs.add().handle = b.handle
+    request = service_pb2.ExecuteRequest(session_id=sess.id, calls=[call])
+    handles = []
+
+    def fetched():
+        result = sess._call("Execute", request).results[0]
+        handles.append(result.outputs[0].handle)
+        return tensord.dtypes.tensor_data_to_array(result.values[0])
+
+    assert fetched().tolist() == [2.0] * 4
+    variants = {
+        "fetched": fetched,                                    # one round trip, value back
+        "op": lambda: sess.op("add", a, b),                    # the small op line: a handle
+        "numpy": lambda: sess.op("add", a, b).numpy(),          # Execute + GetTensor
+    }
+    samples = {k: [] for k in [*variants, "default", "tcp"]}
+    try:
+        with TorchRpcPair("default") as default, TorchRpcPair("tcp") as tcp:
+            for fn in variants.values():
+                timed_calls(fn, inner)  # warm
+            for _ in range(rounds):
+                for k, fn in variants.items():
+                    samples[k] += timed_calls(fn, inner)
+                    sess.release(*handles)
+                    handles.clear()
+                samples["default"] += default.times(inner)
+                samples["tcp"] += tcp.times(inner)
+    except Exception as e:  # noqa: BLE001 (the line says why; the other lines still run)
+        line("small op vs torch rpc_sync", "", "failed", None,
+             f"{type(e).__name__}: {e}".splitlines()[0])
+        return
+    t_rpc, t_tcp = statistics.median(samples["default"]), statistics.median(samples["tcp"])
+    for k, what in (("fetched", "small op vs rpc, value inline"),
+                    ("op", "small op vs rpc, handle only"),
+                    ("numpy", "small op vs rpc, op + .numpy()")):
+        t = statistics.median(samples[k])
+        faster = "tensord" if t < t_rpc else "rpc_sync"
+        line(what, us(t), us(t_rpc) + " rpc_sync", t / t_rpc,
+             f"tensord / rpc time (medians), {faster} faster; {t / t_tcp:.2f} against rpc_sync "
+             f"over TCP only, {us(t_tcp)}")
 
 
 def execute_by_hand(sess, n: int):
@@ -215,12 +434,23 @@ def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_s
     program.release()
 
 
-def mlp(sess, rounds, inner, threads):
+def mlp_data():
+    """The MLP's batch and initial parameters (784-256-10, batch 256)."""
     rng = np.random.default_rng(0)
     xn = rng.standard_normal((256, 784)).astype(np.float32)
     yn = rng.integers(0, 10, 256)
     shapes = [(784, 256), (256,), (256, 10), (10,)]
     init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+    return xn, yn, init
+
+
+def mlp_loss(sess, params, xb, yb):
+    w1, b1, w2, b2 = params
+    return sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
+
+
+def mlp(sess, rounds, inner, threads):
+    xn, yn, init = mlp_data()
     torch.set_num_threads(threads)
     tparams = [torch.tensor(v, requires_grad=True) for v in init]
     topt = torch.optim.SGD(tparams, lr=0.01, momentum=0.9)
@@ -241,8 +471,7 @@ def mlp(sess, rounds, inner, threads):
         last = {}
 
         def loss_of(xb, yb):
-            w1, b1, w2, b2 = params
-            return sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
+            return mlp_loss(sess, params, xb, yb)
 
         def forward_backward():
             with sess.batch():
@@ -360,12 +589,28 @@ def convolutions(sess, pid, rounds, inner, threads):
              t_torch / t, faults_per_call(pid, block, 5))
 
 
-def cnn(sess, rounds, inner, threads):
+def cnn_data():
+    """The CNN's batch and initial parameters (conv-relu-pool x2 + linear, 3x32x32, batch 64)."""
     rng = np.random.default_rng(1)
     xn = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
     yn = rng.integers(0, 10, 64)
     shapes = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32 * 8 * 8), (10,)]
     init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+    return xn, yn, init
+
+
+def cnn_loss(sess, params, xb, yb):
+    c1, b1, c2, b2, w, b = params
+    h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1)),
+                kernel_size=2)
+    h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
+                kernel_size=2)
+    return sess.op("cross_entropy", sess.op("linear", sess.op("flatten", h, start_dim=1), w, b),
+                   yb)
+
+
+def cnn(sess, rounds, inner, threads):
+    xn, yn, init = cnn_data()
     torch.set_num_threads(threads)
     tparams = [torch.tensor(v, requires_grad=True) for v in init]
     topt = torch.optim.SGD(tparams, lr=0.01)
@@ -387,13 +632,7 @@ def cnn(sess, rounds, inner, threads):
         x, y = sess.tensor(xn), sess.tensor(yn)
 
         def loss_of(xb, yb):
-            c1, b1, c2, b2, w, b = params
-            h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1)),
-                        kernel_size=2)
-            h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
-                        kernel_size=2)
-            return sess.op("cross_entropy",
-                           sess.op("linear", sess.op("flatten", h, start_dim=1), w, b), yb)
+            return cnn_loss(sess, params, xb, yb)
 
         def step():
             with sess.batch():
@@ -402,6 +641,76 @@ def cnn(sess, rounds, inner, threads):
 
         eager_and_program(sess, ctx, opt, "CNN", step, loss_of, (x, y), torch_step, rounds, inner,
                           1.0)
+
+
+def mib(n: int) -> str:
+    return f"{n / (1 << 20):.2f} MiB"
+
+
+def checkpoint_step(client, stack, policy: str, data, loss_fn, momentum: float):
+    """A session of its own with one autodiff context (`policy`) holding the model of `data`
+    and `loss_fn` (the MLP's or the CNN's above), SGD as there. Returns the eager step
+    (forward batch, Backward, SGD step) and the bytes the server reports, once warm: after the
+    forward, before Backward, the context's saved_bytes and the session's memory_used_bytes;
+    and the session's memory_used_bytes after the step (nothing left on the tape)."""
+    xn, yn, init = data()
+    sess = stack.enter_context(client.session())
+    ctx = stack.enter_context(sess.autodiff(checkpointing=policy))
+    params = [sess.tensor(v, requires_grad=True) for v in init]
+    opt = tensord.optim.SGD(params, lr=0.01, momentum=momentum)
+    x, y = sess.tensor(xn), sess.tensor(yn)
+
+    def forward():
+        with sess.batch():
+            return loss_fn(sess, params, x, y)
+
+    def step():
+        opt.step(ctx.backward(forward()))
+
+    step()  # the optimizer's state
+    loss = forward()
+    saved, in_use = ctx.info().saved_bytes, sess.info().memory_used_bytes
+    opt.step(ctx.backward(loss))
+    del loss
+    return step, (saved, in_use, sess.info().memory_used_bytes)
+
+
+def checkpointing(client, rounds, inner):
+    """BALANCED against NONE checkpointing on the eager MLP and CNN steps, each policy in a
+    session of its own (its bytes in use are its alone), steps of the two alternating by
+    round; each time is the median step. The server keeps no peak figure: the memory is what
+    GetSessionInfo reports between forward and Backward (the context's saved_bytes, and the
+    session's memory_used_bytes, all its live bytes then)."""
+    import contextlib
+    models = {"MLP": (mlp_data, mlp_loss, 0.9, inner),
+              "CNN": (cnn_data, cnn_loss, 0.0, max(2, inner // 2))}
+    for name, (data, loss_fn, momentum, n) in models.items():
+        with contextlib.ExitStack() as stack:
+            steps, memory = {}, {}
+            for policy in ("none", "balanced"):
+                steps[policy], memory[policy] = checkpoint_step(client, stack, policy, data,
+                                                                loss_fn, momentum)
+            samples = {policy: [] for policy in steps}
+            for _ in range(rounds):
+                for policy, step in steps.items():
+                    samples[policy] += timed_calls(step, n)
+        t_none, t_bal = (statistics.median(samples[p]) for p in ("none", "balanced"))
+        (s_none, u_none, base_none), (s_bal, u_bal, base_bal) = memory["none"], memory["balanced"]
+        goal = "goal >= 30 % less peak memory at <= 25 % more time"
+        line(f"{name} step, BALANCED / NONE", ms(t_bal), ms(t_none) + " NONE", t_bal / t_none,
+             f"time added {(t_bal / t_none - 1) * 100:+.1f} %; {goal}")
+        line(f"{name} saved_bytes after forward", mib(s_bal), mib(s_none) + " NONE",
+             s_bal / s_none if s_none else None,
+             f"memory saved {(1 - s_bal / s_none) * 100 if s_none else 0:.1f} % "
+             "(the context's tape)")
+        line(f"{name} session bytes in use after fwd", mib(u_bal), mib(u_none) + " NONE",
+             u_bal / u_none if u_none else None,
+             f"memory saved {(1 - u_bal / u_none) * 100 if u_none else 0:.1f} % (all live bytes)")
+        h_bal, h_none = u_bal - base_bal, u_none - base_none
+        line(f"{name} held for backward", mib(h_bal), mib(h_none) + " NONE",
+             h_bal / h_none if h_none > 0 else None,
+             f"memory saved {(1 - h_bal / h_none) * 100 if h_none > 0 else 0:.1f} % (bytes in use "
+             f"after fwd less after the step: {mib(base_bal)} / {mib(base_none)})")
 
 
 def nn_models(sess, rounds, inner, threads):
@@ -548,10 +857,16 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="PyTorch's intra-op threads (the server uses every core)")
-    parser.add_argument("--only", choices=["ops", "mlp", "conv", "cnn", "nn", "transfers"],
-                        action="append", help="run only these sections (repeatable)")
+    sections = ["ops", "rpc", "mlp", "conv", "cnn", "checkpoint", "nn", "transfers"]
+    parser.add_argument("--only", choices=sections, action="append",
+                        help="run only these sections (repeatable)")
+    parser.add_argument("--rpc-child", nargs=3, metavar=("RANK", "PORT", "TRANSPORT"),
+                        help=argparse.SUPPRESS)  # a process of the rpc line's pair
     args = parser.parse_args()
-    only = set(args.only or ["ops", "mlp", "conv", "cnn", "nn", "transfers"])
+    if args.rpc_child:
+        rank, port, transport = args.rpc_child
+        return rpc_child(int(rank), int(port), transport)
+    only = set(args.only or sections)
     rounds, inner = (2, 3) if args.quick else (5, 20)
     proc = None
     address = args.address
@@ -572,6 +887,8 @@ def main() -> int:
                     small_op(client, sess, rounds, inner * 10)
                     batches(sess, rounds)
                     two_sessions(client, rounds)
+                if "rpc" in only:
+                    rpc_compare(sess, rounds, inner * 10)
                 if "mlp" in only:
                     mlp(sess, rounds, inner, args.threads)
                 if "conv" in only:
@@ -579,6 +896,8 @@ def main() -> int:
                                  max(2, inner // 4), args.threads)
                 if "cnn" in only:
                     cnn(sess, rounds, max(2, inner // 4), args.threads)
+                if "checkpoint" in only:
+                    checkpointing(client, rounds, inner)
                 if "nn" in only:
                     nn_models(sess, rounds, inner, args.threads)
                 if "transfers" in only:
