@@ -92,6 +92,30 @@ int Main(bool quick) {
         direct / ours);
   }
 
+  // Long reductions: a full sum and row sums of 1,024 (each a work group's tree where the
+  // device folds long groups so, TENSORD_GPU_TREE_REDUCTIONS=on forces it) beside rows of
+  // 1,023 (one work item a row, the group kernel), the same bytes read.
+  {
+    const int64_t rows = quick ? 256 : 4096;
+    Tensor full = Filled(d, dev, {rows * 1024}, 0.5);
+    Tensor long_rows = Filled(d, dev, {rows, 1024}, 0.5);
+    Tensor short_rows = Filled(d, dev, {rows, 1023}, 0.5);
+    auto time_sum = [&](const Tensor& x, const AttrMap& attrs) {
+      return MedianSeconds(1, quick ? 3 : 9, [&] {
+        d.Call("sum", {x}, attrs, env).value();
+        Sync(d, dev);
+      });
+    };
+    const AttrMap last = {{"dim", std::vector<int64_t>{1}}};
+    std::printf(
+        "long sums (%s): all %lld f32 %.2f ms; rows [%lld, 1024] %.2f ms; rows [%lld, 1023] "
+        "(a work item a row) %.2f ms\n",
+        cl->tree_reductions() ? "work-group trees" : "a work item a group",
+        static_cast<long long>(rows * 1024), time_sum(full, {}) * 1e3, static_cast<long long>(rows),
+        time_sum(long_rows, last) * 1e3, static_cast<long long>(rows),
+        time_sum(short_rows, last) * 1e3);
+  }
+
   // 2. MLP step: x[b, 64] -> 128 -> 1.
   const int64_t batch = quick ? 32 : 256;
   for (const std::string device : {dev, std::string(kHostDevice)}) {

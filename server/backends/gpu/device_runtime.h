@@ -124,6 +124,23 @@ class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<D
                                                  const std::function<std::string()>& render) = 0;
   // Enqueues `kernel` over `n` work items with `args`.
   virtual absl::Status Launch(CompiledKernel* kernel, const KernelArgs& args, int64_t n) = 0;
+  // Enqueues `kernel` over `groups` work groups of `size` work items each (they share local
+  // memory and barriers); `size` at most max_group_size().
+  virtual absl::Status LaunchGroups(CompiledKernel* kernel, const KernelArgs& args, int64_t groups,
+                                    int size) = 0;
+  virtual int max_group_size() const = 0;
+  // Whether the device's work items are the host's CPU cores (an OpenCL CPU device such as
+  // PoCL): there one work item walking a long group is fastest, as a core's loop; a GPU wants
+  // the group spread over a work group.
+  virtual bool runs_on_host_cores() const = 0;
+  // Whether long reductions fold in work-group trees: on a GPU, unless
+  // TENSORD_GPU_TREE_REDUCTIONS says "on" or "off" (tests run trees on any device so).
+  bool tree_reductions() const {
+    static const char* forced = std::getenv("TENSORD_GPU_TREE_REDUCTIONS");
+    if (forced != nullptr && std::string(forced) == "on") return true;
+    if (forced != nullptr && std::string(forced) == "off") return false;
+    return !runs_on_host_cores();
+  }
 
   // Host bytes into a block (at a byte offset), and back; both return when the host side may
   // be reused, a read after every launch enqueued before it.

@@ -1,10 +1,12 @@
 #include "server/backends/gpu/reduction_kernels.h"
 
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/reduction_exprs.h"
 #include "server/backends/gpu/codegen/reduction_source.h"
+#include "server/backends/gpu/codegen/tree_reduction_source.h"
 #include "server/backends/gpu/launch.h"
 
 namespace tensord::gpu {
@@ -66,6 +68,71 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   });
 }
 
+namespace {
+
+// Groups this long go to a work group each (tree_reduction_source.h) rather than to one work
+// item, on devices that want trees (DeviceRuntime::tree_reductions).
+constexpr int64_t kTreeFrom = 1024;
+
+std::optional<TreeFold> TreeFoldOf(const std::string& op, const GroupPlan& plan) {
+  if (plan.walked.size() != 1 || !plan.groups.empty() || !plan.tables.empty() || plan.indices) {
+    return std::nullopt;
+  }
+  if (op == "sum") return TreeFold::kSum;
+  if (op == "mean") return TreeFold::kMean;
+  if (op == "amax" || op == "max") return TreeFold::kMax;
+  if (op == "amin" || op == "min") return TreeFold::kMin;
+  return std::nullopt;
+}
+
+// The work-group size of tree reductions on `device`: 256, or its largest power of two below.
+int TreeSize(const DeviceRuntime& device) {
+  int size = 256;
+  while (size > device.max_group_size()) size /= 2;
+  return size;
+}
+
+// Runs `plan` (a fold of TreeFoldOf) as a tree reduction when its groups are long; false when
+// they are not (the group kernel runs it).
+absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, TreeFold fold,
+                                const GroupPlan& plan, const Tensor& x, Tensor& out) {
+  const gpu::ReductionGeometry g = gpu::ReduceGeometry(x.shape(), plan.dims);
+  const int64_t n_groups = NumElements(g.kept.shape);
+  const int64_t n_red = NumElements(g.reduced.shape);
+  const int size = TreeSize(device);
+  if (n_red < kTreeFrom || size < 32 || !device.tree_reductions()) return false;
+  if (n_groups == 0 || out.numel() == 0) return true;
+  TreeReduceKernel k;
+  k.fold = fold;
+  k.input = x.dtype();
+  k.compute = plan.compute;
+  k.output = out.dtype();
+  k.size = size;
+  k.name = absl::StrCat(KernelName(absl::StrCat(op, "_tree"), {k.input, k.output, k.compute}), "_",
+                        size);
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(k.name, k.name, [&k, &device] {
+    return RenderTreeReduce(device.dialect(), k);
+  }));
+  std::vector<int64_t> flat = g.kept.Flat();
+  const std::vector<int64_t> reduced = g.reduced.Flat();
+  flat.insert(flat.end(), reduced.begin(), reduced.end());
+  ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, flat));
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
+  Args args;
+  args.AddMem(out_arg)
+      .AddMem(x_arg)
+      .AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(n_groups))
+      .Add(static_cast<int32_t>(g.kept.shape.size()))
+      .Add(static_cast<int32_t>(g.reduced.shape.size()))
+      .Add(static_cast<int64_t>(n_red));
+  RETURN_IF_ERROR(device.LaunchGroups(built, args, n_groups, size));
+  return true;
+}
+
+}  // namespace
+
 absl::Status RunGroup(KernelCall& c, DeviceRuntime& device) {
   std::vector<int64_t> ranks;
   std::vector<DType> dtypes;
@@ -76,6 +143,11 @@ absl::Status RunGroup(KernelCall& c, DeviceRuntime& device) {
   ASSIGN_OR_RETURN(gpu::GroupPlan plan,
                    gpu::PlanGroup(c.op.name, c.attrs, ranks, dtypes, c.outputs[0].dtype()));
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
+  if (std::optional<TreeFold> fold = TreeFoldOf(c.op.name, plan)) {
+    ASSIGN_OR_RETURN(
+        bool ran, LaunchTree(device, c.op.name, *fold, plan, inputs[plan.walked[0]], c.outputs[0]));
+    if (ran) return absl::OkStatus();
+  }
   return LaunchGroup(device, c.op.name, plan, inputs, c.outputs[0],
                      plan.indices ? &c.outputs[1] : nullptr);
 }

@@ -25,15 +25,22 @@ clblast::StatusCode StridedBatched(const gpu::GemmShape& g, cl_mem a, cl_mem b, 
 }  // namespace
 
 const gpu::Dialect& Dialect() {
-  static const gpu::Dialect* d = new gpu::Dialect{"__kernel void",
-                                                  "__global",
-                                                  "get_global_id(0)",
-                                                  "long",
-                                                  "ulong",
-                                                  "",
-                                                  "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n",
-                                                  "as_float",
-                                                  "as_uint"};
+  static const gpu::Dialect* d = [] {
+    auto* c = new gpu::Dialect;
+    c->kernel = "__kernel void";
+    c->global = "__global";
+    c->global_id = "get_global_id(0)";
+    c->int64 = "long";
+    c->uint64 = "ulong";
+    c->fp64_enable = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n";
+    c->as_float = "as_float";
+    c->as_uint = "as_uint";
+    c->local = "__local";
+    c->group_id = "get_group_id(0)";
+    c->local_id = "get_local_id(0)";
+    c->barrier = "barrier(CLK_LOCAL_MEM_FENCE)";
+    return c;
+  }();
   return *d;
 }
 

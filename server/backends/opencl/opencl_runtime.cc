@@ -1,5 +1,7 @@
 #include "server/backends/opencl/opencl_runtime.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 
@@ -64,6 +66,12 @@ ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
   cl_device_fp_config fp64 = 0;
   clGetDeviceInfo(id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr);
   has_fp64_ = fp64 != 0;
+  size_t group = 1;
+  clGetDeviceInfo(id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof(group), &group, nullptr);
+  max_group_size_ = static_cast<int>(std::min<size_t>(group, 1024));
+  cl_device_type type = 0;
+  clGetDeviceInfo(id, CL_DEVICE_TYPE, sizeof(type), &type, nullptr);
+  cpu_ = (type & CL_DEVICE_TYPE_CPU) != 0;
 }
 
 ClDevice::~ClDevice() {
@@ -195,6 +203,16 @@ ClDevice::ConstantStats ClDevice::constant_stats() const {
 }
 
 absl::Status ClDevice::Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n) {
+  return Enqueue(kernel, args, n, 0);
+}
+
+absl::Status ClDevice::LaunchGroups(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
+                                    int64_t groups, int size) {
+  return Enqueue(kernel, args, groups * size, size);
+}
+
+absl::Status ClDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n,
+                               int local) {
   if (n <= 0) return absl::OkStatus();
   auto* built = static_cast<BuiltKernel*>(kernel);
   // Arguments belong to the kernel object, shared by every caller: set and enqueue as one.
@@ -214,8 +232,9 @@ absl::Status ClDevice::Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs
     ++index;
   }
   const size_t global = static_cast<size_t>(n);
-  cl_int err = clEnqueueNDRangeKernel(queue_, built->kernel, 1, nullptr, &global, nullptr, 0,
-                                      nullptr, nullptr);
+  const size_t group = static_cast<size_t>(local);
+  cl_int err = clEnqueueNDRangeKernel(queue_, built->kernel, 1, nullptr, &global,
+                                      local > 0 ? &group : nullptr, 0, nullptr, nullptr);
   if (err != CL_SUCCESS) return ClError(err, "clEnqueueNDRangeKernel " + built->name, name_);
   return absl::OkStatus();
 }

@@ -66,6 +66,10 @@ class ClDevice : public gpu::DeviceRuntime {
   absl::StatusOr<gpu::CompiledKernel*> Kernel(const std::string& key, const std::string& name,
                                               const std::function<std::string()>& render) override;
   absl::Status Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n) override;
+  absl::Status LaunchGroups(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
+                            int64_t groups, int size) override;
+  int max_group_size() const override { return max_group_size_; }
+  bool runs_on_host_cores() const override { return cpu_; }
   absl::Status Write(void* block, size_t offset, const void* src, size_t bytes) override;
   absl::Status Read(const void* block, size_t offset, void* dst, size_t bytes) override;
   absl::Status CopyOnDevice(const void* src, void* dst, size_t bytes) override;
@@ -85,6 +89,9 @@ class ClDevice : public gpu::DeviceRuntime {
   int64_t kernels_built() const;
 
  private:
+  // Sets the arguments and enqueues n work items (in groups of `local`, 0: the driver's).
+  absl::Status Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n,
+                       int local);
   // A buffer of exactly `bytes` from the driver (the block cache's source).
   absl::StatusOr<void*> NewBuffer(size_t bytes);
 
@@ -94,6 +101,8 @@ class ClDevice : public gpu::DeviceRuntime {
   std::string description_, vendor_;
   int64_t memory_bytes_ = 0;
   bool has_fp64_ = false;
+  int max_group_size_ = 1;
+  bool cpu_ = false;  // CL_DEVICE_TYPE_CPU
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
   DeviceBlockCache blocks_;

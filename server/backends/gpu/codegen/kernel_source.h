@@ -25,6 +25,11 @@ struct Dialect {
   std::string preamble;           // what every source starts with
   std::string fp64_enable;        // what a source using f64 adds
   std::string as_float, as_uint;  // bit casts between float and uint32
+  // Work groups: local memory, the group's and the item's index in it, a barrier.
+  std::string local;     // "__local"
+  std::string group_id;  // "get_group_id(0)"
+  std::string local_id;  // "get_local_id(0)"
+  std::string barrier;   // "barrier(CLK_LOCAL_MEM_FENCE)"
   // The type accumulators and wide intermediates compute in (`WIDE` in the templates): double,
   // or float on a device without fp64, where sums are compensated (`WIDE_ADD`).
   std::string wide = "double";

@@ -13,19 +13,21 @@
 namespace tensord::gpu {
 
 // The body is C statements (OpenCL C and CUDA C alike) over these names:
-//   T, ACC, I64      the compute type; the accumulator (double for floats, int64 otherwise);
+//   T, ACC, I64      the compute type; the accumulator (WIDE for floats, int64 otherwise);
 //                    int64
-//   n_red, s0        elements in a group; the call's scalar (a correction, a p), double
+//   WIDE, WIDE_ADD   double (float without fp64); a sum's step, compensated in float
+//   ACC_ADD          WIDE_ADD for float accumulators, += for integers
+//   n_red, s0        elements in a group; the call's scalar (a correction, a p), WIDE
 //   EACH(...)        runs its statements for each element of the group in order, with `j`
 //                    its index in the group (row-major over the reduced dims) and `off` its
 //                    offset in the walked inputs; EACH_REV(...) from the last to the first
 //   X0(off), X1(off) the walked inputs at `off`, as T
 //   g0, g1           the group's per-group inputs (gradient, result, index), in their
 //                    compute types
-//   A0(k)            table input 0 at any index k, as double (class weights)
+//   A0(k)            table input 0 at any index k, as WIDE (class weights)
 //   OUT(v)           writes the group's output element; OUT_AT(v) (inside EACH) the output
 //                    element at `off`, for outputs shaped like the walked inputs; OUT_GET()
-//                    reads that element back, as double
+//                    reads that element back, as WIDE
 //   IDX(v)           writes the group's index output (int64)
 //   ISNAN(v), BEATS_MAX(v, best), BEATS_MIN(v, best)
 //                    NaN tests that are false for integers; `v` replaces `best` when it is
@@ -43,7 +45,7 @@ struct GroupKernel {
 // Kernel arguments: out, [indices], the walked inputs, the per-group inputs, the tables, the
 // geometry
 // (ReduceGeometry: kept shape and strides, then reduced shape and strides), n_groups (int64),
-// kept_rank, red_rank (int), n_red (int64), s0 (double).
+// kept_rank, red_rank (int), n_red (int64), s0 (WIDE).
 std::string RenderGroup(const Dialect& dialect, const GroupKernel& k);
 
 }  // namespace tensord::gpu
