@@ -116,6 +116,26 @@ int Main(bool quick) {
         time_sum(short_rows, last) * 1e3);
   }
 
+  // Sorting a long line (merge passes) and short lines (the rank sort).
+  {
+    const int64_t n = quick ? 8192 : 65536;
+    CallEnv seeded = env;
+    Tensor line =
+        d.Call("rand", {}, {{"shape", Shape{n}}, {"seed", int64_t{1}}}, seeded).value()[0];
+    Tensor rows = d.Call("rand", {}, {{"shape", Shape{n / 256, 256}}, {"seed", int64_t{2}}}, seeded)
+                      .value()[0];
+    auto time_sort = [&](const Tensor& x) {
+      return MedianSeconds(1, quick ? 3 : 5, [&] {
+        d.Call("sort", {x}, {{"dim", int64_t{-1}}}, env).value();
+        Sync(d, dev);
+      });
+    };
+    std::printf(
+        "sort: a line of %lld f32 (merge passes) %.2f ms; %lld lines of 256 (rank sort) %.2f ms\n",
+        static_cast<long long>(n), time_sort(line) * 1e3, static_cast<long long>(n / 256),
+        time_sort(rows) * 1e3);
+  }
+
   // 2. MLP step: x[b, 64] -> 128 -> 1.
   const int64_t batch = quick ? 32 : 256;
   for (const std::string device : {dev, std::string(kHostDevice)}) {

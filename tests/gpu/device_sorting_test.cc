@@ -45,5 +45,36 @@ TEST(DeviceSorting, SortsMatchTheCpu) {
   EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
 }
 
+// Lines longer than the rank sort takes are merge sorted: the same order (ties by index,
+// NaN above every number), along the last dim and a middle one, both directions, topk's first
+// k, with lengths that are no power of two.
+TEST(DeviceSorting, LongLinesAreMergeSorted) {
+  TENSORD_REQUIRE_DEVICE(device);
+  UnsupportedCalls().clear();
+  struct Long {
+    Shape shape;
+    int64_t dim;
+  };
+  for (const Long& l : {Long{{2, 1000}, 1}, Long{{3, 257, 2}, 1}, Long{{4099}, 0}}) {
+    for (DType dtype : {DType::kF32, DType::kI64, DType::kBF16}) {
+      const std::string what = absl::StrCat(ShapeToString(l.shape), " ", DTypeName(dtype));
+      for (const Tensor& x :
+           {TiesAndNan(dtype, l.shape, 5), Random(dtype, l.shape, 6, -100, 100)}) {
+        for (bool descending : {false, true}) {
+          const AttrMap attrs = {{"dim", l.dim}, {"descending", descending}};
+          EXPECT_TRUE(SameOnDevice(device, "sort", {x}, attrs)) << what;
+          EXPECT_TRUE(SameOnDevice(device, "argsort", {x}, attrs)) << what;
+          EXPECT_TRUE(SameOnDevice(device, "topk", {x},
+                                   {{"k", int64_t{300}}, {"dim", l.dim}, {"largest", descending}}))
+              << what;
+        }
+      }
+    }
+  }
+  EXPECT_TRUE(SameGradientsOnDevice(device, "sort", {Random(DType::kF64, {2, 700}, 7)},
+                                    {{"dim", int64_t{1}}}));
+  EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
+}
+
 }  // namespace
 }  // namespace tensord::testing

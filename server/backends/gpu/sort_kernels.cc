@@ -10,6 +10,76 @@
 
 namespace tensord::gpu {
 
+namespace {
+
+// Lines up to this long are rank sorted (one launch, every pair compared); longer ones merge
+// sorted (log2(size) launches of a binary search per element).
+constexpr int64_t kRankSortUpTo = 256;
+
+// Sorts every line of `x` ([outer, size, inner] along the sorted dim) with the merge passes of
+// sort_source.h and writes the first k of each to the outputs ([values,] indices).
+absl::Status MergeSort(KernelCall& c, DeviceRuntime& device, const Tensor& x, int64_t size,
+                       int64_t inner, int64_t k, bool values, bool descending) {
+  const DType dtype = x.dtype();
+  const int64_t n = x.numel();
+  // Two pairs of keys and indices, charged to the session: the passes go back and forth.
+  std::vector<Tensor> temp;
+  for (DType t : {dtype, DType::kI64, dtype, DType::kI64}) {
+    ASSIGN_OR_RETURN(Tensor b,
+                     Tensor::EmptyOn(device.shared_from_this(), t, {n}, x.device(), c.account));
+    temp.push_back(std::move(b));
+  }
+  std::vector<Operand> bufs;
+  for (const Tensor& t : temp) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+    bufs.push_back(std::move(o));
+  }
+  const std::string type(DTypeName(dtype));
+  const std::string gather = absl::StrCat("td_sort_gather_", type);
+  ASSIGN_OR_RETURN(CompiledKernel * gather_k, device.Kernel(gather, gather, [&] {
+    return gpu::RenderSortGather(device.dialect(), gather, dtype);
+  }));
+  ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
+  RETURN_IF_ERROR(SetAndLaunch(device, gather_k, gather, n, [&](Args& args) {
+    args.AddMem(bufs[0]).AddMem(bufs[1]).AddMem(x_arg).Add(n).Add(size).Add(inner);
+  }));
+  const std::string pass = absl::StrCat("td_merge_pass_", type);
+  ASSIGN_OR_RETURN(CompiledKernel * pass_k, device.Kernel(pass, pass, [&] {
+    return gpu::RenderMergePass(device.dialect(), pass, dtype);
+  }));
+  int from = 0;  // the pair (bufs[from], bufs[from + 1]) holds the runs
+  for (int64_t width = 1; width < size; width *= 2) {
+    const int to = 2 - from;
+    RETURN_IF_ERROR(SetAndLaunch(device, pass_k, pass, n, [&](Args& args) {
+      args.AddMem(bufs[to])
+          .AddMem(bufs[to + 1])
+          .AddMem(bufs[from])
+          .AddMem(bufs[from + 1])
+          .Add(n)
+          .Add(size)
+          .Add(width)
+          .Add(static_cast<int32_t>(descending));
+    }));
+    from = to;
+  }
+  const std::string scatter = absl::StrCat("td_sort_scatter_", type, values ? "" : "_indices");
+  ASSIGN_OR_RETURN(CompiledKernel * scatter_k, device.Kernel(scatter, scatter, [&] {
+    return gpu::RenderSortScatter(device.dialect(), scatter, dtype, values);
+  }));
+  std::vector<Operand> outs;
+  for (Tensor& t : c.outputs) {
+    ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
+    outs.push_back(std::move(o));
+  }
+  const int64_t n_out = n / size * k;
+  return SetAndLaunch(device, scatter_k, scatter, n_out, [&](Args& args) {
+    for (const Operand& o : outs) args.AddMem(o);
+    args.AddMem(bufs[from]).AddMem(bufs[from + 1]).Add(n_out).Add(size).Add(inner).Add(k);
+  });
+}
+
+}  // namespace
+
 bool IsSortOp(const std::string& op) { return op == "sort" || op == "argsort" || op == "topk"; }
 
 absl::Status RunSort(KernelCall& c, DeviceRuntime& device) {
@@ -26,6 +96,7 @@ absl::Status RunSort(KernelCall& c, DeviceRuntime& device) {
   }
   const bool values = op != "argsort";
   const bool descending = c.attrs.GetBool(op == "topk" ? "largest" : "descending");
+  if (size > kRankSortUpTo) return MergeSort(c, device, x, size, inner, k, values, descending);
   const std::string name =
       absl::StrCat("td_rank_sort_", DTypeName(x.dtype()), values ? "" : "_indices");
   ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
