@@ -6,14 +6,36 @@
 #include <map>
 #include <random>
 
+#include "server/backends/gpu/gpu_backend.h"
+#include "server/backends/opencl/opencl_runtime.h"
 #include "server/backends/registered_backends.h"
 #include "server/core/status.h"
+#include "tests/gpu/nvrtc_cross_compile.h"
 #include "tests/support/op_test_util.h"
 
 namespace tensord::testing {
 
+namespace {
+
+// The backends under test: every device found, or, with TENSORD_TEST_NVRTC=1 in a build with
+// the CUDA toolkit, the OpenCL devices with every kernel also compiled in the CUDA dialect.
+std::vector<std::unique_ptr<Backend>> BackendsUnderTest() {
+  if (!NvrtcCrossCompileRequested()) return MakeBackends();
+  std::vector<std::unique_ptr<Backend>> out;
+  out.push_back(MakeCpuBackend(CpuBackendOptions{}));
+  std::vector<gpu::GpuDevice> devices;
+  for (const auto& d : opencl::Devices()) {
+    devices.push_back({CrossCompiling(d),
+                       {d->name(), "opencl", d->description(), d->vendor(), d->memory_bytes()}});
+  }
+  out.push_back(gpu::MakeGpuBackend("opencl", std::move(devices)));
+  return out;
+}
+
+}  // namespace
+
 const Dispatcher& DeviceDispatcher() {
-  static const Dispatcher* d = new Dispatcher(OpRegistry::Builtin(), MakeBackends());
+  static const Dispatcher* d = new Dispatcher(OpRegistry::Builtin(), BackendsUnderTest());
   return *d;
 }
 

@@ -105,8 +105,8 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device) {
   const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
   const std::string name = absl::StrCat("td_conv_", static_cast<int>(pass), "_",
                                         DTypeName(out.dtype()), bias ? "_bias" : "");
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderConv(device.dialect(), name, out.dtype(), pass, bias);
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderConv(dialect, name, out.dtype(), pass, bias);
   }));
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, gpu::CorrelationFlat(g)));
   std::vector<Operand> operands;

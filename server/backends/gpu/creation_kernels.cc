@@ -13,7 +13,7 @@ namespace tensord::gpu {
 namespace {
 
 absl::StatusOr<CompiledKernel*> Build(DeviceRuntime& device, const std::string& name,
-                                      const std::function<std::string()>& render) {
+                                      const std::function<std::string(const Dialect&)>& render) {
   return device.Kernel(name, name, render);
 }
 
@@ -32,22 +32,23 @@ absl::Status RunComputedCreation(KernelCall& c, DeviceRuntime& device) {
   const std::string name = absl::StrCat("td_", op, "_", DTypeName(dtype));
   CompiledKernel* built = nullptr;
   if (op == "arange") {
-    ASSIGN_OR_RETURN(built, Build(device, name, [&] {
-                       return gpu::RenderArange(device.dialect(), name, dtype);
+    ASSIGN_OR_RETURN(built, Build(device, name, [&](const Dialect& dialect) {
+                       return gpu::RenderArange(dialect, name, dtype);
                      }));
   } else if (op == "eye") {
-    ASSIGN_OR_RETURN(
-        built, Build(device, name, [&] { return gpu::RenderEye(device.dialect(), name, dtype); }));
+    ASSIGN_OR_RETURN(built, Build(device, name, [&](const Dialect& dialect) {
+                       return gpu::RenderEye(dialect, name, dtype);
+                     }));
   } else if (op == "randint") {
-    ASSIGN_OR_RETURN(built, Build(device, name, [&] {
-                       return gpu::RenderRandint(device.dialect(), name, dtype);
+    ASSIGN_OR_RETURN(built, Build(device, name, [&](const Dialect& dialect) {
+                       return gpu::RenderRandint(dialect, name, dtype);
                      }));
   } else {
     const gpu::Stream what = op == "rand"    ? gpu::Stream::kUniform
                              : op == "randn" ? gpu::Stream::kNormal
                                              : gpu::Stream::kDropout;
-    ASSIGN_OR_RETURN(built, Build(device, name, [&] {
-                       return gpu::RenderStream(device.dialect(), name, dtype, what);
+    ASSIGN_OR_RETURN(built, Build(device, name, [&](const Dialect& dialect) {
+                       return gpu::RenderStream(dialect, name, dtype, what);
                      }));
   }
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));

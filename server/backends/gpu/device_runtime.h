@@ -117,11 +117,12 @@ class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<D
   // The C dialect its kernels are rendered in (its `wide` type float where has_fp64() is false).
   virtual const Dialect& dialect() const = 0;
 
-  // The kernel `name` cached under `key` (what determines its source), built from `render()`
-  // on first use only. A build failure is INTERNAL with the compiler's log (a generator bug,
-  // never user input: sources come from the op table).
-  virtual absl::StatusOr<CompiledKernel*> Kernel(const std::string& key, const std::string& name,
-                                                 const std::function<std::string()>& render) = 0;
+  // The kernel `name` cached under `key` (what determines its source), built from
+  // `render(dialect())` on first use only. A build failure is INTERNAL with the compiler's log (a
+  // generator bug, never user input: sources come from the op table).
+  virtual absl::StatusOr<CompiledKernel*> Kernel(
+      const std::string& key, const std::string& name,
+      const std::function<std::string(const Dialect&)>& render) = 0;
   // Enqueues `kernel` over `n` work items with `args`.
   virtual absl::Status Launch(CompiledKernel* kernel, const KernelArgs& args, int64_t n) = 0;
   // Enqueues `kernel` over `groups` work groups of `size` work items each (they share local

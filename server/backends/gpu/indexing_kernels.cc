@@ -35,10 +35,10 @@ absl::Status Gather(DeviceRuntime& device, const Tensor& x, const Tensor& index,
                     std::vector<int64_t> x_strides, std::vector<int64_t> index_strides,
                     int64_t dim_stride, Tensor& out) {
   if (out.numel() == 0) return absl::OkStatus();
-  const std::string name = absl::StrCat("td_gather_", gpu::StorageType(device.dialect(), x.dtype()),
-                                        "_", DTypeName(index.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderGather(device.dialect(), name, x.dtype(), index.dtype());
+  const std::string name =
+      absl::StrCat("td_gather_", gpu::StorageTag(x.dtype()), "_", DTypeName(index.dtype()));
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderGather(dialect, name, x.dtype(), index.dtype());
   }));
   const gpu::Geometry g =
       gpu::StridedGeometry(walk, {std::move(x_strides), std::move(index_strides)});
@@ -107,8 +107,8 @@ absl::Status ListedWrite(DeviceRuntime& device, gpu::ListedWrite how, const Tens
   if (n == 0) return absl::OkStatus();
   const std::string name =
       absl::StrCat("td_listed_", static_cast<int>(how), "_", DTypeName(out.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderListedWrite(device.dialect(), name, out.dtype(), how);
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderListedWrite(dialect, name, out.dtype(), how);
   }));
   ASSIGN_OR_RETURN(Operand table_arg, Operand::Constants(device, ListsByTarget(n, target, source)));
   ASSIGN_OR_RETURN(Operand src_arg, Operand::Of(src, device));
@@ -231,8 +231,8 @@ absl::Status RunOneHot(KernelCall& c, DeviceRuntime& device) {
   RETURN_IF_ERROR(Fill(device, 0.0, out));
   if (x.numel() == 0) return absl::OkStatus();
   const std::string name = absl::StrCat("td_one_hot_", DTypeName(x.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderOneHot(device.dialect(), name, x.dtype());
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderOneHot(dialect, name, x.dtype());
   }));
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));

@@ -33,8 +33,8 @@ absl::StatusOr<bool> AnyZero(DeviceRuntime& device, const Tensor& t) {
     return false;
   }
   const std::string name = KernelName("any_zero", {t.dtype()});
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderAnyZero(device.dialect(), name, t.dtype());
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderAnyZero(dialect, name, t.dtype());
   }));
   ASSIGN_OR_RETURN(Operand flag, Operand::Block(device, sizeof(int32_t)));
   const int32_t zero = 0;
@@ -72,10 +72,10 @@ absl::Status LaunchMap(DeviceRuntime& device, const std::string& op,
     if (k.by_value[i]) absl::StrAppend(&k.name, "_v", i);
   }
   // The name holds op and dtypes; the expression tells apart an op's attribute forms.
-  ASSIGN_OR_RETURN(CompiledKernel * built,
-                   device.Kernel(absl::StrCat(k.name, "|", k.expr), k.name, [&k, &device] {
-                     return gpu::RenderElementwise(device.dialect(), k);
-                   }));
+  ASSIGN_OR_RETURN(
+      CompiledKernel * built,
+      device.Kernel(absl::StrCat(k.name, "|", k.expr), k.name,
+                    [&k](const Dialect& dialect) { return gpu::RenderElementwise(dialect, k); }));
   std::vector<Operand> operands;
   operands.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {

@@ -29,10 +29,9 @@ absl::Status RunTriangle(KernelCall& c, DeviceRuntime& device) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   if (x.numel() == 0) return absl::OkStatus();
-  const std::string name =
-      absl::StrCat("td_triangle_", gpu::StorageType(device.dialect(), x.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderTriangle(device.dialect(), name, x.dtype());
+  const std::string name = absl::StrCat("td_triangle_", gpu::StorageTag(x.dtype()));
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderTriangle(dialect, name, x.dtype());
   }));
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
@@ -53,8 +52,8 @@ absl::Status PadPass(DeviceRuntime& device, const Tensor& in, const Shape& from,
                      const std::vector<std::vector<int64_t>>& lists, double fill, Tensor& out) {
   if (out.numel() == 0) return absl::OkStatus();
   const std::string name = absl::StrCat("td_pad_pass_", DTypeName(in.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderPadPass(device.dialect(), name, in.dtype());
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderPadPass(dialect, name, in.dtype());
   }));
   // CSR: one bound per position, then the entries the bounds point at.
   std::vector<int64_t> table(lists.size() + 1);
@@ -136,10 +135,9 @@ absl::Status CopyWindow(DeviceRuntime& device, const Tensor& in, Tensor& out,
                         const ops::WindowCopy& w) {
   const int64_t n = NumElements(w.shape);
   if (n == 0) return absl::OkStatus();
-  const std::string name =
-      absl::StrCat("td_window_", gpu::StorageType(device.dialect(), in.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderWindowCopy(device.dialect(), name, in.dtype());
+  const std::string name = absl::StrCat("td_window_", gpu::StorageTag(in.dtype()));
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderWindowCopy(dialect, name, in.dtype());
   }));
   const gpu::Geometry g = gpu::StridedGeometry(w.shape, {w.src_strides, w.dst_strides});
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, g.Flat()));

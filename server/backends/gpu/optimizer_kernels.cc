@@ -63,8 +63,8 @@ absl::Status RunSgd(KernelCall& c, DeviceRuntime& device) {
   if (a.GetBool("maximize")) flags |= gpu::kSgdMaximize;
   if (step == 0) flags |= gpu::kSgdFirstStep;
   const std::string name = absl::StrCat("td_sgd_", DTypeName(param.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderSgd(device.dialect(), name, param.dtype());
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderSgd(dialect, name, param.dtype());
   }));
   if (param.numel() > 0) {
     const Tensor* buf = (flags & gpu::kSgdMomentum) ? &c.inputs[2] : &param;
@@ -92,8 +92,8 @@ absl::Status RunAdam(KernelCall& c, DeviceRuntime& device) {
   if (amsgrad) flags |= gpu::kAdamAmsgrad;
   if (a.GetBool("maximize")) flags |= gpu::kAdamMaximize;
   const std::string name = absl::StrCat("td_adam_", DTypeName(param.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderAdam(device.dialect(), name, param.dtype());
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderAdam(dialect, name, param.dtype());
   }));
   if (param.numel() > 0) {
     RETURN_IF_ERROR(

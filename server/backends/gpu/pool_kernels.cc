@@ -61,8 +61,8 @@ absl::Status RunPool(KernelCall& c, DeviceRuntime& device) {
   const std::string name =
       absl::StrCat("td_pool2d_", max ? "max" : "avg", backward ? "_backward_" : "_",
                    DTypeName(out.dtype()), indices ? "_indices" : "");
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderPool2d(device.dialect(), name, out.dtype(), max, backward, indices);
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderPool2d(dialect, name, out.dtype(), max, backward, indices);
   }));
   ASSIGN_OR_RETURN(Operand win_arg, Operand::Constants(device, flat));
   std::vector<Operand> operands;

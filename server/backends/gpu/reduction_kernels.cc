@@ -35,9 +35,10 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   key.push_back(k.compute);
   k.name = KernelName(op, key);
   // The name holds op and dtypes; the body tells apart an op's attribute forms (norm's p).
-  ASSIGN_OR_RETURN(CompiledKernel * built,
-                   device.Kernel(absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
-                                 [&k, &device] { return gpu::RenderGroup(device.dialect(), k); }));
+  ASSIGN_OR_RETURN(
+      CompiledKernel * built,
+      device.Kernel(absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
+                    [&k](const Dialect& dialect) { return gpu::RenderGroup(dialect, k); }));
 
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
@@ -110,9 +111,10 @@ absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, Tr
   k.size = size;
   k.name = absl::StrCat(KernelName(absl::StrCat(op, "_tree"), {k.input, k.output, k.compute}), "_",
                         size);
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(k.name, k.name, [&k, &device] {
-    return RenderTreeReduce(device.dialect(), k);
-  }));
+  ASSIGN_OR_RETURN(CompiledKernel * built,
+                   device.Kernel(k.name, k.name, [&k](const Dialect& dialect) {
+                     return RenderTreeReduce(dialect, k);
+                   }));
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
   flat.insert(flat.end(), reduced.begin(), reduced.end());

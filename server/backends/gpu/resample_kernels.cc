@@ -62,8 +62,8 @@ absl::Status Launch(KernelCall& c, DeviceRuntime& device, bool backward) {
   const FlatTaps<T> f = Flatten(p);
   const std::string name =
       absl::StrCat("td_upsample_", backward ? "backward_" : "", DTypeName(out.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderUpsample(device.dialect(), name, out.dtype(), backward);
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderUpsample(dialect, name, out.dtype(), backward);
   }));
   std::vector<int64_t> geom = {p.g.in[0], p.g.in[1], p.g.in[2], p.g.out[0], p.g.out[1], p.g.out[2]};
   if (backward) {

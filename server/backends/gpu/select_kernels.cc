@@ -33,8 +33,8 @@ absl::StatusOr<Scan> CountChunks(DeviceRuntime& device, const Tensor& m, const S
   scan.chunk = ChunkSize(n);
   scan.chunks = (n + scan.chunk - 1) / scan.chunk;
   const std::string name = KernelName("chunk_count", {m.dtype()});
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderChunkCount(device.dialect(), name, m.dtype());
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderChunkCount(dialect, name, m.dtype());
   }));
   const gpu::Geometry g = gpu::StridedGeometry(shape, {std::move(m_strides)});
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, g.Flat()));
@@ -66,10 +66,10 @@ absl::StatusOr<Scan> CountChunks(DeviceRuntime& device, const Tensor& m, const S
 absl::Status WriteChunks(DeviceRuntime& device, gpu::Selection what, DType dtype, const Scan& scan,
                          const gpu::Geometry& walk, const std::vector<const Operand*>& buffers,
                          int column) {
-  const std::string name = absl::StrCat("td_select_", static_cast<int>(what), "_",
-                                        gpu::StorageType(device.dialect(), dtype));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderSelection(device.dialect(), name, dtype, what);
+  const std::string name =
+      absl::StrCat("td_select_", static_cast<int>(what), "_", gpu::StorageTag(dtype));
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderSelection(dialect, name, dtype, what);
   }));
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, walk.Flat()));
   return SetAndLaunch(device, built, name, scan.chunks, [&](Args& args) {

@@ -36,16 +36,17 @@ absl::Status MergeSort(KernelCall& c, DeviceRuntime& device, const Tensor& x, in
   }
   const std::string type(DTypeName(dtype));
   const std::string gather = absl::StrCat("td_sort_gather_", type);
-  ASSIGN_OR_RETURN(CompiledKernel * gather_k, device.Kernel(gather, gather, [&] {
-    return gpu::RenderSortGather(device.dialect(), gather, dtype);
-  }));
+  ASSIGN_OR_RETURN(CompiledKernel * gather_k,
+                   device.Kernel(gather, gather, [&](const Dialect& dialect) {
+                     return gpu::RenderSortGather(dialect, gather, dtype);
+                   }));
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   RETURN_IF_ERROR(SetAndLaunch(device, gather_k, gather, n, [&](Args& args) {
     args.AddMem(bufs[0]).AddMem(bufs[1]).AddMem(x_arg).Add(n).Add(size).Add(inner);
   }));
   const std::string pass = absl::StrCat("td_merge_pass_", type);
-  ASSIGN_OR_RETURN(CompiledKernel * pass_k, device.Kernel(pass, pass, [&] {
-    return gpu::RenderMergePass(device.dialect(), pass, dtype);
+  ASSIGN_OR_RETURN(CompiledKernel * pass_k, device.Kernel(pass, pass, [&](const Dialect& dialect) {
+    return gpu::RenderMergePass(dialect, pass, dtype);
   }));
   int from = 0;  // the pair (bufs[from], bufs[from + 1]) holds the runs
   for (int64_t width = 1; width < size; width *= 2) {
@@ -63,9 +64,10 @@ absl::Status MergeSort(KernelCall& c, DeviceRuntime& device, const Tensor& x, in
     from = to;
   }
   const std::string scatter = absl::StrCat("td_sort_scatter_", type, values ? "" : "_indices");
-  ASSIGN_OR_RETURN(CompiledKernel * scatter_k, device.Kernel(scatter, scatter, [&] {
-    return gpu::RenderSortScatter(device.dialect(), scatter, dtype, values);
-  }));
+  ASSIGN_OR_RETURN(CompiledKernel * scatter_k,
+                   device.Kernel(scatter, scatter, [&](const Dialect& dialect) {
+                     return gpu::RenderSortScatter(dialect, scatter, dtype, values);
+                   }));
   std::vector<Operand> outs;
   for (Tensor& t : c.outputs) {
     ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
@@ -99,8 +101,8 @@ absl::Status RunSort(KernelCall& c, DeviceRuntime& device) {
   if (size > kRankSortUpTo) return MergeSort(c, device, x, size, inner, k, values, descending);
   const std::string name =
       absl::StrCat("td_rank_sort_", DTypeName(x.dtype()), values ? "" : "_indices");
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&] {
-    return gpu::RenderRankSort(device.dialect(), name, x.dtype(), values);
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
+    return gpu::RenderRankSort(dialect, name, x.dtype(), values);
   }));
   std::vector<Operand> outs;
   for (Tensor& t : c.outputs) {

@@ -115,13 +115,13 @@ void ClDevice::Free(void* block, size_t bytes) {
   if (block != nullptr) blocks_.Free(block, bytes);
 }
 
-absl::StatusOr<gpu::CompiledKernel*> ClDevice::Kernel(const std::string& key,
-                                                      const std::string& name,
-                                                      const std::function<std::string()>& render) {
+absl::StatusOr<gpu::CompiledKernel*> ClDevice::Kernel(
+    const std::string& key, const std::string& name,
+    const std::function<std::string(const gpu::Dialect&)>& render) {
   absl::MutexLock lock(&mu_);
   auto it = kernels_.find(key);
   if (it != kernels_.end()) return it->second.get();
-  const std::string source = render();
+  const std::string source = render(dialect());
   auto built = std::make_unique<BuiltKernel>();
   const char* text = source.c_str();
   cl_int err = CL_SUCCESS;

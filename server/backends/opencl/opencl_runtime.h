@@ -63,8 +63,9 @@ class ClDevice : public gpu::DeviceRuntime {
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* block, size_t bytes) override;
 
-  absl::StatusOr<gpu::CompiledKernel*> Kernel(const std::string& key, const std::string& name,
-                                              const std::function<std::string()>& render) override;
+  absl::StatusOr<gpu::CompiledKernel*> Kernel(
+      const std::string& key, const std::string& name,
+      const std::function<std::string(const gpu::Dialect&)>& render) override;
   absl::Status Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n) override;
   absl::Status LaunchGroups(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
                             int64_t groups, int size) override;

@@ -76,6 +76,19 @@ std::string StorageType(const Dialect& d, DType t) {
   return "float";
 }
 
+std::string StorageTag(DType t) {
+  switch (t) {
+    case DType::kBool:
+    case DType::kU8:
+      return "u8";
+    case DType::kBF16:
+    case DType::kF16:
+      return "u16";
+    default:
+      return std::string(DTypeName(t));
+  }
+}
+
 // What an element is computed as: 2-byte floats as float, bool and narrow integers as int.
 std::string ComputeType(const Dialect& d, DType t) {
   if (IsLowPrecision(t)) return "float";

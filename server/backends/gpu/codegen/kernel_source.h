@@ -63,6 +63,9 @@ std::string RenderAnyZero(const Dialect& dialect, const std::string& name, DType
 // (2-byte floats as float, bool as int), a load converting storage to that type, a store back,
 // and the loop adding each operand's offset for the linear `index` over `shape_at` dims.
 std::string StorageType(const Dialect& dialect, DType t);
+// A name for a dtype's storage, the same in every dialect ("u8" for bool and u8, "u16" for
+// bf16 and f16): kernels that only move storage bits are named and cached by it.
+std::string StorageTag(DType t);
 std::string ComputeType(const Dialect& dialect, DType t);
 std::string Load(DType t, const std::string& element);
 std::string Store(const Dialect& dialect, DType t, const std::string& value);
