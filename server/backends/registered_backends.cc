@@ -9,6 +9,9 @@
 #if TENSORD_WITH_OPENCL
 #include "server/backends/opencl/opencl_backend.h"
 #endif
+#if TENSORD_WITH_CUDA
+#include "server/backends/cuda/cuda_backend.h"
+#endif
 
 namespace tensord {
 namespace {
@@ -18,6 +21,9 @@ std::vector<std::unique_ptr<Backend>> AcceleratorBackends(const std::vector<std:
   std::vector<std::unique_ptr<Backend>> out;
 #if TENSORD_WITH_OPENCL
   out.push_back(MakeOpenclBackend(only));
+#endif
+#if TENSORD_WITH_CUDA
+  out.push_back(MakeCudaBackend(only));
 #endif
   (void)only;
   return out;
@@ -58,6 +64,9 @@ std::vector<std::string> CompiledBackendKinds() {
   std::vector<std::string> kinds = {"cpu"};
 #if TENSORD_WITH_OPENCL
   kinds.push_back("opencl");
+#endif
+#if TENSORD_WITH_CUDA
+  kinds.push_back("cuda");
 #endif
   return kinds;
 }

@@ -1,0 +1,81 @@
+#include "server/backends/cuda/cuda_libraries.h"
+
+#include <dlfcn.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
+
+namespace tensord::cuda {
+namespace {
+
+// `names` tried in order; the handle stays open for the process.
+absl::StatusOr<void*> Open(std::initializer_list<const char*> names) {
+  std::string errors;
+  for (const char* name : names) {
+    if (void* h = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return h;
+    absl::StrAppend(&errors, errors.empty() ? "" : "; ", dlerror());
+  }
+  return Error(Reason::kInternal, absl::StrCat("cuda: cannot load ", *names.begin(), ": ", errors));
+}
+
+template <typename F>
+absl::Status Bind(void* handle, const char* symbol, F& out) {
+  out = reinterpret_cast<F>(dlsym(handle, symbol));
+  if (out == nullptr) {
+    return Error(Reason::kInternal, absl::StrCat("cuda: symbol ", symbol, " missing"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Nvrtc> BindNvrtc() {
+  ASSIGN_OR_RETURN(void* h, Open({"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}));
+  Nvrtc n;
+  RETURN_IF_ERROR(Bind(h, "nvrtcVersion", n.Version));
+  RETURN_IF_ERROR(Bind(h, "nvrtcGetErrorString", n.GetErrorString));
+  RETURN_IF_ERROR(Bind(h, "nvrtcCreateProgram", n.CreateProgram));
+  RETURN_IF_ERROR(Bind(h, "nvrtcCompileProgram", n.CompileProgram));
+  RETURN_IF_ERROR(Bind(h, "nvrtcGetProgramLogSize", n.GetProgramLogSize));
+  RETURN_IF_ERROR(Bind(h, "nvrtcGetProgramLog", n.GetProgramLog));
+  RETURN_IF_ERROR(Bind(h, "nvrtcGetCUBINSize", n.GetCUBINSize));
+  RETURN_IF_ERROR(Bind(h, "nvrtcGetCUBIN", n.GetCUBIN));
+  RETURN_IF_ERROR(Bind(h, "nvrtcDestroyProgram", n.DestroyProgram));
+  n.Version(&n.major, &n.minor);
+  return n;
+}
+
+absl::StatusOr<CublasLt> BindCublasLt() {
+  ASSIGN_OR_RETURN(void* h, Open({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}));
+  CublasLt c;
+  RETURN_IF_ERROR(Bind(h, "cublasLtCreate", c.Create));
+  RETURN_IF_ERROR(Bind(h, "cublasLtDestroy", c.Destroy));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulDescCreate", c.MatmulDescCreate));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulDescDestroy", c.MatmulDescDestroy));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulDescSetAttribute", c.MatmulDescSetAttribute));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatrixLayoutCreate", c.MatrixLayoutCreate));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatrixLayoutDestroy", c.MatrixLayoutDestroy));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatrixLayoutSetAttribute", c.MatrixLayoutSetAttribute));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulPreferenceCreate", c.MatmulPreferenceCreate));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulPreferenceDestroy", c.MatmulPreferenceDestroy));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulPreferenceSetAttribute", c.MatmulPreferenceSetAttribute));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmulAlgoGetHeuristic", c.MatmulAlgoGetHeuristic));
+  RETURN_IF_ERROR(Bind(h, "cublasLtMatmul", c.Matmul));
+  return c;
+}
+
+}  // namespace
+
+absl::StatusOr<const Nvrtc*> LoadNvrtc() {
+  static const absl::StatusOr<Nvrtc>* loaded = new absl::StatusOr<Nvrtc>(BindNvrtc());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+absl::StatusOr<const CublasLt*> LoadCublasLt() {
+  static const absl::StatusOr<CublasLt>* loaded = new absl::StatusOr<CublasLt>(BindCublasLt());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+}  // namespace tensord::cuda

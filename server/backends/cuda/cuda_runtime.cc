@@ -1,0 +1,342 @@
+#include "server/backends/cuda/cuda_runtime.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/cuda/cuda_dialect.h"
+#include "server/backends/cuda/cuda_libraries.h"
+#include "server/core/status.h"
+
+namespace tensord::cuda {
+namespace {
+
+constexpr size_t kCachedConstants = 4096;
+constexpr size_t kMaxCachedConstants = 512;
+constexpr unsigned kBlock = 256;  // threads per block of a plain launch
+
+// Errors after which the context cannot be used again.
+bool Sticky(cudaError_t err) {
+  return err == cudaErrorIllegalAddress || err == cudaErrorLaunchFailure ||
+         err == cudaErrorIllegalInstruction || err == cudaErrorMisalignedAddress ||
+         err == cudaErrorInvalidAddressSpace || err == cudaErrorInvalidPc ||
+         err == cudaErrorHardwareStackError || err == cudaErrorAssert ||
+         err == cudaErrorLaunchTimeout || err == cudaErrorECCUncorrectable;
+}
+
+// $TENSORD_CUDA_CACHE_DIR, else $XDG_CACHE_HOME/tensord/cuda or ~/.cache/tensord/cuda; "" when
+// none can be made (no disk cache then).
+std::string CacheDir() {
+  static const std::string* dir = [] {
+    std::string d;
+    if (const char* env = std::getenv("TENSORD_CUDA_CACHE_DIR")) {
+      d = env;
+    } else if (const char* xdg = std::getenv("XDG_CACHE_HOME")) {
+      d = absl::StrCat(xdg, "/tensord/cuda");
+    } else if (const char* home = std::getenv("HOME")) {
+      d = absl::StrCat(home, "/.cache/tensord/cuda");
+    }
+    std::error_code ec;
+    if (!d.empty()) std::filesystem::create_directories(d, ec);
+    return new std::string(ec ? "" : d);
+  }();
+  return *dir;
+}
+
+}  // namespace
+
+absl::Status CudaError(cudaError_t err, const std::string& what, const std::string& device) {
+  if (err == cudaErrorMemoryAllocation) {
+    return Error(Reason::kOutOfMemory, absl::StrCat(device, ": out of device memory (", what, ")"),
+                 {{"device", device}});
+  }
+  return Error(Reason::kInternal,
+               absl::StrCat(device, ": ", what, " failed (", cudaGetErrorName(err), ": ",
+                            cudaGetErrorString(err), ")"),
+               {{"device", device}});
+}
+
+CudaDevice::CudaDevice(std::string name, int ordinal)
+    : name_(std::move(name)),
+      ordinal_(ordinal),
+      blocks_(
+          [this](size_t bytes) -> absl::StatusOr<void*> {
+            void* p = nullptr;
+            RETURN_IF_ERROR(Enter());
+            cudaError_t err = cudaMalloc(&p, bytes);
+            if (err != cudaSuccess) {
+              cudaGetLastError();  // not sticky: clear it
+              return CudaError(err, absl::StrCat("allocating ", bytes, " bytes"), name_);
+            }
+            return p;
+          },
+          [this](void* block, size_t) {
+            cudaSetDevice(ordinal_);
+            cudaFree(block);
+          }) {}
+
+CudaDevice::~CudaDevice() {
+  cudaSetDevice(ordinal_);
+  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  blocks_.ReleaseAll();
+  {
+    absl::MutexLock lock(&constants_mu_);
+    for (auto& [values, c] : constants_) cudaFree(c.block);
+  }
+  for (auto& [key, k] : kernels_) cudaLibraryUnload(k->library);
+  if (workspace_ != nullptr) cudaFree(workspace_);
+  if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+const gpu::Dialect& CudaDevice::dialect() const { return cuda::Dialect(); }
+
+absl::Status CudaDevice::Open() {
+  cudaDeviceProp p;
+  cudaError_t err = cudaGetDeviceProperties(&p, ordinal_);
+  if (err != cudaSuccess) return CudaError(err, "cudaGetDeviceProperties", name_);
+  arch_ = absl::StrCat(p.major, p.minor);
+  memory_bytes_ = static_cast<int64_t>(p.totalGlobalMem);
+  description_ = absl::StrCat(p.name, ", compute capability ", p.major, ".", p.minor, ", ",
+                              p.multiProcessorCount, " SMs");
+  err = cudaSetDevice(ordinal_);
+  if (err != cudaSuccess) return CudaError(err, "cudaSetDevice", name_);
+  err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+  if (err != cudaSuccess) return CudaError(err, "cudaStreamCreate", name_);
+  return absl::OkStatus();
+}
+
+absl::Status CudaDevice::Enter() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (broken_) {
+      return Error(Reason::kInternal, absl::StrCat(name_, " is out of service after ", broken_by_),
+                   {{"device", name_}});
+    }
+  }
+  cudaError_t err = cudaSetDevice(ordinal_);
+  return err == cudaSuccess ? absl::OkStatus() : CudaError(err, "cudaSetDevice", name_);
+}
+
+absl::Status CudaDevice::Check(cudaError_t err, const std::string& what) {
+  if (err == cudaSuccess) return absl::OkStatus();
+  if (Sticky(err)) {
+    absl::MutexLock lock(&mu_);
+    broken_ = true;
+    broken_by_ = absl::StrCat(what, ": ", cudaGetErrorName(err));
+  } else {
+    cudaGetLastError();
+  }
+  return CudaError(err, what, name_);
+}
+
+absl::StatusOr<void*> CudaDevice::Allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
+  return blocks_.Allocate(bytes);
+}
+
+void CudaDevice::Free(void* block, size_t bytes) {
+  if (block != nullptr) blocks_.Free(block, bytes);
+}
+
+absl::StatusOr<std::string> CudaDevice::Cubin(const std::string& name, const std::string& source) {
+  ASSIGN_OR_RETURN(const Nvrtc* nvrtc, LoadNvrtc());
+  const std::vector<std::string> options = NvrtcOptions(arch_);
+  std::string key = source;
+  for (const std::string& o : options) absl::StrAppend(&key, "\n", o);
+  absl::StrAppend(&key, "\nnvrtc ", nvrtc->major, ".", nvrtc->minor, " sm_", arch_);
+  const std::string dir = CacheDir();
+  const std::string path =
+      dir.empty() ? ""
+                  : absl::StrCat(dir, "/", name, "-", absl::Hex(std::hash<std::string>{}(key)),
+                                 "-sm", arch_, ".cubin");
+  if (!path.empty()) {
+    std::ifstream in(path, std::ios::binary);
+    if (in) {
+      std::stringstream bytes;
+      bytes << in.rdbuf();
+      if (!bytes.str().empty()) return bytes.str();
+    }
+  }
+  nvrtcProgram program = nullptr;
+  nvrtcResult r =
+      nvrtc->CreateProgram(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
+  if (r != NVRTC_SUCCESS) {
+    return Error(Reason::kInternal,
+                 absl::StrCat(name_, ": nvrtcCreateProgram: ", nvrtc->GetErrorString(r)));
+  }
+  std::vector<const char*> argv;
+  for (const std::string& o : options) argv.push_back(o.c_str());
+  r = nvrtc->CompileProgram(program, static_cast<int>(argv.size()), argv.data());
+  if (r != NVRTC_SUCCESS) {
+    size_t size = 0;
+    nvrtc->GetProgramLogSize(program, &size);
+    std::string log(size, '\0');
+    if (size > 0) nvrtc->GetProgramLog(program, log.data());
+    nvrtc->DestroyProgram(&program);
+    return Error(Reason::kInternal,
+                 absl::StrCat(name_, ": building kernel ", name, " failed: ", log.substr(0, 2000)),
+                 {{"device", name_}});
+  }
+  size_t size = 0;
+  nvrtc->GetCUBINSize(program, &size);
+  std::string cubin(size, '\0');
+  nvrtc->GetCUBIN(program, cubin.data());
+  nvrtc->DestroyProgram(&program);
+  if (!path.empty()) {
+    // Written aside and renamed: a concurrent reader sees the whole file or none.
+    const std::string tmp = absl::StrCat(path, ".", getpid());
+    std::ofstream(tmp, std::ios::binary) << cubin;
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+  }
+  return cubin;
+}
+
+absl::StatusOr<gpu::CompiledKernel*> CudaDevice::Kernel(
+    const std::string& key, const std::string& name,
+    const std::function<std::string(const gpu::Dialect&)>& render) {
+  RETURN_IF_ERROR(Enter());
+  absl::MutexLock lock(&mu_);
+  auto it = kernels_.find(key);
+  if (it != kernels_.end()) return it->second.get();
+  ASSIGN_OR_RETURN(std::string cubin, Cubin(name, render(cuda::Dialect())));
+  auto k = std::make_unique<CudaKernel>();
+  k->name = name;
+  cudaError_t err =
+      cudaLibraryLoadData(&k->library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  if (err != cudaSuccess) return CudaError(err, "cudaLibraryLoadData " + name, name_);
+  err = cudaLibraryGetKernel(&k->kernel, k->library, name.c_str());
+  if (err != cudaSuccess) {
+    cudaLibraryUnload(k->library);
+    return CudaError(err, "cudaLibraryGetKernel " + name, name_);
+  }
+  CudaKernel* out = k.get();
+  kernels_.emplace(key, std::move(k));
+  return out;
+}
+
+absl::Status CudaDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
+                                 unsigned grid, unsigned block) {
+  RETURN_IF_ERROR(Enter());
+  auto* k = static_cast<CudaKernel*>(kernel);
+  // Each parameter points at its value: a block's device pointer, or a scalar's bytes.
+  std::vector<uint64_t> values;
+  values.reserve(args.args().size());
+  for (const gpu::KernelArgs::Arg& a : args.args()) {
+    values.push_back(a.is_block ? reinterpret_cast<uint64_t>(a.block) : a.bits);
+  }
+  std::vector<void*> params;
+  params.reserve(values.size());
+  for (uint64_t& v : values) params.push_back(&v);
+  return Check(cudaLaunchKernel(reinterpret_cast<const void*>(k->kernel), dim3(grid), dim3(block),
+                                params.data(), 0, stream_),
+               "launching " + k->name);
+}
+
+absl::Status CudaDevice::Launch(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
+                                int64_t n) {
+  if (n <= 0) return absl::OkStatus();
+  return Enqueue(kernel, args, static_cast<unsigned>((n + kBlock - 1) / kBlock), kBlock);
+}
+
+absl::Status CudaDevice::LaunchGroups(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
+                                      int64_t groups, int size) {
+  if (groups <= 0) return absl::OkStatus();
+  return Enqueue(kernel, args, static_cast<unsigned>(groups), static_cast<unsigned>(size));
+}
+
+absl::Status CudaDevice::Write(void* block, size_t offset, const void* src, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Enter());
+  RETURN_IF_ERROR(Check(cudaMemcpyAsync(static_cast<char*>(block) + offset, src, bytes,
+                                        cudaMemcpyHostToDevice, stream_),
+                        "writing to the device"));
+  // The host bytes may go when this returns.
+  return Check(cudaStreamSynchronize(stream_), "writing to the device");
+}
+
+absl::Status CudaDevice::Read(const void* block, size_t offset, void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Enter());
+  RETURN_IF_ERROR(Check(cudaMemcpyAsync(dst, static_cast<const char*>(block) + offset, bytes,
+                                        cudaMemcpyDeviceToHost, stream_),
+                        "reading from the device"));
+  return Check(cudaStreamSynchronize(stream_), "reading from the device");
+}
+
+absl::Status CudaDevice::CopyOnDevice(const void* src, void* dst, size_t bytes) {
+  if (bytes == 0) return absl::OkStatus();
+  RETURN_IF_ERROR(Enter());
+  return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+               "copying on the device");
+}
+
+absl::StatusOr<const void*> CudaDevice::Constants(const std::vector<int64_t>& values) {
+  static const std::vector<int64_t> kRankZero = {0};
+  const std::vector<int64_t>& data = values.empty() ? kRankZero : values;
+  {
+    absl::MutexLock lock(&constants_mu_);
+    auto it = constants_.find(data);
+    if (it != constants_.end()) {
+      ++it->second.refs;
+      return static_cast<const void*>(it->second.block);
+    }
+  }
+  RETURN_IF_ERROR(Enter());
+  const size_t bytes = data.size() * sizeof(int64_t);
+  void* block = nullptr;
+  RETURN_IF_ERROR(Check(cudaMallocAsync(&block, bytes, stream_), "a constant block"));
+  RETURN_IF_ERROR(Write(block, 0, data.data(), bytes));
+  absl::MutexLock lock(&constants_mu_);
+  auto [it, added] = constants_.try_emplace(data, Constant{block, 0});
+  if (!added) {  // another thread made the same block meanwhile
+    cudaFreeAsync(block, stream_);
+    block = it->second.block;
+  } else {
+    constant_keys_[block] = data;
+  }
+  ++it->second.refs;
+  return static_cast<const void*>(block);
+}
+
+void CudaDevice::ReleaseConstants(const void* block) {
+  absl::MutexLock lock(&constants_mu_);
+  auto key = constant_keys_.find(block);
+  if (key == constant_keys_.end()) return;
+  auto it = constants_.find(key->second);
+  if (--it->second.refs > 0) return;
+  // Unused: kept while the cache is small and the block is, else freed in stream order.
+  if (constants_.size() <= kCachedConstants && key->second.size() <= kMaxCachedConstants) return;
+  cudaSetDevice(ordinal_);
+  cudaFreeAsync(it->second.block, stream_);
+  constants_.erase(it);
+  constant_keys_.erase(key);
+}
+
+absl::Status CudaDevice::Synchronize() {
+  RETURN_IF_ERROR(Enter());
+  return Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+}
+
+const std::vector<std::shared_ptr<CudaDevice>>& Devices() {
+  static const auto* devices = [] {
+    auto* out = new std::vector<std::shared_ptr<CudaDevice>>();
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+      cudaGetLastError();  // no driver or no GPU: no device
+      return out;
+    }
+    for (int i = 0; i < n; ++i) {
+      auto device = std::make_shared<CudaDevice>(absl::StrCat("cuda:", out->size()), i);
+      if (device->Open().ok()) out->push_back(std::move(device));
+    }
+    return out;
+  }();
+  return *devices;
+}
+
+}  // namespace tensord::cuda
