@@ -15,7 +15,7 @@ namespace tensord::testing {
 // Every backend this build has, over the built-in op table.
 const Dispatcher& DeviceDispatcher();
 // The accelerator device the tests run on: $TENSORD_TEST_GPU_DEVICE, else the first
-// non-CPU device; "" when there is none.
+// non-CPU device; "" when there is none or the machine lacks the one named.
 std::string DeviceUnderTest();
 // Skips the test on a machine without an accelerator, unless $TENSORD_REQUIRE_GPU is set
 // (CI sets it: there the device must exist, and its absence fails).

@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The CUDA backend's check on a machine with an NVIDIA GPU, in two halves:
+#   scripts/device-check.sh pack          here: packs the built server, tensordctl, the tests/gpu
+#                                         binaries, their non-system, non-CUDA libraries, the
+#                                         Python client (with its generated modules) and the
+#                                         Python device tests into device-check/bundle.tar.xz
+#                                         (under 60 MiB; device-check/ is ignored by git)
+#   scripts/device-check.sh run [--quick] there, beside the bundle (or in the checkout): unpacks
+#                                         it and runs, each stage in its own time box: nvidia-smi;
+#                                         the server listing cuda:0; tests/gpu on cuda:0; the
+#                                         Python device and conformance tests on cuda:0; both
+#                                         seed failures; a GEMM against torch on the same GPU.
+#                                         --quick stops after the listing. At most about 7
+#                                         minutes in all. The last line sums up:
+#                                         "device-check: N passed, M failed; gemm ...".
+# BUILD_DIR names the build to pack (default build/, built with the CUDA toolkit).
+set -uo pipefail
+mode=${1:?usage: scripts/device-check.sh pack | run [--quick]}
+quick=0
+[[ ${2:-} == --quick ]] && quick=1
+
+pack() {
+  set -e
+  cd "$(dirname "$0")/.."
+  local build=${BUILD_DIR:-build} out=device-check stage
+  [[ -x $build/tensord ]] || { echo "device-check: no $build/tensord; build first" >&2; exit 1; }
+  /usr/bin/python3 -c "import sys; sys.path.insert(0, 'client/python'); import tensord" ||
+    { echo "device-check: the Python client's modules could not be generated" >&2; exit 1; }
+  rm -rf "$out/stage"
+  stage=$out/stage/tensord-device-check
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/tests/python" "$stage/client"
+  local bins=("$build/tensord" "$build/tensordctl")
+  for src in tests/gpu/*_test.cc; do bins+=("$build/tests/$(basename "$src" .cc)"); done
+  cp "${bins[@]}" "$stage/bin/"
+  # Every library they load, except the C library's, the compiler's and the CUDA/NVIDIA ones
+  # (the GPU machine has its own, matching its driver).
+  ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
+      libcuda.so*|libcudart*|libnvrtc*|libcublas*|libnvidia*) ;;
+      *) cp -L "$lib" "$stage/lib/" ;;
+    esac
+  done
+  cp -r client/python/tensord "$stage/client/"
+  cp -r proto "$stage/"
+  cp tests/python/*.py "$stage/tests/python/"
+  cp scripts/device-check.sh "$stage/"
+  find "$stage" -name __pycache__ -prune -exec rm -rf {} +
+  tar -C "$out/stage" -cf - tensord-device-check | xz -T0 -6 > "$out/bundle.tar.xz"
+  rm -rf "$out/stage"
+  local mib=$(( $(stat -c %s "$out/bundle.tar.xz") / 1048576 ))
+  echo "device-check: packed $out/bundle.tar.xz ($mib MiB; limit 60)"
+  (( mib < 60 )) || { echo "device-check: the bundle is over 60 MiB" >&2; exit 1; }
+}
+
+passed=0
+failed=0
+summary=()
+# stage NAME SECONDS COMMAND...: runs the command in a time box and counts it.
+stage() {
+  local name=$1 limit=$2 start=$SECONDS rc
+  shift 2
+  echo "== $name (at most $limit s)"
+  timeout --kill-after=10 "$limit" "$@"
+  rc=$?
+  if (( rc == 0 )); then
+    passed=$((passed + 1))
+    echo "== $name: passed in $((SECONDS - start)) s"
+  else
+    failed=$((failed + 1))
+    summary+=("$name")
+    echo "== $name: FAILED (exit $rc) after $((SECONDS - start)) s"
+  fi
+}
+
+run() {
+  local here
+  here=$(cd "$(dirname "$0")" && pwd)
+  if [[ -f $here/bundle.tar.xz || -f $here/device-check/bundle.tar.xz ]]; then
+    local bundle=$here/bundle.tar.xz
+    [[ -f $bundle ]] || bundle=$here/device-check/bundle.tar.xz
+    python3 -c "import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])" \
+      "$bundle" "$here" || exit 1
+    here=$here/tensord-device-check
+  elif [[ ! -x $here/bin/tensord ]]; then
+    echo "device-check: no bundle.tar.xz beside this script" >&2
+    exit 1
+  fi
+  cd "$here"
+  export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export PYTHONPATH=$here/client${PYTHONPATH:+:$PYTHONPATH}
+  export TENSORD_PROTO_DIR=$here/proto TENSORD_BIN=$here/bin/tensord
+  export TENSORD_CUDA_CACHE_DIR=$here/cuda-cache TENSORD_REQUIRE_GPU=1
+  export TENSORD_TEST_GPU_DEVICE=cuda:0 TENSORD_TEST_DEVICES=cuda:0
+
+  stage "nvidia-smi" 20 nvidia-smi
+  bin/tensord --address 127.0.0.1:50061 > server.log 2>&1 &
+  local server=$!
+  sleep 3
+  stage "tensordctl devices lists cuda:0" 30 \
+    bash -c 'bin/tensordctl --address 127.0.0.1:50061 devices | tee /dev/stderr | grep -q "^cuda:0 "'
+  kill "$server" 2>/dev/null
+  wait "$server" 2>/dev/null
+  if (( quick == 0 )); then
+    # The tests/gpu binaries side by side (the machine has cores to spare); kernels compiled
+    # by one are on disk for the others.
+    stage "tests/gpu on cuda:0" 180 bash -c '
+      for t in bin/*_test; do "$t" --gtest_brief=1 > "$t.log" 2>&1 & done
+      rc=0
+      while wait -n; s=$?; (( s != 127 )); do (( s == 0 )) || rc=1; done
+      for t in bin/*_test; do
+        tail -n 3 "$t.log" | grep -q "FAILED" && { echo "$t:"; tail -n 20 "$t.log"; rc=1; }
+        grep -h "tests ran\|PASSED\|FAILED TEST" "$t.log" | sed "s|^|$(basename "$t"): |"
+      done
+      exit $rc'
+    stage "Python device and conformance tests on cuda:0" 120 \
+      python3 -m pytest -q -x -p no:cacheprovider tests/python/test_devices.py \
+      tests/python/test_conformance_devices.py
+    stage "both seed failures on cuda:0" 40 \
+      python3 -m pytest -q -p no:cacheprovider tests/python/test_devices.py \
+      -k autodiff_failures_name_the_device
+    bin/tensord --address 127.0.0.1:50062 > server-bench.log 2>&1 &
+    server=$!
+    sleep 3
+    stage "GEMM 4096 f32 through tensord against torch" 45 python3 - <<'EOF'
+import time, torch, tensord
+n, reps = 4096, 10
+with tensord.connect("127.0.0.1:50062") as client, client.session(device="cuda:0") as s:
+    a, b = s.op("randn", shape=[n, n], seed=1), s.op("randn", shape=[n, n], seed=2)
+    s.op("mm", a, b).numpy()  # kernels and cuBLASLt warm
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        c = s.op("mm", a, b)
+    c.numpy()  # waits for the stream
+    ours = (time.perf_counter() - t0) / reps
+x, y = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.mm(x, y)
+torch.cuda.synchronize()
+t0 = time.perf_counter()
+for _ in range(reps):
+    z = torch.mm(x, y)
+torch.cuda.synchronize()
+theirs = (time.perf_counter() - t0) / reps
+print(f"gemm {n} f32: tensord {ours * 1e3:.2f} ms (with one fetch), torch {theirs * 1e3:.2f} ms, "
+      f"ratio {theirs / ours:.2f}")
+EOF
+    kill "$server" 2>/dev/null
+    wait "$server" 2>/dev/null
+  fi
+  local line="device-check: $passed passed, $failed failed"
+  (( failed > 0 )) && line+=" (${summary[*]})"
+  echo "$line"
+  (( failed == 0 ))
+}
+
+case "$mode" in
+  pack) pack ;;
+  run) run ;;
+  *) echo "usage: scripts/device-check.sh pack | run [--quick]" >&2; exit 2 ;;
+esac
