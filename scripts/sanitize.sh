@@ -17,9 +17,9 @@ jobs=$(nproc)
 # the object files and links stay small; both matter on a cold 2-core CI machine.
 flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1"
        "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O1 -g1" -DTENSORD_BUILD_BENCH=OFF
-       # PoCL's compiler and threads are not instrumented and report on their own; the
-       # OpenCL backend's tests run in the normal build.
-       -DTENSORD_OPENCL=OFF)
+       # PoCL's compiler and threads, and the CUDA runtime, are not instrumented and report on
+       # their own; the GPU backends' tests run in the normal build.
+       -DTENSORD_OPENCL=OFF -DTENSORD_CUDA=OFF)
 
 # Always (re)configured: the test targets come from globs, and a test file added since the last
 # configure would otherwise be an unknown target below.
