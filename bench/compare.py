@@ -288,10 +288,13 @@ def rpc_compare(sess, rounds, inner):
         return tensord.dtypes.tensor_data_to_array(result.values[0])
 
     assert fetched().tolist() == [2.0] * 4
+    assert sess.op("add", a, b, fetch=True).numpy().tolist() == [2.0] * 4
     variants = {
         "fetched": fetched,                                    # one round trip, value back
         "op": lambda: sess.op("add", a, b),                    # the small op line: a handle
         "numpy": lambda: sess.op("add", a, b).numpy(),          # Execute + GetTensor
+        # The client's fetch: one Execute; .numpy() reads the value that came with it.
+        "op_fetch": lambda: sess.op("add", a, b, fetch=True).numpy(),
     }
     samples = {k: [] for k in [*variants, "default", "tcp"]}
     try:
@@ -312,7 +315,8 @@ def rpc_compare(sess, rounds, inner):
     t_rpc, t_tcp = statistics.median(samples["default"]), statistics.median(samples["tcp"])
     for k, what in (("fetched", "small op vs rpc, value inline"),
                     ("op", "small op vs rpc, handle only"),
-                    ("numpy", "small op vs rpc, op + .numpy()")):
+                    ("numpy", "small op vs rpc, op + .numpy()"),
+                    ("op_fetch", "small op vs rpc, op(fetch=True).numpy()")):
         t = statistics.median(samples[k])
         faster = "tensord" if t < t_rpc else "rpc_sync"
         line(what, us(t), us(t_rpc) + " rpc_sync", t / t_rpc,

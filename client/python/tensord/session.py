@@ -29,6 +29,15 @@ RELEASE_BATCH_BYTES = 64 << 20
 _TUPLE_OPS = {"split", "chunk", "unbind", "sort", "topk"}
 _CHECKPOINTING = {"none": service_pb2.CHECKPOINTING_NONE,
                   "balanced": service_pb2.CHECKPOINTING_BALANCED}
+# Ops that write into tensors they are given instead of (or besides) computing new ones: the
+# server's OpDefs with in_place or mutates_inputs (assign, the optimizer steps, batch_norm's
+# running statistics). Plugin kernels only read their inputs (include/tensord/plugin.h).
+# An Execute naming one of these counts as a write (Session._writes), which drops every value
+# that Session.op(fetch=True) kept.
+WRITING_OPS = frozenset({"assign", "sgd", "adam", "adamw", "batch_norm"})
+# Calls other than Execute that count as writes: a program's updates run at RunProgram;
+# CompileProgram and Backward write nothing a client can see but are counted to be safe.
+_WRITING_METHODS = frozenset({"RunProgram", "CompileProgram", "Backward"})
 
 
 # Ops that return (values, indices) when called with return_indices=True, as in PyTorch.
@@ -182,7 +191,9 @@ class _Batch:
             self.state = "done"
             return
         try:
+            writes = self.session._writes
             resp = self.session._execute(self.calls, bool(self.no_grad), self.context_id)
+            stamp = self.session._fetch_stamp(writes, self.calls)
         except BaseException:
             self.state = "failed"
             self.outputs = []
@@ -196,6 +207,7 @@ class _Batch:
                     outs[k]._resolve(info)
                 else:  # more outputs than handed out: nobody can reach them
                     self.session._queue_release(info.handle, info.nbytes)
+            self.session._keep_values(outs, result, stamp)
         self.outputs = []
 
     def discard(self):
@@ -269,11 +281,42 @@ class Session:
         self._batch = None
         self._no_grad = 0
         self._contexts = []  # open AutodiffContexts, most recent last
+        # Calls that may write tensors of the session (see _may_write), counted twice each:
+        # when sent and when answered. A value kept by op(fetch=True) is stamped with this
+        # count and is used only while the count has not moved (Tensor._fetched_value).
+        self._writes = 0
 
     # -- plumbing ------------------------------------------------------------------------------
     def _call(self, method, request):
         self._check_open()
-        return self.client._call(method, request, affinity_key=self.affinity_key)
+        if not self._may_write(method, request):
+            return self.client._call(method, request, affinity_key=self.affinity_key)
+        self._writes += 1
+        try:
+            return self.client._call(method, request, affinity_key=self.affinity_key)
+        finally:
+            self._writes += 1
+
+    @staticmethod
+    def _may_write(method, request) -> bool:
+        """Whether the call may change the value of a tensor that exists before it."""
+        if method == "Execute":
+            return any(call.op in WRITING_OPS for call in request.calls)
+        return method in _WRITING_METHODS
+
+    def _fetch_stamp(self, writes_before: int, calls):
+        """The write count under which the values an Execute of `calls` fetched are current
+        (their own writes counted), or None when another write was sent or answered
+        meanwhile (another thread): such values are not kept."""
+        own = 2 if any(call.op in WRITING_OPS for call in calls) else 0
+        return self._writes if self._writes - writes_before == own else None
+
+    def _keep_values(self, outs, result, stamp) -> None:
+        """Hands each output Tensor of a fetched call its inline value (result.values)."""
+        if stamp is None or not result.values:
+            return
+        for t, data in zip(outs, result.values):
+            t._value = (t._info.handle, stamp, data.data, data.dtype, tuple(data.shape))
 
     def _check_open(self) -> None:
         # The server has forgotten a closed session; say so without asking it.
@@ -337,8 +380,21 @@ class Session:
 
     def _execute(self, calls, no_grad: bool, context_id: int):
         self._maybe_flush_releases()
-        return self._call("Execute", service_pb2.ExecuteRequest(
-            session_id=self.id, calls=calls, no_grad=no_grad, context_id=context_id))
+        request = service_pb2.ExecuteRequest(
+            session_id=self.id, calls=calls, no_grad=no_grad, context_id=context_id)
+        try:
+            return self._call("Execute", request)
+        except TensordError as exc:
+            if not (exc.reason == "LIMIT_EXCEEDED" and exc.metadata.get("limit") == "fetch_bytes"
+                    and any(call.fetch for call in request.calls)):
+                raise
+        # The fetched values passed the server's inline limit (7/8 of --max_message_bytes,
+        # 56 MiB by default, summed over the batch): it refused the whole Execute and rolled
+        # it back, so it runs again without fetch; the values are downloaded (GetTensor) when
+        # asked for.
+        for call in request.calls:
+            call.fetch = False
+        return self._call("Execute", request)
 
     def _default_context_id(self, ctx) -> int:
         if ctx is None:
@@ -495,13 +551,28 @@ class Session:
         return t
 
     def op(self, name: str, *operands, requires_grad: bool = False, ctx=None,
-           num_outputs: int | None = None, **attrs):
+           num_outputs: int | None = None, fetch: bool = False, **attrs):
         """Calls op `name` on operands (Tensor, numpy array, Python scalar).
 
         Attributes are keyword arguments (None = absent). requires_grad makes the float
         outputs requires-grad leaves of `ctx` (creation ops such as randn). Multi-output ops
         return a tuple. Inside `with sess.batch():` the result is lazy; num_outputs tells the
         batch how many outputs a call has where the client cannot infer it (split, chunk).
+
+        fetch=True asks the server for the outputs' values in the same Execute (OpCall.fetch):
+        the returned Tensors are ordinary handles that also keep their value, so `.numpy()`,
+        `.item()`, `float()`, `.tolist()` and `.torch()` need no second round trip (GetTensor).
+        Inside `with sess.batch():` the values arrive when the block ends; in a function
+        `sess.compile` traces fetch is refused (return the tensor to get its value).
+        A kept value is used only while no call that may write a tensor of the session has
+        been sent since: any Execute naming an in-place op (WRITING_OPS: assign, sgd, adam,
+        adamw, batch_norm; an optimizer step, zero_grad, nn.init), RunProgram, CompileProgram
+        or Backward drops the kept values of every tensor of the session (a write reaches the
+        tensors sharing the target's storage too), and so does any change of the handle the
+        Tensor names; the next read downloads. The server refuses inline values that sum to
+        more than 7/8 of its --max_message_bytes (56 MiB by default) per Execute, rolling the
+        call back: the call is then sent again without fetch, and the values are downloaded
+        when read.
         """
         attrs = {k: v for k, v in attrs.items() if v is not None}
         if name in _KEEP_SIZE_OPS and isinstance(attrs.get("output_size"), (list, tuple)):
@@ -514,6 +585,14 @@ class Session:
         context_id = self._default_context_id(ctx) if requires_grad else 0
         no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
         batch = self._batch
+        if fetch:
+            if isinstance(batch, ProgramTrace):
+                raise client_error(
+                    "INVALID_REQUEST", "tensord: fetch=True cannot be used in a function that "
+                    "sess.compile traces: return the tensor from the function to get its value "
+                    "at every run", {"call_index": len(batch.calls) + len(batch.updates),
+                                     "op": name, "field": "fetch"})
+            call.fetch = True
         if batch is not None:
             k = len(batch.calls)
             call.inputs.extend(
@@ -534,6 +613,7 @@ class Session:
         call.inputs.extend(
             self._operand(v, None, keepalive, {"call_index": 0, "input_index": i, "op": name})
             for i, v in enumerate(operands))
+        writes = self._writes
         resp = self._execute([call], no_grad, context_id)
         del keepalive
         outs = []
@@ -541,6 +621,8 @@ class Session:
             t = Tensor(self, info)
             self._register(t)
             outs.append(t)
+        if fetch:
+            self._keep_values(outs, resp.results[0], self._fetch_stamp(writes, [call]))
         if len(outs) == 1 and not _returns_tuple(name, attrs):
             return outs[0]
         return tuple(outs) if outs else None

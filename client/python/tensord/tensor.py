@@ -25,6 +25,9 @@ class Tensor:
     # The gradient Tensor.backward accumulated (torch.Tensor.grad); None until a backward
     # reaches this tensor as a requires-grad leaf, and after zero_grad().
     _grad = None
+    # The value Session.op(fetch=True) received with the call: (handle, the session's write
+    # count it is current under, raw bytes, wire dtype, shape); see _fetched_value.
+    _value = None
 
     @property
     def grad(self):
@@ -147,16 +150,38 @@ class Tensor:
         return self.size
 
     # -- data ----------------------------------------------------------------------------------
+    def _fetched_value(self, info, bf16_bits: bool = False):
+        """A new array of the value fetched with the op that made this tensor
+        (Session.op(fetch=True)), or None. It is dropped, for good, once this object names
+        another handle or the session may have written a tensor since (Session._writes moved:
+        an in-place op, an optimizer step, a program run; see Session.op)."""
+        value = self._value
+        if value is None:
+            return None
+        handle, stamp, raw, wire, shape = value
+        if handle != info.handle or stamp != self._session._writes:
+            self._value = None
+            return None
+        self._session._check_open()
+        return dtypes.bytes_to_array(raw, wire, shape, bf16_bits)
+
     def numpy(self) -> np.ndarray:
-        """Downloads the value (a new, writable numpy array)."""
-        return self._session._download(self._require_info().handle)
+        """The value (a new, writable numpy array): downloaded, or the value fetched with the
+        op that made it (Session.op(fetch=True)) while no write can have changed it."""
+        info = self._require_info()
+        array = self._fetched_value(info)
+        if array is not None:
+            return array
+        return self._session._download(info.handle)
 
     def torch(self):
         """The value as a new torch.Tensor (CPU, not requiring grad) of the same dtype, bf16
-        included: torch.from_numpy over the downloaded buffer, no further copy."""
+        included: torch.from_numpy over the downloaded (or fetched) buffer, no further copy."""
         import torch
         info = self._require_info()
-        array = self._session._download(info.handle, bf16_bits=True)
+        array = self._fetched_value(info, bf16_bits=True)
+        if array is None:
+            array = self._session._download(info.handle, bf16_bits=True)
         if dtypes.is_bfloat16(dtypes.from_wire(info.dtype)):
             return torch.from_numpy(array.view(np.int16)).view(torch.bfloat16)
         return torch.from_numpy(array)
