@@ -10,7 +10,7 @@ import pytest
 
 import tensord
 from conftest import REPO, ServerProcess, server_binary
-from tensord.session import WRITING_OPS
+from tensord.op_calls import WRITING_OPS
 
 
 class CountingStub:
@@ -229,7 +229,7 @@ def test_no_op_has_a_fetch_attribute(catalog):
 def test_writing_ops_cover_the_server_in_place_ops(catalog):
     assert WRITING_OPS <= set(catalog)
     # The server marks ops that write their inputs with OpDef::in_place or mutates_inputs;
-    # a new one must join tensord.session.WRITING_OPS, or a kept value could go stale.
+    # a new one must join tensord.op_calls.WRITING_OPS, or a kept value could go stale.
     ops_dir = REPO / "server" / "ops"
     if not ops_dir.is_dir():
         pytest.skip("no server sources here")
