@@ -19,11 +19,8 @@ const std::set<std::string>& ProductOps() {
   return *s;
 }
 
-// One GEMM per batch entry, as CLBlast's strided batch: C[b] = op(A[b]) op(B[b]).
-struct GemmPlan {
-  size_t rows = 0, cols = 0, inner = 0, batch = 1;
-  bool transpose_a = false, transpose_b = false;
-  size_t a_stride = 0, b_stride = 0;  // 0: one matrix for every batch entry
+// The runtime's strided-batched GEMM (its dtype set at run time), and what comes before it.
+struct GemmPlan : GemmShape {
   // Operands whose batch dims are partly broadcast ([2, 1] against [1, 3]): expanded to the
   // full batch (`batch_shape`) before the GEMM, which walks them contiguously then.
   bool expand_a = false, expand_b = false;
@@ -108,17 +105,8 @@ absl::Status RunProduct(KernelCall& c, DeviceRuntime& device) {
   if (g.inner == 0) {
     RETURN_IF_ERROR(Fill(device, 0.0, out));
   } else {
-    GemmShape shape;
-    shape.dtype = a.dtype();
-    shape.rows = g.rows;
-    shape.cols = g.cols;
-    shape.inner = g.inner;
-    shape.batch = g.batch;
-    shape.transpose_a = g.transpose_a;
-    shape.transpose_b = g.transpose_b;
-    shape.a_stride = g.a_stride;
-    shape.b_stride = g.b_stride;
-    RETURN_IF_ERROR(device.Gemm(shape, a.raw(), b.raw(), out.raw()));
+    g.dtype = a.dtype();
+    RETURN_IF_ERROR(device.Gemm(g, a.raw(), b.raw(), out.raw()));
   }
   if (c.op.name == "linear" && c.inputs.size() == 3) {
     // The bias, added in place: each element reads and writes only its own place.
