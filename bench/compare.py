@@ -263,12 +263,16 @@ def batches(sess, rounds):
 
 
 def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_step, rounds,
-                      inner, program_goal):
+                      inner, program_goal, pid=None):
     """The eager step and the same step compiled (loss_of, backward, opt.step), each beside
-    torch_step; the program line also gives its speed-up over the eager step."""
+    torch_step; the program line also gives its speed-up over the eager step. With the
+    server's pid, each line also gives the server's page faults per step once warm."""
+    def faults(step) -> str:
+        return "" if pid is None else "; " + faults_per_call(pid, step, 5).replace("call", "step")
+
     t_step, t_torch = interleaved(eager_step, torch_step, rounds, inner)
     line(f"{name} step (eager)", f"{1 / t_step:.1f} steps/s", f"{1 / t_torch:.1f} steps/s torch",
-         t_torch / t_step, "goal >= 0.8")
+         t_torch / t_step, "goal >= 0.8" + faults(eager_step))
 
     def train_step(*batch):
         loss = loss_of(*batch)
@@ -279,7 +283,8 @@ def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_s
     t_prog, t_torch = interleaved(lambda: program(*inputs), torch_step, rounds, inner)
     line(f"{name} step (program)", f"{1 / t_prog:.1f} steps/s",
          f"{1 / t_torch:.1f} steps/s torch", t_torch / t_prog,
-         f"goal >= {program_goal}; {t_step / t_prog:.2f}x the eager step")
+         f"goal >= {program_goal}; {t_step / t_prog:.2f}x the eager step"
+         + faults(lambda: program(*inputs)))
     program.release()
 
 
@@ -458,7 +463,7 @@ def cnn_loss(sess, params, xb, yb):
                    yb)
 
 
-def cnn(sess, rounds, inner, threads):
+def cnn(sess, rounds, inner, threads, pid=None):
     xn, yn, init = cnn_data()
     torch.set_num_threads(threads)
     tparams = [torch.tensor(v, requires_grad=True) for v in init]
@@ -489,7 +494,7 @@ def cnn(sess, rounds, inner, threads):
             opt.step(ctx.backward(loss))
 
         eager_and_program(sess, ctx, opt, "CNN", step, loss_of, (x, y), torch_step, rounds, inner,
-                          1.0)
+                          1.0, pid)
 
 
 def mib(n: int) -> str:
@@ -733,7 +738,8 @@ def main() -> int:
                     convolutions(sess, proc.pid if proc is not None else None, rounds,
                                  max(2, inner // 4), args.threads)
                 if "cnn" in only:
-                    cnn(sess, rounds, max(2, inner // 4), args.threads)
+                    cnn(sess, rounds, max(2, inner // 4), args.threads,
+                        proc.pid if proc is not None else None)
                 if "checkpoint" in only:
                     checkpointing(client, rounds, inner)
                 if "nn" in only:

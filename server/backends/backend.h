@@ -47,13 +47,22 @@ struct KernelQuery {
   std::string device = {};                    // empty: any device of the backend
 };
 
+// What a backend decided for a call: the kernel that runs it, chosen once by Plan and handed
+// back to Run. Only the backend that made a plan reads it.
+struct KernelPlan {
+  const void* kernel = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string kind() const = 0;
   virtual std::vector<DeviceInfo> Devices() const = 0;
+  // Chooses the kernel that runs the call described, before anything is allocated for it;
+  // UNSUPPORTED_ON_BACKEND (naming op, backend and device) when none does.
+  virtual absl::StatusOr<KernelPlan> Plan(const KernelQuery& query) const = 0;
   // True when some kernel of this backend runs the call described.
-  virtual bool Supports(const KernelQuery& query) const = 0;
+  bool Supports(const KernelQuery& query) const { return Plan(query).ok(); }
   // True when some kernel of this backend runs `op` for some dtypes (capability listing).
   virtual bool Implements(const OpDef& op) const = 0;
   virtual absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
@@ -64,7 +73,8 @@ class Backend {
   // src into dst (same dtype and size), both tensors of this backend, on the same device or
   // on two of its devices.
   virtual absl::Status CopyOnBackend(const Tensor& src, Tensor& dst) = 0;
-  virtual absl::Status Run(KernelCall& call) = 0;
+  // Runs the call with the kernel `plan` chose for its query (outputs allocated as inferred).
+  virtual absl::Status Run(const KernelPlan& plan, KernelCall& call) = 0;
   // Waits until the work queued on `device` is done (a no-op where kernels run synchronously).
   virtual absl::Status Synchronize(const std::string& device) = 0;
 };

@@ -294,7 +294,11 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     }
     ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
     ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
-    if (!backend->Supports({*def, dtypes, &attrs, metas, out_metas, device})) {
+    // The kernel is chosen once, before anything is allocated for the call.
+    absl::StatusOr<KernelPlan> plan =
+        backend->Plan({*def, dtypes, &attrs, metas, out_metas, device});
+    if (!plan.ok()) {
+      if (GetReason(plan.status()) != Reason::kUnsupportedOnBackend) return plan.status();
       return Error(Reason::kUnsupportedOnBackend,
                    absl::StrCat(op, ": the ", backend->kind(), " backend (device ", device,
                                 ") has no kernel for this call (dtype ",
@@ -310,7 +314,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
                                                      env.account));
     }
     KernelCall call{*def, promoted, attrs, outputs, out_metas, env.account};
-    absl::Status run = backend->Run(call);
+    absl::Status run = backend->Run(*plan, call);
     if (!run.ok()) return WithMetadata(run, {{"op", op}});
   }
 

@@ -72,8 +72,15 @@ enum class CollectiveKind {
 using CollectiveInferFn = std::function<absl::StatusOr<std::vector<TensorMeta>>(
     absl::Span<const TensorMeta> inputs, const Attrs& attrs, int world_size)>;
 
+// OpDef::id of an op that is not in the built-in catalog (a plugin's op, a test's registry).
+inline constexpr int kNotBuiltin = -1;
+
 struct OpDef {
   std::string name;
+  // The op's index in the built-in catalog (OpRegistry::Builtin() numbers its ops 0..n-1 by
+  // name, and copies keep the number): backends key their kernel tables by it, so no kernel is
+  // found by comparing names. kNotBuiltin for every other op.
+  int id = kNotBuiltin;
   std::string category;  // "elementwise", "reduction", ... (ListOps and docs)
   int min_inputs = 1;
   int max_inputs = 1;  // kVariadic: any number >= min_inputs

@@ -50,10 +50,20 @@ const OpRegistry& OpRegistry::Builtin() {
                    absl::StrJoin(unknown, ", ").c_str());
       std::abort();
     }
+    int id = 0;
+    for (auto& [name, def] : r->ops_) def->id = id++;
     return r;
   }();
   return *registry;
 }
+
+int OpRegistry::BuiltinId(const std::string& name) {
+  const auto& ops = Builtin().ops_;
+  auto it = ops.find(name);
+  return it == ops.end() ? kNotBuiltin : it->second->id;
+}
+
+int OpRegistry::BuiltinCount() { return static_cast<int>(Builtin().ops_.size()); }
 
 std::vector<std::string> OpRegistry::UnknownOpsRunByName() const {
   std::vector<std::string> unknown;
@@ -97,6 +107,9 @@ absl::Status OpRegistry::Add(OpDef def) {
     return absl::InvalidArgumentError(
         absl::StrCat("registry: op '", def.name, "' is marked differentiable without a rule"));
   }
+  // A copy of a built-in op keeps its id; a renamed copy is another op, which must not find
+  // the built-in one's kernels.
+  if (def.id != kNotBuiltin && BuiltinId(def.name) != def.id) def.id = kNotBuiltin;
   std::string name = def.name;
   ops_[name] = std::make_unique<OpDef>(std::move(def));
   return absl::OkStatus();

@@ -24,6 +24,12 @@ class OpRegistry {
   // Builtin() stops the process otherwise).
   std::vector<std::string> UnknownOpsRunByName() const;
 
+  // The id of the built-in op `name` (OpDef::id), or kNotBuiltin. Backends look their ops up
+  // here once, when they build their kernel tables.
+  static int BuiltinId(const std::string& name);
+  // The number of built-in ops: ids run from 0 to this, exclusive.
+  static int BuiltinCount();
+
   // Adds an op; INVALID_ARGUMENT on a name clash or an inconsistent entry.
   absl::Status Add(OpDef def);
 

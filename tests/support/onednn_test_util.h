@@ -12,7 +12,8 @@
 
 namespace tensord::testing {
 
-// Runs one kernel of `op` directly: the oneDNN one (loop = false) or the next in line.
+// Runs one kernel of `op` directly: the one the backend plans for the call, the oneDNN one where
+// it takes the call's shapes (loop = false), or the one after the oneDNN kernel in line.
 inline absl::StatusOr<std::vector<Tensor>> RunKernel(const std::string& op, bool loop,
                                                      std::vector<Tensor> inputs,
                                                      const AttrMap& attrs) {
@@ -30,10 +31,10 @@ inline absl::StatusOr<std::vector<Tensor>> RunKernel(const std::string& op, bool
     ASSIGN_OR_RETURN(Tensor t, Tensor::Empty(m.dtype, m.shape));
     outputs.push_back(t);
   }
-  const cpu::Kernel* k = loop ? cpu::KernelTable::Get().FindAfter(op, "onednn_" + op, dtypes, &a)
-                              : cpu::KernelTable::Get().Find(op, dtypes, &a);
+  // The oneDNN kernel as the dispatcher plans it (with shapes), or the next kernel in line.
+  const cpu::Kernel* k = loop ? cpu::KernelTable::Get().FindAfter(*def, "onednn_" + op, dtypes, &a)
+                              : cpu::KernelTable::Get().Plan({*def, dtypes, &a, metas, out_metas});
   if (k == nullptr) return absl::NotFoundError("no kernel");
-  if (!loop && k->name != "onednn_" + op) return absl::NotFoundError("not oneDNN: " + k->name);
   KernelCall call{*def, inputs, a, outputs, out_metas, nullptr};
   RETURN_IF_ERROR(k->run(call));
   return outputs;

@@ -29,8 +29,12 @@ absl::Status RunMatmul(Backend& backend) {
   std::vector<Tensor> outputs = {out};
   const std::vector<TensorMeta> metas = {out.meta()};
   Attrs attrs;
+  const std::vector<DType> dtypes = {DType::kF32, DType::kF32};
+  const std::vector<TensorMeta> input_metas = {a.meta(), b.meta()};
+  ASSIGN_OR_RETURN(KernelPlan plan,
+                   backend.Plan({*def, dtypes, &attrs, input_metas, metas, "cpu"}));
   KernelCall call{*def, inputs, attrs, outputs, metas, nullptr};
-  return backend.Run(call);
+  return backend.Run(plan, call);
 }
 
 TEST(CpuThreads, AKernelCallBoundsItsThreadsTeam) {

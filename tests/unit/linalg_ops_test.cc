@@ -4,6 +4,7 @@
 
 #include "server/backends/cpu/kernel_table.h"
 #include "server/core/status.h"
+#include "server/ops/registry.h"
 #include "tests/support/op_test_util.h"
 
 namespace tensord {
@@ -171,11 +172,13 @@ INSTANTIATE_TEST_SUITE_P(Float, LinalgTest, ::testing::Values(DType::kF32, DType
 TEST(Linalg, KernelChoice) {
   const auto& t = cpu::KernelTable::Get();
   Attrs none;
-  for (const char* op : {"matmul", "mm", "bmm", "linear"}) {
+  for (const char* name : {"matmul", "mm", "bmm", "linear"}) {
+    const std::string op = name;
+    const OpDef& def = **OpRegistry::Builtin().Find(op);
     std::vector<DType> f32 = {DType::kF32, DType::kF32}, f64 = {DType::kF64, DType::kF64};
-    ASSERT_NE(t.Find(op, f32, &none), nullptr);
-    EXPECT_EQ(t.Find(op, f32, &none)->name, std::string("onednn_") + op);
-    EXPECT_EQ(t.Find(op, f64, &none)->name, std::string("loop_") + op);
+    ASSERT_NE(t.Find(def, f32, &none), nullptr);
+    EXPECT_EQ(t.Find(def, f32, &none)->name, "onednn_" + op);
+    EXPECT_EQ(t.Find(def, f64, &none)->name, "loop_" + op);
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "server/backends/cpu/kernel_table.h"
 #include "server/core/status.h"
+#include "server/ops/registry.h"
 #include "tests/support/op_test_util.h"
 
 namespace tensord {
@@ -403,8 +404,8 @@ TEST(ConvNdPoolOneDnn, AgreesWithLoops) {
                                     with(t2_big, "weight_size", {32, 16, 3, 3})}};
   uint32_t seed = 60;
   for (const Call& c : calls) {
-    const cpu::Kernel* k =
-        cpu::KernelTable::Get().Find(c.op, std::vector<DType>{DType::kF32, DType::kF32}, nullptr);
+    const cpu::Kernel* k = cpu::KernelTable::Get().Find(
+        **OpRegistry::Builtin().Find(c.op), std::vector<DType>{DType::kF32, DType::kF32}, nullptr);
     ASSERT_NE(k, nullptr) << c.op;
     EXPECT_EQ(k->name, "onednn_" + c.op);
     Tensor a = Random(DType::kF32, c.a, seed++), b = Random(DType::kF32, c.b, seed++);

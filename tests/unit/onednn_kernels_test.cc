@@ -30,7 +30,7 @@ std::string KernelName(const std::string& op, std::vector<DType> dtypes, const A
   if (!def.ok()) return "no op " + op;
   auto validated = ValidateAttrs(op, (*def)->attrs, attrs);
   if (!validated.ok()) return "bad attrs";
-  const cpu::Kernel* k = KernelTable::Get().Find(op, dtypes, &*validated);
+  const cpu::Kernel* k = KernelTable::Get().Find(**def, dtypes, &*validated);
   return k ? k->name : "none";
 }
 

@@ -46,11 +46,18 @@ class CpuBackend : public Backend {
 
   std::vector<DeviceInfo> Devices() const override { return devices_; }
 
-  bool Supports(const KernelQuery& q) const override {
-    return cpu::KernelTable::Get().Find(q.op.name, q.dtypes, q.attrs) != nullptr;
+  absl::StatusOr<KernelPlan> Plan(const KernelQuery& q) const override {
+    const cpu::Kernel* kernel = cpu::KernelTable::Get().Plan(q);
+    if (kernel == nullptr) {
+      return Error(Reason::kUnsupportedOnBackend,
+                   absl::StrCat("cpu: no kernel for ", q.op.name, " with these dtypes (",
+                                q.dtypes.empty() ? "-" : DTypeName(q.dtypes[0]), ")"),
+                   {{"op", q.op.name}, {"backend", "cpu"}, {"device", std::string(kHostDevice)}});
+    }
+    return KernelPlan{kernel};
   }
 
-  bool Implements(const OpDef& op) const override { return cpu::KernelTable::Get().Has(op.name); }
+  bool Implements(const OpDef& op) const override { return cpu::KernelTable::Get().Has(op); }
 
   absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
                                   std::shared_ptr<MemoryAccount> account) override {
@@ -82,15 +89,8 @@ class CpuBackend : public Backend {
 
   absl::Status Synchronize(const std::string&) override { return absl::OkStatus(); }
 
-  absl::Status Run(KernelCall& call) override {
-    absl::InlinedVector<DType, 8> dtypes;
-    for (const Tensor& t : call.inputs) dtypes.push_back(t.dtype());
-    const cpu::Kernel* kernel = cpu::KernelTable::Get().Find(call.op.name, dtypes, &call.attrs);
-    if (kernel == nullptr) {
-      return Error(Reason::kUnsupportedOnBackend,
-                   absl::StrCat("cpu: no kernel for ", call.op.name, " on these dtypes"),
-                   {{"op", call.op.name}, {"backend", "cpu"}});
-    }
+  absl::Status Run(const KernelPlan& plan, KernelCall& call) override {
+    const auto* kernel = static_cast<const cpu::Kernel*>(plan.kernel);
     if (threads_ > 0) UseThreads(threads_);
     // Kernels report errors as statuses; an allocation failure deep inside a library is
     // the one exception that can still escape, and it must not take the server down.

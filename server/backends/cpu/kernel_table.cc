@@ -1,8 +1,11 @@
 #include "server/backends/cpu/kernel_table.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "server/ops/registry.h"
 
 namespace tensord::cpu {
 
@@ -11,6 +14,7 @@ const KernelTable& KernelTable::Get() { return Instance(); }
 KernelTable& KernelTable::Instance() {
   static KernelTable* table = [] {
     auto* t = new KernelTable();
+    t->kernels_.resize(OpRegistry::BuiltinCount());
     RegisterOneDnnKernels(*t);
     RegisterCreationKernels(*t);
     RegisterElementwiseKernels(*t);
@@ -26,7 +30,13 @@ KernelTable& KernelTable::Instance() {
 }
 
 void KernelTable::Add(const std::string& op, Kernel kernel) {
-  kernels_[op].push_back(std::move(kernel));
+  const int id = OpRegistry::BuiltinId(op);
+  if (id == kNotBuiltin) {
+    std::fprintf(stderr, "tensord: internal error: CPU kernel %s for an unknown op '%s'\n",
+                 kernel.name.c_str(), op.c_str());
+    std::abort();
+  }
+  kernels_[id].push_back(std::move(kernel));
 }
 
 void KernelTable::Add(const std::string& op, const std::string& name, DTypeSet dtypes,
@@ -55,7 +65,7 @@ bool Accepts(const Kernel& k, absl::Span<const DType> dtypes, const Attrs* attrs
 absl::Status KernelTable::AddExtension(const std::string& op, const std::string& owner,
                                        Kernel kernel) {
   KernelTable& t = Instance();
-  if (t.kernels_.count(op)) {
+  if (OpRegistry::BuiltinId(op) != kNotBuiltin) {
     return absl::InvalidArgumentError(
         absl::StrCat("kernels: op '", op, "' is built in; ", owner, " cannot replace its kernel"));
   }
@@ -77,10 +87,10 @@ std::string KernelTable::ExtensionOwner(const std::string& op) {
   return it == t.extensions_.end() ? "" : it->second.owner;
 }
 
-bool KernelTable::Has(const std::string& op) const {
-  if (kernels_.count(op)) return true;
+bool KernelTable::Has(const OpDef& op) const {
+  if (op.id != kNotBuiltin) return !kernels_[op.id].empty();
   absl::MutexLock lock(&extensions_mu_);
-  return extensions_.count(op) > 0;
+  return extensions_.count(op.name) > 0;
 }
 
 const Kernel* KernelTable::FindExtension(const std::string& op, absl::Span<const DType> dtypes,
@@ -91,22 +101,32 @@ const Kernel* KernelTable::FindExtension(const std::string& op, absl::Span<const
   return it->second.kernel.get();
 }
 
-const Kernel* KernelTable::Find(const std::string& op, absl::Span<const DType> dtypes,
+const Kernel* KernelTable::Find(const OpDef& op, absl::Span<const DType> dtypes,
                                 const Attrs* attrs) const {
-  auto it = kernels_.find(op);
-  if (it == kernels_.end()) return FindExtension(op, dtypes, attrs);
-  for (const Kernel& k : it->second) {
+  if (op.id == kNotBuiltin) return FindExtension(op.name, dtypes, attrs);
+  for (const Kernel& k : kernels_[op.id]) {
     if (Accepts(k, dtypes, attrs)) return &k;
   }
   return nullptr;
 }
 
-const Kernel* KernelTable::FindAfter(const std::string& op, const std::string& after,
+const Kernel* KernelTable::Plan(const KernelQuery& q) const {
+  if (q.op.id == kNotBuiltin) return FindExtension(q.op.name, q.dtypes, q.attrs);
+  const bool shapes =
+      q.attrs != nullptr && !q.outputs.empty() && (!q.inputs.empty() || q.op.creation);
+  for (const Kernel& k : kernels_[q.op.id]) {
+    if (!Accepts(k, q.dtypes, q.attrs)) continue;
+    if (shapes && k.accepts && !k.accepts(q)) continue;
+    return &k;
+  }
+  return nullptr;
+}
+
+const Kernel* KernelTable::FindAfter(const OpDef& op, const std::string& after,
                                      absl::Span<const DType> dtypes, const Attrs* attrs) const {
-  auto it = kernels_.find(op);
-  if (it == kernels_.end()) return nullptr;
+  if (op.id == kNotBuiltin) return nullptr;
   bool seen = false;
-  for (const Kernel& k : it->second) {
+  for (const Kernel& k : kernels_[op.id]) {
     if (seen && Accepts(k, dtypes, attrs)) return &k;
     seen |= k.name == after;
   }

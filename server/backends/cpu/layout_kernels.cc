@@ -35,10 +35,9 @@ absl::Status LayoutKernel(KernelCall& c) {
 
 // tril keeps col - row <= diagonal, triu keeps col - row >= diagonal, per matrix of the last
 // two dims; the rest is zero (false).
-absl::Status TriangleKernel(KernelCall& c) {
+absl::Status TriangleKernel(KernelCall& c, bool lower) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
-  const bool lower = c.op.name == "tril";
   const int64_t k = c.attrs.GetInt("diagonal");
   const int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
   const int64_t matrices = rows * cols == 0 ? 0 : x.numel() / (rows * cols);
@@ -70,8 +69,8 @@ void RegisterLayoutKernels(KernelTable& t) {
   for (const char* op : {"diagonal", "diagonal_backward"}) {
     t.Add(op, std::string("strided_") + op, kFloat | kLowPrecision, LayoutKernel);
   }
-  t.Add("tril", "loop_triangle", kAll, TriangleKernel);
-  t.Add("triu", "loop_triangle", kAll, TriangleKernel);
+  t.Add("tril", "loop_triangle", kAll, [](KernelCall& c) { return TriangleKernel(c, true); });
+  t.Add("triu", "loop_triangle", kAll, [](KernelCall& c) { return TriangleKernel(c, false); });
 }
 
 }  // namespace tensord::cpu

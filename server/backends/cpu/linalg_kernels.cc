@@ -55,8 +55,8 @@ void MatrixProduct(const GemmProblem& p, const T* a, const T* b, T* c) {
 }
 
 template <typename T>
-absl::Status RunLoopGemm(KernelCall& call) {
-  ASSIGN_OR_RETURN(GemmProblem p, GemmFor(call));
+absl::Status RunLoopGemm(KernelCall& call, GemmForm form) {
+  ASSIGN_OR_RETURN(GemmProblem p, GemmFor(call, form));
   SimplifyGemm(p);
   LoopGemm<T>(p);
   if (p.unfused_bias != nullptr) AddBroadcastBias(*p.unfused_bias, call.outputs[0]);
@@ -65,7 +65,7 @@ absl::Status RunLoopGemm(KernelCall& call) {
 
 }  // namespace
 
-absl::StatusOr<GemmProblem> GemmFor(const KernelCall& call) {
+absl::StatusOr<GemmProblem> GemmFor(const KernelCall& call, GemmForm form) {
   const std::string& op = call.op.name;
   const Tensor& x = call.inputs[0];
   const Tensor& w = call.inputs[1];
@@ -74,7 +74,7 @@ absl::StatusOr<GemmProblem> GemmFor(const KernelCall& call) {
   p.a = x.raw();
   p.b = w.raw();
   p.c = call.outputs[0].raw();
-  if (op == "linear") {
+  if (form == GemmForm::kLinear) {
     // x [..., in] as rows; weight [out, in] read transposed, or a 1-d weight [in] as a column.
     p.k = x.shape().back();
     p.n = NumElements(absl::MakeConstSpan(x.shape()).first(x.rank() - 1));
@@ -93,7 +93,7 @@ absl::StatusOr<GemmProblem> GemmFor(const KernelCall& call) {
     return p;
   }
   nn::MatmulPlan plan;
-  if (op == "batch_matmul") {
+  if (form == GemmForm::kBatchMatmul) {
     ASSIGN_OR_RETURN(
         plan, nn::PlanBatchMatmul(op, x.shape(), w.shape(), call.attrs.GetBool("transpose_a"),
                                   call.attrs.GetBool("transpose_b")));
@@ -162,11 +162,12 @@ void AddBroadcastBias(const Tensor& bias, Tensor& out) {
 }
 
 void RegisterLinalgKernels(KernelTable& t) {
-  for (const char* op : {"matmul", "mm", "bmm", "linear", "batch_matmul"}) {
-    t.Add(op, std::string("loop_") + op, kFloat, [](KernelCall& call) -> absl::Status {
-      if (call.inputs[0].dtype() == DType::kF32) return RunLoopGemm<float>(call);
-      return RunLoopGemm<double>(call);
-    });
+  for (const GemmOp& g : kGemmOps) {
+    t.Add(g.op, std::string("loop_") + g.op, kFloat,
+          [form = g.form](KernelCall& call) -> absl::Status {
+            if (call.inputs[0].dtype() == DType::kF32) return RunLoopGemm<float>(call, form);
+            return RunLoopGemm<double>(call, form);
+          });
   }
 }
 

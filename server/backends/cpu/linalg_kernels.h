@@ -26,8 +26,22 @@ struct GemmProblem {
   int64_t batch_count() const { return NumElements(batch); }
 };
 
-// The problem of a matmul / mm / bmm / batch_matmul / linear call (shapes already validated).
-absl::StatusOr<GemmProblem> GemmFor(const KernelCall& call);
+// How an op's operands form its product: matmul, mm and bmm by their ranks; linear with a
+// transposed weight and an optional bias; batch_matmul with its transpose attributes.
+enum class GemmForm { kMatmul, kLinear, kBatchMatmul };
+// The ops of the linear-algebra kernels, each with its form (registered by both kernel sets).
+struct GemmOp {
+  const char* op;
+  GemmForm form;
+};
+inline constexpr GemmOp kGemmOps[] = {{"matmul", GemmForm::kMatmul},
+                                      {"mm", GemmForm::kMatmul},
+                                      {"bmm", GemmForm::kMatmul},
+                                      {"linear", GemmForm::kLinear},
+                                      {"batch_matmul", GemmForm::kBatchMatmul}};
+
+// The problem of a call of that form (shapes already validated).
+absl::StatusOr<GemmProblem> GemmFor(const KernelCall& call, GemmForm form);
 
 // Merges batch dims where no broadcasting happens, and folds the batch of `a` into its rows
 // when `b` is shared by every batch entry: one large GEMM instead of many small ones.

@@ -4,6 +4,7 @@
 // within each group, walked from one of its three operands: a transposed convolution is the
 // same correlation with its input in the `y` role and its output in the `x` role.
 #include <algorithm>
+#include <utility>
 
 #include "server/backends/cpu/nn_kernels.h"
 #include "server/ops/nn_geometry.h"
@@ -69,13 +70,8 @@ struct Kind {
   bool transposed;
 };
 
-Kind KindOf(const std::string& op) {
-  return op.rfind("conv3d", 0) == 0 ? Kind{3, false} : Kind{2, true};
-}
-
 template <typename T>
-absl::Status Forward(KernelCall& c) {
-  const Kind k = KindOf(c.op.name);
+absl::Status Forward(KernelCall& c, Kind k) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p,
                    nn::ReadConvNdParams(c.op.name, c.attrs, k.spatial, k.transposed));
   const Tensor* bias = c.inputs.size() == 3 ? &c.inputs[2] : nullptr;
@@ -97,8 +93,7 @@ absl::Status Forward(KernelCall& c) {
 
 // The input gradient (grad_output, weight) -> input_size.
 template <typename T>
-absl::Status BackwardInput(KernelCall& c) {
-  const Kind k = KindOf(c.op.name);
+absl::Status BackwardInput(KernelCall& c, Kind k) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p,
                    nn::ReadConvNdParams(c.op.name, c.attrs, k.spatial, k.transposed));
   const T* gy = c.inputs[0].data<T>();
@@ -119,8 +114,7 @@ absl::Status BackwardInput(KernelCall& c) {
 
 // The weight gradient (grad_output, input) -> weight_size.
 template <typename T>
-absl::Status BackwardWeight(KernelCall& c) {
-  const Kind k = KindOf(c.op.name);
+absl::Status BackwardWeight(KernelCall& c, Kind k) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p,
                    nn::ReadConvNdParams(c.op.name, c.attrs, k.spatial, k.transposed));
   const T* gy = c.inputs[0].data<T>();
@@ -140,31 +134,33 @@ absl::Status BackwardWeight(KernelCall& c) {
 }
 
 template <template <typename> class Fn>
-KernelFn ByDtype() {
-  return [](KernelCall& c) {
-    return c.inputs[0].dtype() == DType::kF32 ? Fn<float>::Run(c) : Fn<double>::Run(c);
+KernelFn ByDtype(Kind k) {
+  return [k](KernelCall& c) {
+    return c.inputs[0].dtype() == DType::kF32 ? Fn<float>::Run(c, k) : Fn<double>::Run(c, k);
   };
 }
 template <typename T>
 struct ForwardFn {
-  static absl::Status Run(KernelCall& c) { return Forward<T>(c); }
+  static absl::Status Run(KernelCall& c, Kind k) { return Forward<T>(c, k); }
 };
 template <typename T>
 struct InputFn {
-  static absl::Status Run(KernelCall& c) { return BackwardInput<T>(c); }
+  static absl::Status Run(KernelCall& c, Kind k) { return BackwardInput<T>(c, k); }
 };
 template <typename T>
 struct WeightFn {
-  static absl::Status Run(KernelCall& c) { return BackwardWeight<T>(c); }
+  static absl::Status Run(KernelCall& c, Kind k) { return BackwardWeight<T>(c, k); }
 };
 
 }  // namespace
 
 void RegisterConvNdTransposeKernels(KernelTable& t) {
-  for (const std::string op : {"conv3d", "conv_transpose2d"}) {
-    t.Add(op, "loop_" + op, kFloat, ByDtype<ForwardFn>());
-    t.Add(op + "_backward_input", "loop_" + op + "_backward_input", kFloat, ByDtype<InputFn>());
-    t.Add(op + "_backward_weight", "loop_" + op + "_backward_weight", kFloat, ByDtype<WeightFn>());
+  for (const auto& [name, k] :
+       {std::pair{"conv3d", Kind{3, false}}, std::pair{"conv_transpose2d", Kind{2, true}}}) {
+    const std::string op = name;
+    t.Add(op, "loop_" + op, kFloat, ByDtype<ForwardFn>(k));
+    t.Add(op + "_backward_input", "loop_" + op + "_backward_input", kFloat, ByDtype<InputFn>(k));
+    t.Add(op + "_backward_weight", "loop_" + op + "_backward_weight", kFloat, ByDtype<WeightFn>(k));
   }
 }
 

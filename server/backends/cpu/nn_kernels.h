@@ -16,9 +16,9 @@ void RegisterPoolKernels(KernelTable& t);  // nn_pool_kernels.cc
 // divisor of avg_pool2d, divisor_override).
 absl::Status LoopLayerNorm(KernelCall& c);
 absl::Status LoopLayerNormBackward(KernelCall& c);
-// Any 2-d pool (max, avg, adaptive) and its _backward, by the call's op.
-absl::Status LoopPool2d(KernelCall& c);
-absl::Status LoopPool2dBackward(KernelCall& c);
+// Any 2-d pool (max or avg, with its windows by the call's op) and its _backward.
+absl::Status LoopPool2d(KernelCall& c, bool max);
+absl::Status LoopPool2dBackward(KernelCall& c, bool max);
 
 // The indices output of a max pool called with return_indices (its second output), or null.
 inline int64_t* PoolIndices(KernelCall& c) {

@@ -4,6 +4,7 @@
 // float dtype and the f64 path; oneDNN's pooling needs windows of one size, so these are the
 // only kernels of the adaptive pools.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/backends/cpu/nn_kernels.h"
@@ -29,9 +30,9 @@ absl::StatusOr<Pooling> Plan(const KernelCall& c, bool backward) {
 }
 
 template <typename T>
-absl::Status Forward(KernelCall& c) {
+absl::Status Forward(KernelCall& c, bool max) {
   ASSIGN_OR_RETURN(Pooling p, Plan(c, false));
-  if (nn::IsMaxPool(c.op.name)) {
+  if (max) {
     MaxPoolForward(c.inputs[0].data<T>(), c.outputs[0].data<T>(), PoolIndices(c), p.x, p.y,
                    p.windows);
   } else {
@@ -41,9 +42,9 @@ absl::Status Forward(KernelCall& c) {
 }
 
 template <typename T>
-absl::Status Backward(KernelCall& c) {
+absl::Status Backward(KernelCall& c, bool max) {
   ASSIGN_OR_RETURN(Pooling p, Plan(c, true));
-  if (nn::IsMaxPool(c.op.name)) {
+  if (max) {
     MaxPoolBackward(c.inputs[0].data<T>(), c.inputs[1].data<T>(), c.outputs[0].data<T>(), p.x, p.y,
                     p.windows);
   } else {
@@ -54,19 +55,21 @@ absl::Status Backward(KernelCall& c) {
 
 }  // namespace
 
-absl::Status LoopPool2d(KernelCall& c) {
-  return c.inputs[0].dtype() == DType::kF32 ? Forward<float>(c) : Forward<double>(c);
+absl::Status LoopPool2d(KernelCall& c, bool max) {
+  return c.inputs[0].dtype() == DType::kF32 ? Forward<float>(c, max) : Forward<double>(c, max);
 }
-absl::Status LoopPool2dBackward(KernelCall& c) {
-  return c.inputs[0].dtype() == DType::kF32 ? Backward<float>(c) : Backward<double>(c);
+absl::Status LoopPool2dBackward(KernelCall& c, bool max) {
+  return c.inputs[0].dtype() == DType::kF32 ? Backward<float>(c, max) : Backward<double>(c, max);
 }
 
 void RegisterPoolKernels(KernelTable& t) {
-  for (const char* op :
-       {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"}) {
-    t.Add(op, std::string("loop_") + op, kFloat, LoopPool2d);
+  for (const auto& [op, max] :
+       {std::pair{"max_pool2d", true}, std::pair{"avg_pool2d", false},
+        std::pair{"adaptive_avg_pool2d", false}, std::pair{"adaptive_max_pool2d", true}}) {
+    t.Add(op, std::string("loop_") + op, kFloat,
+          [max = max](KernelCall& c) { return LoopPool2d(c, max); });
     t.Add(std::string(op) + "_backward", std::string("loop_") + op + "_backward", kFloat,
-          LoopPool2dBackward);
+          [max = max](KernelCall& c) { return LoopPool2dBackward(c, max); });
   }
 }
 

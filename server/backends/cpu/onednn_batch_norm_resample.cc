@@ -1,9 +1,9 @@
 // oneDNN kernels of the f32 batch normalization and resampling ops: batch normalization
 // forward (batch or given statistics) and backward, nearest/linear resampling forward and
 // backward. Tensors are row-major [N, C, *] and wrapped in place. Calls oneDNN cannot
-// reproduce exactly go to the loop kernels: empty tensors, and resampling whose PyTorch index
-// formula differs from oneDNN's (align_corners, a scale_factor that is not out/in, nearest
-// except integer upsampling, where both pick floor(dst * in / out)).
+// reproduce exactly are refused when planned, so the loop kernels run them: empty tensors, and
+// resampling whose PyTorch index formula differs from oneDNN's (align_corners, a scale_factor that
+// is not out/in, nearest except integer upsampling, where both pick floor(dst * in / out)).
 #include <cmath>
 #include <vector>
 
@@ -55,31 +55,65 @@ BatchNormSetup SetupBatchNorm(const Shape& x, const Attrs& a) {
   return s;
 }
 
+// The primitives, with given statistics (forward) or batch ones (backward).
+std::shared_ptr<const CachedPrimitive> ForwardPrimitive(const BatchNormSetup& s) {
+  return GetPrimitive("bnorm_fwd|" + s.key, [&] {
+    using F = dnnl::batch_normalization_forward;
+    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, s.flags), Attr(),
+                         Engine());
+    return CachedPrimitive{F(pd), pd, IsReference(pd)};
+  });
+}
+
+std::shared_ptr<const CachedPrimitive> BackwardPrimitive(const BatchNormSetup& s) {
+  return GetPrimitive("bnorm_bwd|" + s.key, [&] {
+    using F = dnnl::batch_normalization_forward;
+    using B = dnnl::batch_normalization_backward;
+    F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, s.flags), Engine());
+    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, s.flags), Attr(),
+                         Engine(), fwd);
+    return CachedPrimitive{B(pd), pd, IsReference(pd)};
+  });
+}
+
+// The forward always normalizes with given statistics (see below).
+Attrs WithGivenStatistics(const Attrs& attrs) {
+  AttrMap m = attrs.map();
+  m["training"] = false;
+  return Attrs(std::move(m));
+}
+
+// Whether oneDNN has an implementation of its own for the call, not only its reference one
+// (slower than the loop kernel). Empty tensors the kernel hands to the loop kernel itself; a
+// primitive oneDNN cannot make fails when the kernel runs.
+template <bool kBackward>
+bool BatchNormAccepts(const KernelQuery& q) {
+  const Shape& x = q.inputs[kBackward ? 1 : 0].shape;
+  if (NumElements(x) == 0) return true;
+  try {
+    if (kBackward) return !BackwardPrimitive(SetupBatchNorm(x, *q.attrs))->reference;
+    return !ForwardPrimitive(SetupBatchNorm(x, WithGivenStatistics(*q.attrs)))->reference;
+  } catch (const dnnl::error&) {
+    return true;
+  }
+}
+
 absl::Status BatchNormForward(KernelCall& c) {
   if (c.inputs[0].numel() == 0) return LoopBatchNorm(c);
   // oneDNN always normalizes with given statistics. Its own batch statistics accumulate in
   // f32, which loses an order of magnitude against PyTorch on data far from zero mean, so
   // training computes them in double first.
-  Attrs given = c.attrs;
   if (c.attrs.GetBool("training")) {
     BatchNormMoments(c.inputs[0], c.outputs[1].data<float>(), c.outputs[2].data<float>());
-    AttrMap m = c.attrs.map();
-    m["training"] = false;
-    given = Attrs(std::move(m));
   } else {
     std::copy(c.inputs[3].data<float>(), c.inputs[3].data<float>() + c.inputs[3].numel(),
               c.outputs[1].data<float>());
     std::copy(c.inputs[4].data<float>(), c.inputs[4].data<float>() + c.inputs[4].numel(),
               c.outputs[2].data<float>());
   }
-  BatchNormSetup s = SetupBatchNorm(c.inputs[0].shape(), given);
-  auto prim = GetPrimitive("bnorm_fwd|" + s.key, [&] {
-    using F = dnnl::batch_normalization_forward;
-    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, s.flags), Attr(),
-                         Engine());
-    return CachedPrimitive{F(pd), pd, IsReference(pd)};
-  });
-  if (prim->reference) return HandOn(c, "onednn_native_batch_norm");
+  const BatchNormSetup s = SetupBatchNorm(c.inputs[0].shape(), WithGivenStatistics(c.attrs));
+  auto prim = ForwardPrimitive(s);
+  if (prim->reference) return NotPlanned(c);
   Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.data)},
                   {DNNL_ARG_DST, Wrap(c.outputs[0], s.data)},
                   {DNNL_ARG_SCALE, Wrap(c.inputs[1], s.stat)},
@@ -91,16 +125,9 @@ absl::Status BatchNormForward(KernelCall& c) {
 
 absl::Status BatchNormBackward(KernelCall& c) {
   if (c.inputs[1].numel() == 0) return LoopBatchNormBackward(c);
-  BatchNormSetup s = SetupBatchNorm(c.inputs[1].shape(), c.attrs);
-  auto prim = GetPrimitive("bnorm_bwd|" + s.key, [&] {
-    using F = dnnl::batch_normalization_forward;
-    using B = dnnl::batch_normalization_backward;
-    F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, s.flags), Engine());
-    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, s.flags), Attr(),
-                         Engine(), fwd);
-    return CachedPrimitive{B(pd), pd, IsReference(pd)};
-  });
-  if (prim->reference) return HandOn(c, "onednn_native_batch_norm_backward");
+  const BatchNormSetup s = SetupBatchNorm(c.inputs[1].shape(), c.attrs);
+  auto prim = BackwardPrimitive(s);
+  if (prim->reference) return NotPlanned(c);
   // oneDNN 2.6 wants a shift bound whenever use_shift is set, though backward does not read it.
   std::vector<float> shift(c.inputs[1].dim(1), 0.0f);
   Execute(*prim, {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.data)},
@@ -150,7 +177,7 @@ dnnl::resampling_forward::primitive_desc ResampleForwardPd(const memory::desc& s
 absl::Status UpsampleForward(KernelCall& c) {
   const Shape& in = c.inputs[0].shape();
   const Shape& out = c.outputs[0].shape();
-  if (!ResampleMatches(in, out, c.attrs)) return HandOn(c, "onednn_upsample");
+  if (!ResampleMatches(in, out, c.attrs)) return NotPlanned(c);
   const memory::desc src = PlainDesc(in, DType::kF32), dst = PlainDesc(out, DType::kF32);
   auto prim = GetPrimitive(
       absl::StrCat("resample_fwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst)), [&] {
@@ -164,7 +191,7 @@ absl::Status UpsampleForward(KernelCall& c) {
 absl::Status UpsampleBackward(KernelCall& c) {
   const Shape& in = c.outputs[0].shape();
   const Shape& out = c.inputs[0].shape();
-  if (!ResampleMatches(in, out, c.attrs)) return HandOn(c, "onednn_upsample_backward");
+  if (!ResampleMatches(in, out, c.attrs)) return NotPlanned(c);
   const memory::desc src = PlainDesc(in, DType::kF32), dst = PlainDesc(out, DType::kF32);
   auto prim = GetPrimitive(
       absl::StrCat("resample_bwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst)), [&] {
@@ -182,10 +209,14 @@ absl::Status UpsampleBackward(KernelCall& c) {
 
 // Called from RegisterNnKernels (onednn_nn.cc).
 void RegisterBatchNormResampleKernels(KernelTable& t) {
-  AddF32Kernel(t, "native_batch_norm", BatchNormForward);
-  AddF32Kernel(t, "native_batch_norm_backward", BatchNormBackward);
-  AddF32Kernel(t, "upsample", UpsampleForward);
-  AddF32Kernel(t, "upsample_backward", UpsampleBackward);
+  AddF32Kernel(t, "native_batch_norm", BatchNormForward, BatchNormAccepts<false>);
+  AddF32Kernel(t, "native_batch_norm_backward", BatchNormBackward, BatchNormAccepts<true>);
+  AddF32Kernel(t, "upsample", UpsampleForward, [](const KernelQuery& q) {
+    return ResampleMatches(q.inputs[0].shape, q.outputs[0].shape, *q.attrs);
+  });
+  AddF32Kernel(t, "upsample_backward", UpsampleBackward, [](const KernelQuery& q) {
+    return ResampleMatches(q.outputs[0].shape, q.inputs[0].shape, *q.attrs);
+  });
 }
 
 }  // namespace tensord::cpu::onednn

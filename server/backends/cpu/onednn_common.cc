@@ -190,13 +190,19 @@ absl::Status FromDnnlError(const std::string& op, const dnnl::error& e) {
 absl::Status HandOn(KernelCall& c, const std::string& name) {
   std::vector<DType> dtypes;
   for (const Tensor& t : c.inputs) dtypes.push_back(t.dtype());
-  const Kernel* next = KernelTable::Get().FindAfter(c.op.name, name, dtypes, &c.attrs);
+  const Kernel* next = KernelTable::Get().FindAfter(c.op, name, dtypes, &c.attrs);
   if (next == nullptr) {
     return Error(Reason::kUnsupportedOnBackend,
                  absl::StrCat("cpu: no kernel after ", name, " for this ", c.op.name, " call"),
                  {{"op", c.op.name}, {"backend", "cpu"}});
   }
   return next->run(c);
+}
+
+absl::Status NotPlanned(const KernelCall& c) {
+  return Error(Reason::kInternal,
+               absl::StrCat("cpu: onednn_", c.op.name, " was given a call it refuses when planned"),
+               {{"op", c.op.name}, {"backend", "cpu"}});
 }
 
 bool AllF32(absl::Span<const DType> dtypes) {
@@ -214,10 +220,11 @@ bool F32InOut(absl::Span<const DType> dtypes, const Attrs* attrs) {
 }
 
 void AddF32Kernel(KernelTable& t, const std::string& op,
-                  std::function<absl::Status(KernelCall&)> fn) {
+                  std::function<absl::Status(KernelCall&)> fn, CallPredicate accepts) {
   t.Add(op,
         Kernel{"onednn_" + op, [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
-               [fn](KernelCall& c) { return Guard(c.op.name, [&] { return fn(c); }); }});
+               [fn](KernelCall& c) { return Guard(c.op.name, [&] { return fn(c); }); }, DTypeSet(),
+               std::move(accepts)});
 }
 
 }  // namespace tensord::cpu::onednn

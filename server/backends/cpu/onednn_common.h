@@ -115,9 +115,13 @@ absl::Status Guard(const std::string& op, Body&& body) {
   }
 }
 
-// Runs the kernel after `name` in the table for a call the oneDNN kernel `name` declines at
-// run time (a shape or value it cannot reproduce exactly).
+// Runs the kernel after `name` in the table for a call the oneDNN kernel `name` declines for
+// its values (a softmax row holding NaN or an infinity): shapes and attributes it does not
+// reproduce are refused when the call is planned (Kernel::accepts).
 absl::Status HandOn(KernelCall& c, const std::string& name);
+// The status of a oneDNN kernel handed a call its `accepts` refuses (INTERNAL: the call was
+// not planned), instead of running it wrongly.
+absl::Status NotPlanned(const KernelCall& c);
 
 // Whether every input of the call is f32 (the dtype oneDNN kernels handle here).
 bool AllF32(absl::Span<const DType> dtypes);
@@ -134,6 +138,6 @@ void RegisterBinaryKernels(KernelTable& t);
 // statuses (Guard). The convolution, pooling, normalization and resampling kernels claim their
 // calls this way.
 void AddF32Kernel(KernelTable& t, const std::string& op,
-                  std::function<absl::Status(KernelCall&)> fn);
+                  std::function<absl::Status(KernelCall&)> fn, CallPredicate accepts = nullptr);
 
 }  // namespace tensord::cpu::onednn

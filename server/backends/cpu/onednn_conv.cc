@@ -85,6 +85,17 @@ std::optional<ConvSetup> MakeConvSetup(const Shape& x, const Shape& w, const Sha
   return s;
 }
 
+bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool transposed) {
+  const auto shape = [&q](int role) -> const Shape& {
+    return role == kOutput ? q.outputs[0].shape : q.inputs[role].shape;
+  };
+  absl::StatusOr<nn::ConvNdParams> p =
+      nn::ReadConvNdParams(q.op.name, *q.attrs, spatial, transposed);
+  if (!p.ok()) return true;
+  // The bias changes no size rule.
+  return MakeConvSetup(shape(roles.x), shape(roles.w), shape(roles.y), *p, false).has_value();
+}
+
 // y = conv(x, w) (+ b).
 void RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y) {

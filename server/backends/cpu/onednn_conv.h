@@ -25,6 +25,17 @@ struct ConvSetup {
 std::optional<ConvSetup> MakeConvSetup(const Shape& x, const Shape& w, const Shape& y,
                                        const nn::ConvNdParams& p, bool bias);
 
+// Where a convolution kernel finds the convolution's x, w and y in a call: an input's index, or
+// kOutput for its output.
+inline constexpr int kOutput = -1;
+struct ConvRoles {
+  int x, w, y;
+};
+// Whether MakeConvSetup gives a set-up for the call `q` describes (x, w and y at `roles`, the
+// parameters read from its attributes for this spatial rank); true when the attributes are
+// refused, which the kernel reports.
+bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool transposed);
+
 // y = conv(x, w) (+ b).
 void RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y);

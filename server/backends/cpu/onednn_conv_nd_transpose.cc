@@ -6,7 +6,7 @@
 // as it is, so no weight reorder is needed (oneDNN's deconvolution runs the same kernels).
 // Like conv2d's kernels, the primitives choose blocked layouts and operands are reordered
 // around the call. Calls oneDNN cannot reproduce exactly (empty tensors, an output_padding of
-// at least the stride) are handed on to the loop kernels.
+// at least the stride) are refused when planned, so the loop kernels run them.
 #include "server/backends/cpu/onednn_conv.h"
 
 namespace tensord::cpu::onednn {
@@ -27,7 +27,7 @@ absl::Status Conv3d(KernelCall& c) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p, nn::ReadConvNdParams(c.op.name, c.attrs, 3, false));
   const bool bias = c.inputs.size() == 3;
   auto s = MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p, bias);
-  if (!s) return HandOn(c, "onednn_" + c.op.name);
+  if (!s) return NotPlanned(c);
   RunConvForward(*s, c.inputs[0], c.inputs[1], bias ? &c.inputs[2] : nullptr, c.outputs[0]);
   return absl::OkStatus();
 }
@@ -35,7 +35,7 @@ absl::Status Conv3d(KernelCall& c) {
 absl::Status Conv3dBackwardInput(KernelCall& c) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p, nn::ReadConvNdParams(c.op.name, c.attrs, 3, false));
   auto s = MakeConvSetup(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_" + c.op.name);
+  if (!s) return NotPlanned(c);
   RunConvBackwardData(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   return absl::OkStatus();
 }
@@ -43,7 +43,7 @@ absl::Status Conv3dBackwardInput(KernelCall& c) {
 absl::Status Conv3dBackwardWeight(KernelCall& c) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p, nn::ReadConvNdParams(c.op.name, c.attrs, 3, false));
   auto s = MakeConvSetup(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_" + c.op.name);
+  if (!s) return NotPlanned(c);
   RunConvBackwardWeights(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   return absl::OkStatus();
 }
@@ -52,7 +52,7 @@ absl::Status Conv3dBackwardWeight(KernelCall& c) {
 absl::Status ConvTranspose2d(KernelCall& c) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p, nn::ReadConvNdParams(c.op.name, c.attrs, 2, true));
   auto s = MakeConvSetup(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_" + c.op.name);
+  if (!s) return NotPlanned(c);
   RunConvBackwardData(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   if (c.inputs.size() == 3) AddBias(c.outputs[0], c.inputs[2], 2);
   return absl::OkStatus();
@@ -61,7 +61,7 @@ absl::Status ConvTranspose2d(KernelCall& c) {
 absl::Status ConvTranspose2dBackwardInput(KernelCall& c) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p, nn::ReadConvNdParams(c.op.name, c.attrs, 2, true));
   auto s = MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_" + c.op.name);
+  if (!s) return NotPlanned(c);
   RunConvForward(*s, c.inputs[0], c.inputs[1], nullptr, c.outputs[0]);
   return absl::OkStatus();
 }
@@ -69,7 +69,7 @@ absl::Status ConvTranspose2dBackwardInput(KernelCall& c) {
 absl::Status ConvTranspose2dBackwardWeight(KernelCall& c) {
   ASSIGN_OR_RETURN(nn::ConvNdParams p, nn::ReadConvNdParams(c.op.name, c.attrs, 2, true));
   auto s = MakeConvSetup(c.inputs[0].shape(), c.outputs[0].shape(), c.inputs[1].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_" + c.op.name);
+  if (!s) return NotPlanned(c);
   RunConvBackwardWeights(*s, c.inputs[1], c.inputs[0], c.outputs[0]);
   return absl::OkStatus();
 }
@@ -78,12 +78,20 @@ absl::Status ConvTranspose2dBackwardWeight(KernelCall& c) {
 
 // Called from RegisterNnKernels (onednn_nn.cc).
 void RegisterConvNdTransposeKernels(KernelTable& t) {
-  AddF32Kernel(t, "conv3d", Conv3d);
-  AddF32Kernel(t, "conv3d_backward_input", Conv3dBackwardInput);
-  AddF32Kernel(t, "conv3d_backward_weight", Conv3dBackwardWeight);
-  AddF32Kernel(t, "conv_transpose2d", ConvTranspose2d);
-  AddF32Kernel(t, "conv_transpose2d_backward_input", ConvTranspose2dBackwardInput);
-  AddF32Kernel(t, "conv_transpose2d_backward_weight", ConvTranspose2dBackwardWeight);
+  // Each kernel with where it finds the convolution's x, w and y (a transposed convolution's
+  // output is the convolution's x, its input the convolution's y).
+  const auto add = [&t](const char* op, KernelFn fn, ConvRoles roles, int spatial,
+                        bool transposed) {
+    AddF32Kernel(t, op, std::move(fn), [=](const KernelQuery& q) {
+      return ConvSetupExists(q, roles, spatial, transposed);
+    });
+  };
+  add("conv3d", Conv3d, {0, 1, kOutput}, 3, false);
+  add("conv3d_backward_input", Conv3dBackwardInput, {kOutput, 1, 0}, 3, false);
+  add("conv3d_backward_weight", Conv3dBackwardWeight, {1, kOutput, 0}, 3, false);
+  add("conv_transpose2d", ConvTranspose2d, {kOutput, 1, 0}, 2, true);
+  add("conv_transpose2d_backward_input", ConvTranspose2dBackwardInput, {0, 1, kOutput}, 2, true);
+  add("conv_transpose2d_backward_weight", ConvTranspose2dBackwardWeight, {0, kOutput, 1}, 2, true);
 }
 
 }  // namespace tensord::cpu::onednn

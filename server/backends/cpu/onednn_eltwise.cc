@@ -23,7 +23,6 @@ struct EltwiseSpec {
 
 absl::Status RunEltwise(KernelCall& c, algorithm alg, float alpha) {
   const int64_t n = c.outputs[0].numel();
-  if (n < kMinElementwiseSize) return HandOn(c, "onednn_" + c.op.name);
   const memory::desc md = PlainDesc({n}, DType::kF32);
   auto prim =
       GetPrimitive(absl::StrCat("eltwise|", static_cast<int>(alg), "|", n, "|", alpha), [&] {
@@ -77,9 +76,9 @@ std::vector<EltwiseSpec> EltwiseSpecs() {
 // softmax along `dim`, with the input seen as [outer, size, inner].
 absl::Status RunSoftmax(KernelCall& c) {
   const Tensor& x = c.inputs[0];
-  if (x.numel() < kMinElementwiseSize) return HandOn(c, "onednn_softmax");
   // PyTorch's max-subtracted softmax turns a row holding NaN or +-inf into NaN/0/1 patterns
-  // oneDNN does not reproduce: such inputs go to the loop kernel.
+  // oneDNN does not reproduce: such inputs go to the loop kernel (the one refusal that depends
+  // on values, so it is made here and not when the call is planned).
   const float* p = x.data<float>();
   bool finite = true;
   for (int64_t i = 0, n = x.numel(); i < n; ++i) finite &= std::isfinite(p[i]);
@@ -110,25 +109,33 @@ absl::Status RunSoftmax(KernelCall& c) {
 void RegisterEltwiseKernels(KernelTable& t) {
   for (const EltwiseSpec& spec : EltwiseSpecs()) {
     auto choose = spec.choose;
-    t.Add(spec.op,
-          Kernel{"onednn_" + spec.op,
-                 [choose](absl::Span<const DType> d, const Attrs* a) {
-                   if (!AllF32(d) || d.size() != 1) return false;
-                   algorithm alg;
-                   float alpha;
-                   return a == nullptr || choose(*a, &alg, &alpha);
-                 },
-                 [choose](KernelCall& c) -> absl::Status {
-                   algorithm alg;
-                   float alpha;
-                   if (!choose(c.attrs, &alg, &alpha) || c.outputs[0].dtype() != DType::kF32) {
-                     return HandOn(c, "onednn_" + c.op.name);
-                   }
-                   return Guard(c.op.name, [&] { return RunEltwise(c, alg, alpha); });
-                 }});
+    t.Add(spec.op, Kernel{"onednn_" + spec.op,
+                          [choose](absl::Span<const DType> d, const Attrs* a) {
+                            if (!AllF32(d) || d.size() != 1) return false;
+                            algorithm alg;
+                            float alpha;
+                            return a == nullptr || choose(*a, &alg, &alpha);
+                          },
+                          [choose](KernelCall& c) -> absl::Status {
+                            algorithm alg;
+                            float alpha;
+                            if (!choose(c.attrs, &alg, &alpha)) return NotPlanned(c);
+                            return Guard(c.op.name, [&] { return RunEltwise(c, alg, alpha); });
+                          },
+                          DTypeSet(),
+                          // Small tensors run faster in the loop kernels (kMinElementwiseSize).
+                          [](const KernelQuery& q) {
+                            return q.outputs[0].dtype == DType::kF32 &&
+                                   NumElements(q.outputs[0].shape) >= kMinElementwiseSize;
+                          }});
   }
-  t.Add("softmax", Kernel{"onednn_softmax", F32InOut, [](KernelCall& c) -> absl::Status {
+  t.Add("softmax", Kernel{"onednn_softmax", F32InOut,
+                          [](KernelCall& c) -> absl::Status {
                             return Guard(c.op.name, [&] { return RunSoftmax(c); });
+                          },
+                          DTypeSet(),
+                          [](const KernelQuery& q) {
+                            return NumElements(q.inputs[0].shape) >= kMinElementwiseSize;
                           }});
 }
 

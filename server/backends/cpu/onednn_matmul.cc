@@ -63,20 +63,20 @@ absl::Status RunGemm(const GemmProblem& p) {
 }  // namespace
 
 void RegisterMatmulKernels(KernelTable& t) {
-  for (const char* op : {"matmul", "mm", "bmm", "linear", "batch_matmul"}) {
-    t.Add(op, Kernel{std::string("onednn_") + op,
-                     [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
-                     [](KernelCall& call) -> absl::Status {
-                       return Guard(call.op.name, [&]() -> absl::Status {
-                         ASSIGN_OR_RETURN(GemmProblem p, GemmFor(call));
-                         SimplifyGemm(p);
-                         RETURN_IF_ERROR(RunGemm(p));
-                         if (p.unfused_bias != nullptr) {
-                           AddBroadcastBias(*p.unfused_bias, call.outputs[0]);
-                         }
-                         return absl::OkStatus();
-                       });
-                     }});
+  for (const GemmOp& g : kGemmOps) {
+    t.Add(g.op, Kernel{std::string("onednn_") + g.op,
+                       [](absl::Span<const DType> d, const Attrs*) { return AllF32(d); },
+                       [form = g.form](KernelCall& call) -> absl::Status {
+                         return Guard(call.op.name, [&]() -> absl::Status {
+                           ASSIGN_OR_RETURN(GemmProblem p, GemmFor(call, form));
+                           SimplifyGemm(p);
+                           RETURN_IF_ERROR(RunGemm(p));
+                           if (p.unfused_bias != nullptr) {
+                             AddBroadcastBias(*p.unfused_bias, call.outputs[0]);
+                           }
+                           return absl::OkStatus();
+                         });
+                       }});
   }
 }
 

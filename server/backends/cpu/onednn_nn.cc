@@ -49,7 +49,7 @@ absl::Status ConvForward(KernelCall& c) {
   }
   ASSIGN_OR_RETURN(nn::ConvNdParams p, ReadConv2dAsNd("conv2d", c.attrs));
   auto s = MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), p, bias);
-  if (!s) return HandOn(c, "onednn_conv2d");
+  if (!s) return NotPlanned(c);
   RunConvForward(*s, c.inputs[0], c.inputs[1], bias ? &c.inputs[2] : nullptr, c.outputs[0]);
   return absl::OkStatus();
 }
@@ -65,7 +65,7 @@ absl::Status ConvBackwardInput(KernelCall& c) {
   if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
   ASSIGN_OR_RETURN(nn::ConvNdParams p, ReadConv2dAsNd("conv2d_backward_input", c.attrs));
   auto s = MakeConvSetup(c.outputs[0].shape(), c.inputs[1].shape(), c.inputs[0].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_conv2d_backward_input");
+  if (!s) return NotPlanned(c);
   RunConvBackwardData(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   return absl::OkStatus();
 }
@@ -74,7 +74,7 @@ absl::Status ConvBackwardWeight(KernelCall& c) {
   if (ZeroFillIfEmpty(c.inputs[0].shape(), c.outputs[0])) return absl::OkStatus();
   ASSIGN_OR_RETURN(nn::ConvNdParams p, ReadConv2dAsNd("conv2d_backward_weight", c.attrs));
   auto s = MakeConvSetup(c.inputs[1].shape(), c.outputs[0].shape(), c.inputs[0].shape(), p, false);
-  if (!s) return HandOn(c, "onednn_conv2d_backward_weight");
+  if (!s) return NotPlanned(c);
   RunConvBackwardWeights(*s, c.inputs[0], c.inputs[1], c.outputs[0]);
   return absl::OkStatus();
 }
@@ -143,10 +143,10 @@ absl::Status PoolForward(KernelCall& c, bool max_pool) {
   const std::string& op = c.op.name;
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[0].shape(), c.outputs[0].shape(), c.attrs, max_pool));
-  if (!s.exact) return LoopPool2d(c);
+  if (!s.exact) return LoopPool2d(c, max_pool);
   // oneDNN's max drops NaNs; PyTorch's max pooling propagates them. Its workspace is no
   // index output either, so return_indices takes the loop too.
-  if (max_pool && (HasNan(c.inputs[0]) || c.outputs.size() > 1)) return LoopPool2d(c);
+  if (max_pool && (HasNan(c.inputs[0]) || c.outputs.size() > 1)) return LoopPool2d(c, max_pool);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   if (max_pool) {
     // The training forward, whose argmax workspace is kept for the backward (which would
@@ -174,8 +174,8 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   const std::string& op = c.op.name;
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[1].shape(), c.inputs[0].shape(), c.attrs, max_pool));
-  if (!s.exact) return LoopPool2dBackward(c);
-  if (max_pool && HasNan(c.inputs[1])) return LoopPool2dBackward(c);
+  if (!s.exact) return LoopPool2dBackward(c, max_pool);
+  if (max_pool && HasNan(c.inputs[1])) return LoopPool2dBackward(c, max_pool);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
     using B = dnnl::pooling_v2_backward;
@@ -306,9 +306,20 @@ void RegisterBatchNormResampleKernels(KernelTable& t);  // onednn_batch_norm_res
 void RegisterNnKernels(KernelTable& t) {
   RegisterBatchNormResampleKernels(t);
   RegisterConvNdTransposeKernels(t);
-  AddF32Kernel(t, "conv2d", ConvForward);
-  AddF32Kernel(t, "conv2d_backward_input", ConvBackwardInput);
-  AddF32Kernel(t, "conv2d_backward_weight", ConvBackwardWeight);
+  // An empty output or weight (forward) or gradient (backward) needs no convolution; the others
+  // run where the shared set-up exists.
+  AddF32Kernel(t, "conv2d", ConvForward, [](const KernelQuery& q) {
+    return NumElements(q.outputs[0].shape) == 0 || NumElements(q.inputs[1].shape) == 0 ||
+           ConvSetupExists(q, {0, 1, kOutput}, 2, false);
+  });
+  AddF32Kernel(t, "conv2d_backward_input", ConvBackwardInput, [](const KernelQuery& q) {
+    return NumElements(q.inputs[0].shape) == 0 || NumElements(q.outputs[0].shape) == 0 ||
+           ConvSetupExists(q, {kOutput, 1, 0}, 2, false);
+  });
+  AddF32Kernel(t, "conv2d_backward_weight", ConvBackwardWeight, [](const KernelQuery& q) {
+    return NumElements(q.inputs[0].shape) == 0 || NumElements(q.outputs[0].shape) == 0 ||
+           ConvSetupExists(q, {1, kOutput, 0}, 2, false);
+  });
   AddF32Kernel(t, "max_pool2d", [](KernelCall& c) { return PoolForward(c, true); });
   AddF32Kernel(t, "max_pool2d_backward", [](KernelCall& c) { return PoolBackward(c, true); });
   AddF32Kernel(t, "avg_pool2d", [](KernelCall& c) { return PoolForward(c, false); });

@@ -1,9 +1,11 @@
-#include "server/backends/gpu/activation_kernels.h"
-
+// The activations with a second operand or a dim on a GPU device: prelu (a slope per
+// channel) and glu (halves of a dim), and their gradients, from elementwise maps, a group
+// kernel (prelu's slope gradient) and window copies (glu's halves).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/reduction_exprs.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/backends/gpu/layout_kernels.h"
 #include "server/backends/gpu/reduction_kernels.h"
@@ -30,8 +32,7 @@ Shape SlopeView(const Tensor& x, const Tensor& w) {
   return s;
 }
 
-absl::Status RunPrelu(KernelCall& c, DeviceRuntime& device) {
-  const bool backward = c.op.name == "prelu_backward";
+absl::Status RunPrelu(KernelCall& c, DeviceRuntime& device, bool backward) {
   const Tensor& x = c.inputs[backward ? 1 : 0];
   const Tensor& w = c.inputs[backward ? 2 : 1];
   const Shape slope = SlopeView(x, w);
@@ -68,8 +69,7 @@ absl::StatusOr<std::vector<Tensor>> Halves(KernelCall& c, DeviceRuntime& device,
   return out;
 }
 
-absl::Status RunGlu(KernelCall& c, DeviceRuntime& device) {
-  const bool backward = c.op.name == "glu_backward";
+absl::Status RunGlu(KernelCall& c, DeviceRuntime& device, bool backward) {
   const Tensor& x = c.inputs[backward ? 1 : 0];
   ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(c.op.name, "dim", c.attrs.GetInt("dim"), x.rank()));
   ASSIGN_OR_RETURN(std::vector<Tensor> ab, Halves(c, device, x, dim));
@@ -100,13 +100,11 @@ absl::Status RunGlu(KernelCall& c, DeviceRuntime& device) {
 
 }  // namespace
 
-bool IsDimActivation(const std::string& op) {
-  return op == "prelu" || op == "prelu_backward" || op == "glu" || op == "glu_backward";
-}
-
-absl::Status RunDimActivation(KernelCall& c, DeviceRuntime& device) {
-  if (c.op.name.rfind("prelu", 0) == 0) return RunPrelu(c, device);
-  return RunGlu(c, device);
+void RegisterActivationKernels(GpuKernelTable& t) {
+  t.Add("prelu", KernelOf(RunPrelu, false));
+  t.Add("prelu_backward", KernelOf(RunPrelu, true));
+  t.Add("glu", KernelOf(RunGlu, false));
+  t.Add("glu_backward", KernelOf(RunGlu, true));
 }
 
 }  // namespace tensord::gpu

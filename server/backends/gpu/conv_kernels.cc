@@ -1,9 +1,12 @@
-#include "server/backends/gpu/conv_kernels.h"
-
+// The convolutions on a GPU device: conv2d, conv3d and conv_transpose2d (conv1d and
+// conv_transpose1d through their composites) and their gradients, each a pass of the direct
+// correlation kernels of gpu/conv_source.h.
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/conv_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 #include "server/ops/nn_geometry.h"
@@ -11,40 +14,17 @@
 namespace tensord::gpu {
 namespace {
 
-// The forward op of a call and which of its passes the call is.
+// Which convolution an op is and which of its passes (bound at registration).
 struct ConvCall {
-  std::string forward;  // conv2d, conv3d or conv_transpose2d
   int spatial = 2;
   bool transposed = false;
-  enum { kForward, kInput, kWeight } part = kForward;
+  enum Part { kForward, kInput, kWeight } part = kForward;
 };
-
-bool Parse(const std::string& op, ConvCall* call) {
-  for (const char* f : {"conv2d", "conv3d", "conv_transpose2d"}) {
-    const std::string forward = f;
-    if (op.rfind(forward, 0) != 0) continue;
-    const std::string rest = op.substr(forward.size());
-    if (rest.empty()) {
-      call->part = ConvCall::kForward;
-    } else if (rest == "_backward_input") {
-      call->part = ConvCall::kInput;
-    } else if (rest == "_backward_weight") {
-      call->part = ConvCall::kWeight;
-    } else {
-      return false;
-    }
-    call->forward = forward;
-    call->spatial = forward == "conv3d" ? 3 : 2;
-    call->transposed = forward == "conv_transpose2d";
-    return true;
-  }
-  return false;
-}
 
 // The attributes as the CPU kernels read them: conv2d's own reader, the N-d one otherwise.
 absl::StatusOr<nn::ConvNdParams> Params(const std::string& op, const ConvCall& call,
                                         const Attrs& attrs) {
-  if (call.forward != "conv2d") {
+  if (call.spatial != 2 || call.transposed) {
     return nn::ReadConvNdParams(op, attrs, call.spatial, call.transposed);
   }
   ASSIGN_OR_RETURN(nn::Conv2dParams p2, nn::ReadConv2dParams(op, attrs));
@@ -57,17 +37,8 @@ absl::StatusOr<nn::ConvNdParams> Params(const std::string& op, const ConvCall& c
   return p;
 }
 
-}  // namespace
-
-bool IsConvOp(const std::string& op) {
-  ConvCall call;
-  return Parse(op, &call);
-}
-
-absl::Status RunConv(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunConv(KernelCall& c, DeviceRuntime& device, ConvCall call) {
   const std::string& op = c.op.name;
-  ConvCall call;
-  Parse(op, &call);
   Tensor& out = c.outputs[0];
   if (out.numel() == 0) return absl::OkStatus();
   ASSIGN_OR_RETURN(nn::ConvNdParams p, Params(op, call, c.attrs));
@@ -122,6 +93,24 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device) {
     for (const Operand& o : operands) args.AddMem(o);
     args.AddMem(geometry_arg).Add(static_cast<int64_t>(out.numel()));
   });
+}
+
+}  // namespace
+
+void RegisterConvKernels(GpuKernelTable& t) {
+  struct Forward {
+    const char* op;
+    int spatial;
+    bool transposed;
+  };
+  for (const Forward f : {Forward{"conv2d", 2, false}, Forward{"conv3d", 3, false},
+                          Forward{"conv_transpose2d", 2, true}}) {
+    for (const auto& [suffix, part] :
+         {std::pair{"", ConvCall::kForward}, std::pair{"_backward_input", ConvCall::kInput},
+          std::pair{"_backward_weight", ConvCall::kWeight}}) {
+      t.Add(absl::StrCat(f.op, suffix), KernelOf(RunConv, ConvCall{f.spatial, f.transposed, part}));
+    }
+  }
 }
 
 }  // namespace tensord::gpu

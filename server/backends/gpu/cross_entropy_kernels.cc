@@ -1,8 +1,10 @@
-#include "server/backends/gpu/cross_entropy_kernels.h"
-
+// cross_entropy's class-index loss on a GPU device (cross_entropy_nll and its gradient):
+// the targets are read to the host first, because a target out of range is an error the
+// call must report before it writes anything; the losses and gradients are group kernels.
 #include <vector>
 
 #include "server/backends/gpu/codegen/loss_exprs.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/backends/gpu/reduction_kernels.h"
 #include "server/core/status.h"
@@ -78,12 +80,9 @@ absl::Status Backward(KernelCall& c, DeviceRuntime& device) {
 
 }  // namespace
 
-bool IsCrossEntropyOp(const std::string& op) {
-  return op == "cross_entropy_nll" || op == "cross_entropy_nll_backward";
-}
-
-absl::Status RunCrossEntropy(KernelCall& c, DeviceRuntime& device) {
-  return c.op.name == "cross_entropy_nll" ? Forward(c, device) : Backward(c, device);
+void RegisterCrossEntropyKernels(GpuKernelTable& t) {
+  t.Add("cross_entropy_nll", KernelOf(Forward));
+  t.Add("cross_entropy_nll_backward", KernelOf(Backward));
 }
 
 }  // namespace tensord::gpu

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "server/backends/gpu/op_families.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/core/status.h"
 
 namespace tensord::gpu {
@@ -22,14 +22,26 @@ class GpuBackend : public Backend {
     return infos;
   }
 
-  bool Supports(const KernelQuery& q) const override {
-    if (devices_.empty()) return false;
+  absl::StatusOr<KernelPlan> Plan(const KernelQuery& q) const override {
+    if (devices_.empty()) return Error(Reason::kUnsupportedOnBackend, kind_ + ": no device");
     // Devices differ only in fp64; a listing asks about the first.
-    absl::StatusOr<DeviceRuntime*> d =
-        q.device.empty() ? devices_.front().runtime.get() : Find(q.device);
-    return d.ok() && gpu::Supports(q, **d);
+    DeviceRuntime* d = devices_.front().runtime.get();
+    if (!q.device.empty()) {
+      ASSIGN_OR_RETURN(d, Find(q.device));
+    }
+    const GpuKernelTable& table = GpuKernelTable::Get();
+    if (!table.Supports(q, *d)) {
+      return Error(
+          Reason::kUnsupportedOnBackend,
+          absl::StrCat(d->name(), ": no kernel for ", q.op.name, " with these dtypes (",
+                       q.dtypes.empty() ? "-" : DTypeName(q.dtypes[0]), "), attributes or shapes"),
+          {{"op", q.op.name}, {"backend", kind_}, {"device", d->name()}});
+    }
+    return KernelPlan{table.Find(q.op)};
   }
-  bool Implements(const OpDef& op) const override { return gpu::Implements(op); }
+  bool Implements(const OpDef& op) const override {
+    return GpuKernelTable::Get().Find(op) != nullptr;
+  }
 
   absl::StatusOr<Tensor> Allocate(DType dtype, Shape shape, const std::string& device,
                                   std::shared_ptr<MemoryAccount> account) override {
@@ -70,13 +82,14 @@ class GpuBackend : public Backend {
     return CopyFromHost(staging.data(), staging.size(), dst);
   }
 
-  absl::Status Run(KernelCall& call) override {
+  absl::Status Run(const KernelPlan& plan, KernelCall& call) override {
     const std::string& device = call.outputs.empty() || !call.outputs[0].defined()
                                     ? call.inputs[0].device()
                                     : call.outputs[0].device();
     ASSIGN_OR_RETURN(DeviceRuntime * d, Find(device));
+    const auto* kernel = static_cast<const GpuKernel*>(plan.kernel);
     try {
-      return gpu::Run(call, *d);
+      return kernel->run(call, *d);
     } catch (const std::bad_alloc&) {
       return Error(Reason::kOutOfMemory,
                    absl::StrCat(d->name(), ": out of memory in ", call.op.name),

@@ -1,11 +1,15 @@
-#include "server/backends/gpu/indexing_kernels.h"
-
+// The ops that index by tensors on a GPU device: index_select, gather and embedding read
+// through the index on the device; scatter, scatter_add, index_add, embedding's gradient and
+// one_hot write through lists built on the host. Every index is read to the host and checked
+// first (ops/index_checks.h), so a bad index fails before anything is written: one
+// synchronisation per call.
+// The reads, which move storage bits (bf16 and f16 without a trip through f32).
 #include <optional>
-#include <set>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/indexing_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/ops/index_checks.h"
 #include "server/ops/shape_ops.h"
@@ -57,10 +61,13 @@ absl::Status Gather(DeviceRuntime& device, const Tensor& x, const Tensor& index,
   });
 }
 
-absl::Status RunRead(KernelCall& c, DeviceRuntime& device) {
+// What an indexing op reads or writes (bound at registration).
+enum class Indexed { kEmbedding, kIndexSelect, kGather, kScatter, kScatterAdd };
+
+absl::Status RunRead(KernelCall& c, DeviceRuntime& device, Indexed what) {
   const std::string& op = c.op.name;
   Tensor& out = c.outputs[0];
-  if (op == "embedding") {
+  if (what == Indexed::kEmbedding) {
     const Tensor& index = c.inputs[0];
     const Tensor& w = c.inputs[1];
     ASSIGN_OR_RETURN(std::vector<int64_t> values, ReadIndices(index, device));
@@ -71,7 +78,7 @@ absl::Status RunRead(KernelCall& c, DeviceRuntime& device) {
   const Tensor& index = c.inputs[1];
   ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(op, "dim", c.attrs.GetInt("dim"), x.rank()));
   ASSIGN_OR_RETURN(std::vector<int64_t> values, ReadIndices(index, device));
-  if (op == "index_select") {
+  if (what == Indexed::kIndexSelect) {
     const Around a = Split(x.shape(), dim);
     RETURN_IF_ERROR(ops::CheckIndexRange(op, values, dim, a.size));
     return Gather(device, x, index, {a.outer, index.numel(), a.inner}, {a.size * a.inner, 0, 1},
@@ -130,7 +137,7 @@ absl::Status ListedWrite(DeviceRuntime& device, gpu::ListedWrite how, const Tens
 
 // scatter, scatter_add (and gather's gradient): index position p writes src[p] to x at p
 // with dim replaced by idx[p]; p runs row-major, as on the CPU.
-absl::Status RunScatter(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunScatter(KernelCall& c, DeviceRuntime& device, Indexed what) {
   const std::string& op = c.op.name;
   const Tensor& x = c.inputs[0];
   const Tensor& index = c.inputs[1];
@@ -161,12 +168,13 @@ absl::Status RunScatter(KernelCall& c, DeviceRuntime& device) {
       p[d] = 0;
     }
   }
-  const gpu::ListedWrite how = op == "scatter" ? gpu::ListedWrite::kAssign : gpu::ListedWrite::kAdd;
+  const gpu::ListedWrite how =
+      what == Indexed::kScatter ? gpu::ListedWrite::kAssign : gpu::ListedWrite::kAdd;
   return ListedWrite(device, how, &x, src, target, source, 1.0, c.outputs[0]);
 }
 
 // index_add (and index_select's gradient): src[o, j, k] is added to x[o, idx[j], k].
-absl::Status RunIndexAdd(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunIndexAdd(KernelCall& c, DeviceRuntime& device, bool with_alpha) {
   const std::string& op = c.op.name;
   const Tensor& x = c.inputs[0];
   const Tensor& index = c.inputs[1];
@@ -186,7 +194,7 @@ absl::Status RunIndexAdd(KernelCall& c, DeviceRuntime& device) {
       }
     }
   }
-  const double alpha = op == "index_add" ? c.attrs.GetFloat("alpha") : 1.0;
+  const double alpha = with_alpha ? c.attrs.GetFloat("alpha") : 1.0;
   return ListedWrite(device, gpu::ListedWrite::kAdd, &x, c.inputs[2], target, source, alpha,
                      c.outputs[0]);
 }
@@ -244,28 +252,26 @@ absl::Status RunOneHot(KernelCall& c, DeviceRuntime& device) {
   });
 }
 
+// The reads move storage bits (bf16 and f16 without a trip through f32).
+GpuKernel Moving(GpuKernel k) {
+  k.moves_bits = true;
+  return k;
+}
+
 }  // namespace
 
-bool IsIndexingOp(const std::string& op) {
-  static const auto* ops = new std::set<std::string>{"index_select",       "gather",
-                                                     "embedding",          "scatter",
-                                                     "scatter_add",        "scatter_add_internal",
-                                                     "index_add",          "index_add_internal",
-                                                     "embedding_backward", "one_hot"};
-  return ops->count(op) > 0;
-}
-
-bool ReadsThroughIndex(const std::string& op) {
-  return op == "index_select" || op == "gather" || op == "embedding";
-}
-
-absl::Status RunIndexing(KernelCall& c, DeviceRuntime& device) {
-  const std::string& op = c.op.name;
-  if (ReadsThroughIndex(op)) return RunRead(c, device);
-  if (op == "index_add" || op == "index_add_internal") return RunIndexAdd(c, device);
-  if (op == "embedding_backward") return RunEmbeddingBackward(c, device);
-  if (op == "one_hot") return RunOneHot(c, device);
-  return RunScatter(c, device);
+void RegisterIndexingKernels(GpuKernelTable& t) {
+  t.Add("embedding", Moving(KernelOf(RunRead, Indexed::kEmbedding)));
+  t.Add("index_select", Moving(KernelOf(RunRead, Indexed::kIndexSelect)));
+  t.Add("gather", Moving(KernelOf(RunRead, Indexed::kGather)));
+  t.Add("scatter", KernelOf(RunScatter, Indexed::kScatter));
+  t.Add("scatter_add", KernelOf(RunScatter, Indexed::kScatterAdd));
+  t.Add("scatter_add_internal", KernelOf(RunScatter, Indexed::kScatterAdd));
+  // index_add_internal (index_select's gradient) adds with alpha 1.
+  t.Add("index_add", KernelOf(RunIndexAdd, true));
+  t.Add("index_add_internal", KernelOf(RunIndexAdd, false));
+  t.Add("embedding_backward", KernelOf(RunEmbeddingBackward));
+  t.Add("one_hot", KernelOf(RunOneHot));
 }
 
 }  // namespace tensord::gpu

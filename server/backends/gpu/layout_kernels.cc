@@ -4,8 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/layout_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/ops/layout_plan.h"
+#include "server/ops/registry.h"
 #include "server/ops/shape_ops.h"
 
 namespace tensord::gpu {
@@ -25,7 +27,7 @@ absl::Status RunPlan(KernelCall& c, DeviceRuntime& device) {
   return absl::OkStatus();
 }
 
-absl::Status RunTriangle(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunTriangle(KernelCall& c, DeviceRuntime& device, bool lower) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   if (x.numel() == 0) return absl::OkStatus();
@@ -42,7 +44,7 @@ absl::Status RunTriangle(KernelCall& c, DeviceRuntime& device) {
         .Add(static_cast<int64_t>(x.dim(x.rank() - 2)))
         .Add(static_cast<int64_t>(x.dim(x.rank() - 1)))
         .Add(static_cast<int64_t>(c.attrs.GetInt("diagonal")))
-        .Add(static_cast<int32_t>(c.op.name == "tril"));
+        .Add(static_cast<int32_t>(lower));
   });
 }
 
@@ -87,8 +89,7 @@ absl::Status PadPass(DeviceRuntime& device, const Tensor& in, const Shape& from,
 // pad reads, per output position of a dim, the input position of PadSourceMap (one or none);
 // pad_backward adds to each input position every output position that read it. Dims are
 // independent, so each padded dim is one pass; the passes between them write temporaries.
-absl::Status RunPad(KernelCall& c, DeviceRuntime& device) {
-  const bool backward = c.op.name == "pad_backward";
+absl::Status RunPad(KernelCall& c, DeviceRuntime& device, bool backward) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   const Shape& unpadded = backward ? out.shape() : x.shape();
@@ -154,19 +155,25 @@ absl::Status CopyWindow(DeviceRuntime& device, const Tensor& in, Tensor& out,
   });
 }
 
-bool IsLayoutKernelOp(const std::string& op) {
-  return ops::IsLayoutOp(op) || op == "tril" || op == "triu" || op == "pad" || op == "pad_backward";
+namespace {
+
+// The ops that move storage bits (every one but pad and pad_backward), so bf16 and f16 run
+// without a trip through f32.
+GpuKernel Moving(GpuKernel k) {
+  k.moves_bits = true;
+  return k;
 }
 
-bool MovesBits(const std::string& op) {
-  return IsLayoutKernelOp(op) && op != "pad" && op != "pad_backward";
-}
+}  // namespace
 
-absl::Status RunLayout(KernelCall& c, DeviceRuntime& device) {
-  const std::string& op = c.op.name;
-  if (op == "tril" || op == "triu") return RunTriangle(c, device);
-  if (op == "pad" || op == "pad_backward") return RunPad(c, device);
-  return RunPlan(c, device);
+void RegisterLayoutKernels(GpuKernelTable& t) {
+  for (const OpDef* op : OpRegistry::Builtin().All()) {
+    if (ops::IsLayoutOp(op->name)) t.Add(op->name, Moving(KernelOf(RunPlan)));
+  }
+  t.Add("tril", Moving(KernelOf(RunTriangle, true)));
+  t.Add("triu", Moving(KernelOf(RunTriangle, false)));
+  t.Add("pad", KernelOf(RunPad, false));
+  t.Add("pad_backward", KernelOf(RunPad, true));
 }
 
 }  // namespace tensord::gpu

@@ -1,12 +1,14 @@
+// mm, bmm, matmul, linear and batch_matmul.
+// f32/f64 operands whose batch dimensions are equal or broadcast from one matrix.
 // Matrix products through the runtime's GEMM: mm, bmm, matmul (batch dimensions equal,
 // broadcast from a single matrix, or partly broadcast: that operand is expanded on the device
 // first), linear, and the batch_matmul of their backward rules. Integer products run on the
 // CPU only.
-#include "server/backends/gpu/linalg_kernels.h"
 
-#include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 #include "server/ops/nn_geometry.h"
@@ -14,10 +16,10 @@
 namespace tensord::gpu {
 namespace {
 
-const std::set<std::string>& ProductOps() {
-  static const auto* s = new std::set<std::string>{"mm", "bmm", "matmul", "batch_matmul", "linear"};
-  return *s;
-}
+// How an op's operands form its product (bound at registration): matmul, mm and bmm by their
+// ranks; linear with a transposed weight and an optional bias; batch_matmul with its transpose
+// attributes.
+enum class Product { kMatmul, kLinear, kBatchMatmul };
 
 // The runtime's strided-batched GEMM (its dtype set at run time), and what comes before it.
 struct GemmPlan : GemmShape {
@@ -27,10 +29,11 @@ struct GemmPlan : GemmShape {
   Shape batch_shape;
 };
 
-absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& a, const Shape& b) {
+absl::StatusOr<GemmPlan> Plan(const OpDef& op, Product form, const Attrs& attrs, const Shape& a,
+                              const Shape& b) {
   GemmPlan g;
   nn::MatmulPlan p;
-  if (op.name == "linear") {
+  if (form == Product::kLinear) {
     // input [..., in] · weight[out, in]^T: one matrix of every leading row.
     if (a.empty() || b.size() != 2) {
       return Error(Reason::kUnsupportedOnBackend, "linear of these ranks");
@@ -41,7 +44,7 @@ absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& 
     g.transpose_b = true;
     return g;
   }
-  if (op.name == "batch_matmul") {
+  if (form == Product::kBatchMatmul) {
     g.transpose_a = attrs.GetBool("transpose_a");
     g.transpose_b = attrs.GetBool("transpose_b");
     ASSIGN_OR_RETURN(p, nn::PlanBatchMatmul(op.name, a, b, g.transpose_a, g.transpose_b));
@@ -68,15 +71,11 @@ absl::StatusOr<GemmPlan> Plan(const OpDef& op, const Attrs& attrs, const Shape& 
   return g;
 }
 
-}  // namespace
-
-bool IsProduct(const std::string& op) { return ProductOps().count(op) > 0; }
-
-bool SupportsProduct(const KernelQuery& q) {
+bool SupportsProduct(const KernelQuery& q, Product form) {
   if (q.inputs.size() < 2) return true;  // a listing
   const DType d = q.inputs[0].dtype;
   if (d != DType::kF32 && d != DType::kF64) return false;
-  return Plan(q.op, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
+  return Plan(q.op, form, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
 }
 
 // `t` (of rank >= 2) with its batch dims expanded to `batch`, in a temporary on the device.
@@ -90,11 +89,11 @@ absl::StatusOr<Tensor> ExpandBatch(const Tensor& t, const Shape& batch, DeviceRu
   return out;
 }
 
-absl::Status RunProduct(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunProduct(KernelCall& c, DeviceRuntime& device, Product form) {
   Tensor a = c.inputs[0];
   Tensor b = c.inputs[1];
   Tensor& out = c.outputs[0];
-  ASSIGN_OR_RETURN(GemmPlan g, Plan(c.op, c.attrs, a.shape(), b.shape()));
+  ASSIGN_OR_RETURN(GemmPlan g, Plan(c.op, form, c.attrs, a.shape(), b.shape()));
   if (out.numel() == 0) return absl::OkStatus();
   if (g.expand_a) {
     ASSIGN_OR_RETURN(a, ExpandBatch(a, g.batch_shape, device, c.account));
@@ -108,11 +107,26 @@ absl::Status RunProduct(KernelCall& c, DeviceRuntime& device) {
     g.dtype = a.dtype();
     RETURN_IF_ERROR(device.Gemm(g, a.raw(), b.raw(), out.raw()));
   }
-  if (c.op.name == "linear" && c.inputs.size() == 3) {
+  if (form == Product::kLinear && c.inputs.size() == 3) {
     // The bias, added in place: each element reads and writes only its own place.
     RETURN_IF_ERROR(AddInPlace(device, c.inputs[2], out));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterLinalgKernels(GpuKernelTable& t) {
+  for (const auto& [op, form] :
+       {std::pair{"matmul", Product::kMatmul}, std::pair{"mm", Product::kMatmul},
+        std::pair{"bmm", Product::kMatmul}, std::pair{"linear", Product::kLinear},
+        std::pair{"batch_matmul", Product::kBatchMatmul}}) {
+    GpuKernel k = KernelOf(RunProduct, form);
+    k.supports = [form = form](const KernelQuery& q, const DeviceRuntime&) {
+      return SupportsProduct(q, form);
+    };
+    t.Add(op, std::move(k));
+  }
 }
 
 }  // namespace tensord::gpu

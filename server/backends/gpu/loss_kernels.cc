@@ -1,28 +1,30 @@
-#include "server/backends/gpu/loss_kernels.h"
-
+// The pointwise parts of the losses (l1, binary cross entropy with and without logits, smooth
+// l1, huber, kl_div) and their gradients on a GPU device: one elementwise map per output,
+// computed in double (gpu/loss_exprs.h), so they need fp64.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/loss_exprs.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 #include "server/ops/reduction.h"
 
 namespace tensord::gpu {
 
-bool IsPointwiseLossOp(const std::string& op) { return gpu::IsPointwiseLoss(op); }
+namespace {
 
-absl::Status RunPointwiseLoss(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunPointwiseLoss(KernelCall& c, DeviceRuntime& device, const PointwiseLossForm* form) {
   const std::string& op = c.op.name;
   // binary_cross_entropy's probabilities are checked before anything is written, as on the CPU
   // (one synchronisation per call).
-  if (op == "binary_cross_entropy_elementwise") {
+  if (form->checks_probabilities) {
     ASSIGN_OR_RETURN(Tensor host, ReadToHost(c.inputs[0], device));
     RETURN_IF_ERROR(CheckProbabilities(host));
   }
-  const std::optional<std::vector<gpu::ElementwiseExpr>> exprs =
-      gpu::PointwiseLoss(op, c.attrs, static_cast<int>(c.inputs.size()));
-  if (!exprs || exprs->size() != c.outputs.size()) {
+  const std::vector<gpu::ElementwiseExpr> exprs =
+      form->exprs(c.attrs, static_cast<int>(c.inputs.size()));
+  if (exprs.size() != c.outputs.size()) {
     return Error(
         Reason::kUnsupportedOnBackend,
         absl::StrCat(device.name(), ": no kernel for ", op, " with ", c.inputs.size(), " inputs"),
@@ -33,10 +35,18 @@ absl::Status RunPointwiseLoss(KernelCall& c, DeviceRuntime& device) {
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
   for (size_t k = 0; k < c.outputs.size(); ++k) {
     const gpu::Geometry g = gpu::BroadcastGeometry(c.outputs[k].shape(), shapes);
-    RETURN_IF_ERROR(LaunchMap(device, absl::StrCat(op, "_", k), (*exprs)[k], DType::kF64, inputs, g,
+    RETURN_IF_ERROR(LaunchMap(device, absl::StrCat(op, "_", k), exprs[k], DType::kF64, inputs, g,
                               c.outputs[k]));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterLossKernels(GpuKernelTable& t) {
+  for (const PointwiseLossForm& form : PointwiseLosses()) {
+    t.Add(form.op, KernelOf(RunPointwiseLoss, &form));
+  }
 }
 
 }  // namespace tensord::gpu

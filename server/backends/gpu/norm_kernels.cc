@@ -1,28 +1,26 @@
-#include "server/backends/gpu/norm_kernels.h"
-
+// layer_norm, native_batch_norm (batch_norm's kernel) and their gradients on a GPU
+// device, as group kernels (gpu/norm_exprs.h). layer_norm: the input's gradient per row, the
+// parameters' per column after a pass that writes each row's mean and rstd. batch_norm: every
+// output a pass over the channels.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/norm_exprs.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/reduction_kernels.h"
 #include "server/core/status.h"
 
 namespace tensord::gpu {
 
-bool IsNormOp(const std::string& op) {
-  return op == "layer_norm" || op == "layer_norm_backward" || op == "native_batch_norm" ||
-         op == "native_batch_norm_backward";
-}
-
 namespace {
 
 // native_batch_norm writes y, then the mean and variance it used; its backward the three
 // gradients, each a pass over the channels.
-absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
   const bool training = c.attrs.GetBool("training");
   const double eps = c.attrs.GetFloat("eps");
-  if (c.op.name == "native_batch_norm") {
+  if (!backward) {
     const Tensor& x = inputs[0];
     RETURN_IF_ERROR(LaunchGroup(device, "batch_norm",
                                 gpu::BatchNormPlan(x.rank(), training, eps, x.dtype()), inputs,
@@ -43,14 +41,11 @@ absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status RunNorm(KernelCall& c, DeviceRuntime& device) {
-  if (c.op.name.rfind("native_batch_norm", 0) == 0) return RunBatchNorm(c, device);
+absl::Status RunLayerNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
   const int64_t k = static_cast<int64_t>(c.attrs.GetInts("normalized_shape").size());
   const double eps = c.attrs.GetFloat("eps");
-  if (c.op.name == "layer_norm") {
+  if (!backward) {
     const Tensor& x = inputs[0];
     return LaunchGroup(
         device, "layer_norm",
@@ -78,6 +73,15 @@ absl::Status RunNorm(KernelCall& c, DeviceRuntime& device) {
                               {x, grad, stats[0], stats[1]}, c.outputs[1], nullptr));
   return LaunchGroup(device, "layer_norm_bias_grad", gpu::LayerNormBiasGradPlan(rank, k, x.dtype()),
                      {grad}, c.outputs[2], nullptr);
+}
+
+}  // namespace
+
+void RegisterNormKernels(GpuKernelTable& t) {
+  t.Add("native_batch_norm", KernelOf(RunBatchNorm, false));
+  t.Add("native_batch_norm_backward", KernelOf(RunBatchNorm, true));
+  t.Add("layer_norm", KernelOf(RunLayerNorm, false));
+  t.Add("layer_norm_backward", KernelOf(RunLayerNorm, true));
 }
 
 }  // namespace tensord::gpu

@@ -1,10 +1,13 @@
-#include "server/backends/gpu/optimizer_kernels.h"
-
+// The optimizer ops (sgd, adam, adamw) on a GPU device: the step counter is read to the
+// host (one small blocking read), the step's scalars are computed there as on the CPU, one
+// generated kernel (server/backends/gpu/codegen/optimizer_source.h) updates param and state, and
+// the counter is written back incremented.
 #include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/optimizer_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/ops/optimizers.h"
 
@@ -47,6 +50,9 @@ absl::Status Launch(DeviceRuntime& device, CompiledKernel* built, const std::str
   });
 }
 
+// What an optimizer op steps (bound at registration).
+enum class Step { kSgd, kAdam, kAdamW };
+
 absl::Status RunSgd(KernelCall& c, DeviceRuntime& device) {
   const Attrs& a = c.attrs;
   const Tensor& param = c.inputs[0];
@@ -80,7 +86,7 @@ absl::Status RunSgd(KernelCall& c, DeviceRuntime& device) {
   return absl::OkStatus();
 }
 
-absl::Status RunAdam(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunAdam(KernelCall& c, DeviceRuntime& device, bool decoupled) {
   const Attrs& a = c.attrs;
   const Tensor& param = c.inputs[0];
   const bool amsgrad = c.inputs.size() == 6;
@@ -88,7 +94,7 @@ absl::Status RunAdam(KernelCall& c, DeviceRuntime& device) {
   const ops::AdamScalars s = ops::AdamStepScalars(a, step + 1);
   int flags = 0;
   if (s.weight_decay != 0) flags |= gpu::kAdamWeightDecay;
-  if (c.op.name == "adamw") flags |= gpu::kAdamDecoupled;
+  if (decoupled) flags |= gpu::kAdamDecoupled;
   if (amsgrad) flags |= gpu::kAdamAmsgrad;
   if (a.GetBool("maximize")) flags |= gpu::kAdamMaximize;
   const std::string name = absl::StrCat("td_adam_", DTypeName(param.dtype()));
@@ -110,11 +116,7 @@ absl::Status RunAdam(KernelCall& c, DeviceRuntime& device) {
   return WriteStep(const_cast<Tensor&>(c.inputs[4]), step + 1, device);
 }
 
-}  // namespace
-
-bool IsOptimizer(const std::string& op) { return op == "sgd" || op == "adam" || op == "adamw"; }
-
-absl::Status RunOptimizer(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunOptimizer(KernelCall& c, DeviceRuntime& device, Step step) {
   RETURN_IF_ERROR(ops::CheckOptimizerAliasing(c.op, c.inputs));
   // A 0-d host tensor joins a device call as a number operand, copied to the device; what the
   // step writes must live there, or the write would go to that copy.
@@ -129,11 +131,20 @@ absl::Status RunOptimizer(KernelCall& c, DeviceRuntime& device) {
                   {"device", std::string(kHostDevice)},
                   {"other_device", device.name()}});
   }
-  absl::Status st = c.op.name == "sgd" ? RunSgd(c, device) : RunAdam(c, device);
+  absl::Status st =
+      step == Step::kSgd ? RunSgd(c, device) : RunAdam(c, device, step == Step::kAdamW);
   if (!st.ok()) return st;
   c.inputs[0].storage()->BumpVersion();
   c.outputs[0] = c.inputs[0];
   return absl::OkStatus();
+}
+
+}  // namespace
+
+void RegisterOptimizerKernels(GpuKernelTable& t) {
+  t.Add("sgd", KernelOf(RunOptimizer, Step::kSgd));
+  t.Add("adam", KernelOf(RunOptimizer, Step::kAdam));
+  t.Add("adamw", KernelOf(RunOptimizer, Step::kAdamW));
 }
 
 }  // namespace tensord::gpu

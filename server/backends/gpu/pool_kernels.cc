@@ -1,11 +1,13 @@
-#include "server/backends/gpu/pool_kernels.h"
-
+// The 2-d pools (max_pool2d, avg_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d) and their
+// gradients on a GPU device: the windows of ops/nn_pool_windows.h run by the kernels of
+// gpu/pool_source.h.
 #include <optional>
-#include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/pool_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 #include "server/ops/nn_pool_windows.h"
@@ -34,20 +36,8 @@ std::vector<int64_t> WindowLists(const std::vector<nn::PoolWindow>& windows, int
   return table;
 }
 
-}  // namespace
-
-bool IsPoolOp(const std::string& op) {
-  static const auto* ops = new std::set<std::string>{
-      "max_pool2d",          "max_pool2d_backward",         "avg_pool2d",
-      "avg_pool2d_backward", "adaptive_avg_pool2d",         "adaptive_avg_pool2d_backward",
-      "adaptive_max_pool2d", "adaptive_max_pool2d_backward"};
-  return ops->count(op) > 0;
-}
-
-absl::Status RunPool(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunPool(KernelCall& c, DeviceRuntime& device, bool max, bool backward) {
   const std::string& op = c.op.name;
-  const bool backward = op.size() > 9 && op.compare(op.size() - 9, 9, "_backward") == 0;
-  const bool max = nn::IsMaxPool(op);
   Tensor& out = c.outputs[0];
   if (out.numel() == 0) return absl::OkStatus();
   const nn::Nchw x = nn::AsNchw(backward ? c.inputs[1].shape() : c.inputs[0].shape());
@@ -93,6 +83,17 @@ absl::Status RunPool(KernelCall& c, DeviceRuntime& device) {
         .Add(static_cast<int64_t>(dh))
         .Add(static_cast<int64_t>(dw));
   });
+}
+
+}  // namespace
+
+void RegisterPoolKernels(GpuKernelTable& t) {
+  for (const auto& [op, max] :
+       {std::pair{"max_pool2d", true}, std::pair{"avg_pool2d", false},
+        std::pair{"adaptive_max_pool2d", true}, std::pair{"adaptive_avg_pool2d", false}}) {
+    t.Add(op, KernelOf(RunPool, max, false));
+    t.Add(absl::StrCat(op, "_backward"), KernelOf(RunPool, max, true));
+  }
 }
 
 }  // namespace tensord::gpu

@@ -1,17 +1,18 @@
 #include "server/backends/gpu/reduction_kernels.h"
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/reduction_exprs.h"
 #include "server/backends/gpu/codegen/reduction_source.h"
 #include "server/backends/gpu/codegen/tree_reduction_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
+#include "server/ops/registry.h"
 
 namespace tensord::gpu {
-
-bool IsGroupOp(const std::string& op) { return gpu::HasGroup(op); }
 
 absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu::GroupPlan& plan,
                          const std::vector<Tensor>& inputs, Tensor& out, Tensor* indices) {
@@ -75,15 +76,12 @@ namespace {
 // item, on devices that want trees (DeviceRuntime::tree_reductions).
 constexpr int64_t kTreeFrom = 1024;
 
-std::optional<TreeFold> TreeFoldOf(const std::string& op, const GroupPlan& plan) {
+// The plain fold of a plan with one walked input and nothing else, or nullopt.
+std::optional<TreeFold> TreeFoldOf(std::optional<TreeFold> fold, const GroupPlan& plan) {
   if (plan.walked.size() != 1 || !plan.groups.empty() || !plan.tables.empty() || plan.indices) {
     return std::nullopt;
   }
-  if (op == "sum") return TreeFold::kSum;
-  if (op == "mean") return TreeFold::kMean;
-  if (op == "amax" || op == "max") return TreeFold::kMax;
-  if (op == "amin" || op == "min") return TreeFold::kMin;
-  return std::nullopt;
+  return fold;
 }
 
 // The work-group size of tree reductions on `device`: 256, or its largest power of two below.
@@ -133,9 +131,8 @@ absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, Tr
   return true;
 }
 
-}  // namespace
-
-absl::Status RunGroup(KernelCall& c, DeviceRuntime& device) {
+// A group op; `fold` is its fold as a tree reduction, for the calls that can run as one.
+absl::Status RunGroup(KernelCall& c, DeviceRuntime& device, std::optional<TreeFold> fold) {
   std::vector<int64_t> ranks;
   std::vector<DType> dtypes;
   for (const Tensor& t : c.inputs) {
@@ -145,13 +142,30 @@ absl::Status RunGroup(KernelCall& c, DeviceRuntime& device) {
   ASSIGN_OR_RETURN(gpu::GroupPlan plan,
                    gpu::PlanGroup(c.op.name, c.attrs, ranks, dtypes, c.outputs[0].dtype()));
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
-  if (std::optional<TreeFold> fold = TreeFoldOf(c.op.name, plan)) {
+  if (std::optional<TreeFold> tree = TreeFoldOf(fold, plan)) {
     ASSIGN_OR_RETURN(
-        bool ran, LaunchTree(device, c.op.name, *fold, plan, inputs[plan.walked[0]], c.outputs[0]));
+        bool ran, LaunchTree(device, c.op.name, *tree, plan, inputs[plan.walked[0]], c.outputs[0]));
     if (ran) return absl::OkStatus();
   }
   return LaunchGroup(device, c.op.name, plan, inputs, c.outputs[0],
                      plan.indices ? &c.outputs[1] : nullptr);
+}
+
+}  // namespace
+
+void RegisterReductionKernels(GpuKernelTable& t) {
+  // The plain folds first, with their tree form; then every other op of the group templates.
+  for (const auto& [op, fold] :
+       {std::pair{"sum", TreeFold::kSum}, std::pair{"mean", TreeFold::kMean},
+        std::pair{"amax", TreeFold::kMax}, std::pair{"max", TreeFold::kMax},
+        std::pair{"amin", TreeFold::kMin}, std::pair{"min", TreeFold::kMin}}) {
+    t.Add(op, KernelOf(RunGroup, std::optional<TreeFold>(fold)));
+  }
+  for (const OpDef* op : OpRegistry::Builtin().All()) {
+    if (gpu::HasGroup(op->name) && t.Find(*op) == nullptr) {
+      t.Add(op->name, KernelOf(RunGroup, std::optional<TreeFold>()));
+    }
+  }
 }
 
 }  // namespace tensord::gpu

@@ -11,8 +11,6 @@
 
 namespace tensord::gpu {
 
-bool IsGroupOp(const std::string& op);
-absl::Status RunGroup(KernelCall& c, DeviceRuntime& device);
 // One group kernel: `plan`'s indices name elements of `inputs`; `indices`, when given, is the
 // second output.
 absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu::GroupPlan& plan,

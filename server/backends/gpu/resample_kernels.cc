@@ -1,9 +1,10 @@
-#include "server/backends/gpu/resample_kernels.h"
-
+// upsample (interpolate's internal op) and its gradient on a GPU device: the taps of
+// ops/nn_resample_taps.h run by the kernels of gpu/resample_source.h.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/resample_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 #include "server/ops/nn_resample_taps.h"
@@ -87,15 +88,17 @@ absl::Status Launch(KernelCall& c, DeviceRuntime& device, bool backward) {
   });
 }
 
-}  // namespace
-
-bool IsResampleOp(const std::string& op) { return op == "upsample" || op == "upsample_backward"; }
-
-absl::Status RunResample(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunResample(KernelCall& c, DeviceRuntime& device, bool backward) {
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
-  const bool backward = c.op.name == "upsample_backward";
   if (c.outputs[0].dtype() == DType::kF32) return Launch<float>(c, device, backward);
   return Launch<double>(c, device, backward);
+}
+
+}  // namespace
+
+void RegisterResampleKernels(GpuKernelTable& t) {
+  t.Add("upsample", KernelOf(RunResample, false));
+  t.Add("upsample_backward", KernelOf(RunResample, true));
 }
 
 }  // namespace tensord::gpu

@@ -1,11 +1,13 @@
-#include "server/backends/gpu/select_kernels.h"
-
+// nonzero, masked_select and masked_select_backward on a GPU device: the chunked scan of
+// gpu/select_source.h. The counts are read back once per call (the output size depends on
+// them), so these ops synchronise the device's queue, as they do on any GPU.
 #include <algorithm>
 #include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/select_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 
@@ -146,16 +148,18 @@ absl::Status RunMaskedPlacement(KernelCall& c, DeviceRuntime& device) {
       {&out_arg, &g_arg, &mask_arg}, -1);
 }
 
-}  // namespace
-
-bool IsSelectOp(const std::string& op) {
-  return op == "nonzero" || op == "masked_select" || op == "masked_select_backward";
+// Selections move the bits of every dtype (nonzero compares them through the dialect's loads).
+GpuKernel Moving(GpuKernel k) {
+  k.moves_bits = true;
+  return k;
 }
 
-absl::Status RunSelect(KernelCall& c, DeviceRuntime& device) {
-  if (c.op.name == "nonzero") return RunNonzero(c, device);
-  if (c.op.name == "masked_select") return RunMaskedSelect(c, device);
-  return RunMaskedPlacement(c, device);
+}  // namespace
+
+void RegisterSelectKernels(GpuKernelTable& t) {
+  t.Add("nonzero", Moving(KernelOf(RunNonzero)));
+  t.Add("masked_select", Moving(KernelOf(RunMaskedSelect)));
+  t.Add("masked_select_backward", Moving(KernelOf(RunMaskedPlacement)));
 }
 
 }  // namespace tensord::gpu

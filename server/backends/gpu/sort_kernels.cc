@@ -1,9 +1,9 @@
-#include "server/backends/gpu/sort_kernels.h"
-
+// sort, argsort and topk on a GPU device: the rank sort of gpu/sort_source.h.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/sort_source.h"
+#include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
 #include "server/ops/shape_ops.h"
@@ -80,24 +80,23 @@ absl::Status MergeSort(KernelCall& c, DeviceRuntime& device, const Tensor& x, in
   });
 }
 
-}  // namespace
+// What a sorting op returns and how it is told its order (bound at registration).
+enum class Sorted { kSort, kArgsort, kTopk };
 
-bool IsSortOp(const std::string& op) { return op == "sort" || op == "argsort" || op == "topk"; }
-
-absl::Status RunSort(KernelCall& c, DeviceRuntime& device) {
+absl::Status RunSort(KernelCall& c, DeviceRuntime& device, Sorted what) {
   const std::string& op = c.op.name;
   const Tensor& x = c.inputs[0];
   ASSIGN_OR_RETURN(int64_t dim, ops::WrapDim(op, "dim", c.attrs.GetInt("dim"), x.rank()));
   int64_t outer = 1, size = 1, inner = 1;
   for (int64_t d = 0; d < x.rank(); ++d) (d < dim ? outer : d == dim ? size : inner) *= x.dim(d);
-  int64_t k = op == "topk" ? c.attrs.GetInt("k") : size;
+  int64_t k = what == Sorted::kTopk ? c.attrs.GetInt("k") : size;
   if (x.numel() == 0 || k == 0) {
     // torch.topk of a 0-d tensor returns it whatever k is (k may be 0 or 1 there).
     if (x.rank() != 0) return absl::OkStatus();
     k = 1;
   }
-  const bool values = op != "argsort";
-  const bool descending = c.attrs.GetBool(op == "topk" ? "largest" : "descending");
+  const bool values = what != Sorted::kArgsort;
+  const bool descending = c.attrs.GetBool(what == Sorted::kTopk ? "largest" : "descending");
   if (size > kRankSortUpTo) return MergeSort(c, device, x, size, inner, k, values, descending);
   const std::string name =
       absl::StrCat("td_rank_sort_", DTypeName(x.dtype()), values ? "" : "_indices");
@@ -120,6 +119,14 @@ absl::Status RunSort(KernelCall& c, DeviceRuntime& device) {
         .Add(static_cast<int64_t>(k))
         .Add(static_cast<int32_t>(descending));
   });
+}
+
+}  // namespace
+
+void RegisterSortKernels(GpuKernelTable& t) {
+  t.Add("sort", KernelOf(RunSort, Sorted::kSort));
+  t.Add("argsort", KernelOf(RunSort, Sorted::kArgsort));
+  t.Add("topk", KernelOf(RunSort, Sorted::kTopk));
 }
 
 }  // namespace tensord::gpu

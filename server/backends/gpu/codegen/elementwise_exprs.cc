@@ -18,6 +18,17 @@ struct Entry {
   std::string int_expr;
   ComputeIn compute = ComputeIn::kOutput;
   std::vector<std::string> scalars = {};
+  // Below, what sets a few ops apart (written once here, so nothing asks for an op's name).
+  // The integer form runs for i32 and i64 only (bool never gets here: the ops promote it).
+  bool int_i32_i64_only = false;
+  // Functions the integer form calls.
+  const char* int_helpers = "";
+  // The expression on bool (~ is logical negation there, as PyTorch's bitwise_not).
+  const char* bool_expr = "";
+  // The first scalar on bool is value != 0 (a cast of 0.5 to int would give false).
+  bool bool_scalar_is_nonzero = false;
+  // div's rounding_mode attribute picks trunc or floor division.
+  bool rounding_modes = false;
 };
 
 // a - trunc(a / b) * b, adjusted to the divisor's sign: Python's modulo (PyTorch remainder).
@@ -69,20 +80,22 @@ const std::map<std::string, Entry>& Table() {
       {"sub", {2, "a - (T)s0 * b", "a - (T)s0 * b", ComputeIn::kOutput, {"alpha"}}},
       {"mul", {2, "a * b", "a * b"}},
       // Integer operands divide with a rounding mode only (true division gives f32).
-      {"div", {2, "a / b", "a / b"}},
+      // Integer division and modulo: the divisor was checked for zeros first.
+      {"div", {2, "a / b", "a / b", ComputeIn::kOutput, {}, true, "", "", false, true}},
       {"maximum", {2, "isnan(a) ? a : isnan(b) ? b : a > b ? a : b", "a > b ? a : b"}},
       {"minimum", {2, "isnan(a) ? a : isnan(b) ? b : a < b ? a : b", "a < b ? a : b"}},
-      {"pow", {2, "pow(a, b)", "(T)td_ipow((long)a, (long)b)"}},
+      {"pow",
+       {2, "pow(a, b)", "(T)td_ipow((long)a, (long)b)", ComputeIn::kOutput, {}, true, kIntPow}},
       {"atan2", {2, "atan2(a, b)", ""}},
       {"hypot", {2, "hypot(a, b)", ""}},
       // Integer modulo: the divisor was checked for zeros first; -1 is answered without
       // dividing (lowest() % -1 traps).
-      {"fmod", {2, "fmod(a, b)", "b == (T)-1 ? (T)0 : a % b"}},
-      {"remainder", {2, kRemainder, kIntRemainder}},
+      {"fmod", {2, "fmod(a, b)", "b == (T)-1 ? (T)0 : a % b", ComputeIn::kOutput, {}, true}},
+      {"remainder", {2, kRemainder, kIntRemainder, ComputeIn::kOutput, {}, true}},
       {"bitwise_and", {2, "", "a & b"}},
       {"bitwise_or", {2, "", "a | b"}},
       {"bitwise_xor", {2, "", "a ^ b"}},
-      {"bitwise_not", {1, "", "~a"}},
+      {"bitwise_not", {1, "", "~a", ComputeIn::kOutput, {}, false, "", "a == 0"}},
       // Comparisons and logic compute in the operands' dtype and store bool.
       {"eq", {2, "a == b", "a == b", ComputeIn::kInput}},
       {"ne", {2, "a != b", "a != b", ComputeIn::kInput}},
@@ -101,7 +114,15 @@ const std::map<std::string, Entry>& Table() {
       // PyTorch's lerp: the formula switches at |weight| = 0.5 so that weight 1 gives `end`.
       {"lerp", {3, "fabs(c) < (T)0.5 ? a + c * (b - a) : b - (b - a) * ((T)1 - c)", ""}},
       {"masked_fill",
-       {2, "b != (T)0 ? (T)s0 : a", "b != 0 ? (T)s0 : a", ComputeIn::kOutput, {"value"}}},
+       {2,
+        "b != (T)0 ? (T)s0 : a",
+        "b != 0 ? (T)s0 : a",
+        ComputeIn::kOutput,
+        {"value"},
+        false,
+        "",
+        "",
+        true}},
       // Unary arithmetic and rounding.
       {"neg", {1, "-a", "-a"}},
       {"abs", {1, "fabs(a)", "a < 0 ? -a : a"}},
@@ -312,41 +333,41 @@ std::optional<double> IntegerBound(double v, DType compute) {
   return std::trunc(v);
 }
 
-std::optional<ElementwiseExpr> WithAttributeForms(const std::string& op, const Attrs& attrs,
-                                                  DType compute) {
-  const bool is_float = IsFloat(compute);
+// min(max(x, lo), hi) as std::min/std::max evaluate it, so NaN stays NaN; an absent bound
+// does not clamp.
+std::optional<ElementwiseExpr> Clamp(const Attrs& attrs, DType compute) {
   ElementwiseExpr e;
-  if (op == "clamp") {
-    // min(max(x, lo), hi) as std::min/std::max evaluate it, so NaN stays NaN; an absent bound
-    // does not clamp.
-    const double inf = std::numeric_limits<double>::infinity();
-    const double lo = attrs.Has("min") ? attrs.GetFloat("min") : -inf;
-    const double hi = attrs.Has("max") ? attrs.GetFloat("max") : inf;
-    e.expr = "s1 < (a < s0 ? s0 : a) ? s1 : (a < s0 ? s0 : a)";
-    if (is_float) {
-      e.scalars = {lo, hi};
-      return e;
-    }
-    if (compute != DType::kI32 && compute != DType::kI64) return std::nullopt;
-    const std::optional<double> l = IntegerBound(lo, compute), h = IntegerBound(hi, compute);
-    // A lower bound at or above i64's max lifts every value to that max, then the upper bound
-    // applies.
-    if (!l) {
-      e.expr = h ? "s0" : "(T)0x7fffffffffffffffL";
-      if (h) e.scalars = {*h};
-      return e;
-    }
-    e.scalars = {*l};
-    if (h) {
-      e.scalars.push_back(*h);
-    } else {
-      e.expr = "(a < s0 ? s0 : a)";
-    }
+  const double inf = std::numeric_limits<double>::infinity();
+  const double lo = attrs.Has("min") ? attrs.GetFloat("min") : -inf;
+  const double hi = attrs.Has("max") ? attrs.GetFloat("max") : inf;
+  e.expr = "s1 < (a < s0 ? s0 : a) ? s1 : (a < s0 ? s0 : a)";
+  if (IsFloat(compute)) {
+    e.scalars = {lo, hi};
     return e;
   }
-  // round(x, decimals): half to even at 10^-decimals.
+  if (compute != DType::kI32 && compute != DType::kI64) return std::nullopt;
+  const std::optional<double> l = IntegerBound(lo, compute), h = IntegerBound(hi, compute);
+  // A lower bound at or above i64's max lifts every value to that max, then the upper bound
+  // applies.
+  if (!l) {
+    e.expr = h ? "s0" : "(T)0x7fffffffffffffffL";
+    if (h) e.scalars = {*h};
+    return e;
+  }
+  e.scalars = {*l};
+  if (h) {
+    e.scalars.push_back(*h);
+  } else {
+    e.expr = "(a < s0 ? s0 : a)";
+  }
+  return e;
+}
+
+// round(x, decimals): half to even at 10^-decimals.
+std::optional<ElementwiseExpr> Round(const Attrs& attrs, DType compute) {
+  ElementwiseExpr e;
   const int64_t decimals = attrs.GetInt("decimals");
-  if (!is_float) {
+  if (!IsFloat(compute)) {
     e.expr = "a";
   } else if (decimals == 0) {
     e.expr = "rint(a)";
@@ -357,46 +378,49 @@ std::optional<ElementwiseExpr> WithAttributeForms(const std::string& op, const A
   return e;
 }
 
-}  // namespace
+template <bool kBackward>
+std::optional<ElementwiseExpr> Gelu(const Attrs& attrs, DType compute) {
+  if (!IsFloat(compute)) return std::nullopt;
+  const bool tanh = attrs.GetString("approximate") == "tanh";
+  ElementwiseExpr e;
+  e.arity = kBackward ? 2 : 1;
+  e.expr =
+      kBackward ? (tanh ? kGeluTanhBackward : kGeluErfBackward) : (tanh ? kGeluTanh : kGeluErf);
+  return e;
+}
 
-std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attrs& attrs,
-                                               DType compute) {
+std::optional<ElementwiseExpr> ErfInv(const Attrs&, DType compute) {
+  if (!IsFloat(compute)) return std::nullopt;
+  ElementwiseExpr e;
+  e.expr = "(T)td_erfinv((double)a)";
+  e.helpers = kErfInv;
+  return e;
+}
+
+// The ops whose attributes change the expression, not only its scalars.
+using FormFn = std::optional<ElementwiseExpr> (*)(const Attrs& attrs, DType compute);
+const std::map<std::string, FormFn>& FormTable() {
+  static const auto* t = new std::map<std::string, FormFn>{{"clamp", Clamp},
+                                                           {"round", Round},
+                                                           {"gelu", Gelu<false>},
+                                                           {"gelu_backward", Gelu<true>},
+                                                           {"erfinv", ErfInv}};
+  return *t;
+}
+
+std::optional<ElementwiseExpr> FromEntry(const Entry& entry, const Attrs& attrs, DType compute) {
   const bool is_float = IsFloat(compute);
-  if (op == "gelu" || op == "gelu_backward") {
-    if (!is_float) return std::nullopt;
-    const bool tanh = attrs.GetString("approximate") == "tanh";
-    const bool backward = op == "gelu_backward";
-    ElementwiseExpr e;
-    e.arity = backward ? 2 : 1;
-    e.expr =
-        backward ? (tanh ? kGeluTanhBackward : kGeluErfBackward) : (tanh ? kGeluTanh : kGeluErf);
-    return e;
-  }
-  if (op == "clamp" || op == "round") return WithAttributeForms(op, attrs, compute);
-  if (op == "erfinv") {
-    if (!is_float) return std::nullopt;
-    ElementwiseExpr e;
-    e.expr = "(T)td_erfinv((double)a)";
-    e.helpers = kErfInv;
-    return e;
-  }
-  auto it = Table().find(op);
-  if (it == Table().end()) return std::nullopt;
-  const Entry& entry = it->second;
   ElementwiseExpr e;
   e.arity = entry.arity;
   e.compute = entry.compute;
   e.expr = is_float ? entry.float_expr : entry.int_expr;
   if (e.expr.empty()) return std::nullopt;
-  // A bool input is filled with value != 0 (a cast of 0.5 to int would give false).
-  if (op == "masked_fill" && compute == DType::kBool) {
-    e.scalars = {attrs.GetFloat("value") != 0 ? 1.0 : 0.0};
+  if (compute == DType::kBool && entry.bool_scalar_is_nonzero) {
+    e.scalars = {attrs.GetFloat(entry.scalars[0]) != 0 ? 1.0 : 0.0};
     return e;
   }
-  // ~ on bool is logical negation (as PyTorch's bitwise_not on bool tensors).
-  if (op == "bitwise_not" && compute == DType::kBool) e.expr = "a == 0";
-  // div with a rounding mode (integers: the divisor was checked for zeros first).
-  if (op == "div" && attrs.Has("rounding_mode")) {
+  if (compute == DType::kBool && *entry.bool_expr) e.expr = entry.bool_expr;
+  if (entry.rounding_modes && attrs.Has("rounding_mode")) {
     const std::string mode = attrs.GetString("rounding_mode");
     if (is_float) {
       e.expr = mode == "trunc" ? "trunc(a / b)" : "floor(a / b)";
@@ -404,12 +428,10 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
       e.expr = mode == "trunc" ? kIntTruncDiv : kIntFloorDiv;
     }
   }
-  // The integer forms of the dividing ops and pow are for i32 and i64 (bool never gets here:
-  // the ops promote it).
-  const bool int_form =
-      !is_float && (op == "div" || op == "fmod" || op == "remainder" || op == "pow");
-  if (int_form && compute != DType::kI32 && compute != DType::kI64) return std::nullopt;
-  if (op == "pow" && !is_float) e.helpers = kIntPow;
+  if (!is_float && entry.int_i32_i64_only && compute != DType::kI32 && compute != DType::kI64) {
+    return std::nullopt;
+  }
+  if (!is_float) e.helpers = entry.int_helpers;
   for (const std::string& name : entry.scalars) {
     // "1/x": the reciprocal of attribute x, computed in double.
     const bool reciprocal = name.rfind("1/", 0) == 0;
@@ -419,9 +441,28 @@ std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attr
   return e;
 }
 
-bool HasElementwise(const std::string& op) {
-  return op == "gelu" || op == "gelu_backward" || op == "clamp" || op == "round" ||
-         op == "erfinv" || Table().count(op) > 0;
+}  // namespace
+
+// An op's expressions: a table entry, or a function of the attributes.
+struct ElementwiseForm {
+  const Entry* entry = nullptr;
+  FormFn form = nullptr;
+};
+
+const ElementwiseForm* FindElementwiseForm(const std::string& op) {
+  static const auto* forms = [] {
+    auto* m = new std::map<std::string, ElementwiseForm>();
+    for (const auto& [name, entry] : Table()) (*m)[name].entry = &entry;
+    for (const auto& [name, fn] : FormTable()) (*m)[name] = ElementwiseForm{nullptr, fn};
+    return m;
+  }();
+  auto it = forms->find(op);
+  return it == forms->end() ? nullptr : &it->second;
+}
+
+std::optional<ElementwiseExpr> ExprOf(const ElementwiseForm& form, const Attrs& attrs,
+                                      DType compute) {
+  return form.form ? form.form(attrs, compute) : FromEntry(*form.entry, attrs, compute);
 }
 
 }  // namespace tensord::gpu

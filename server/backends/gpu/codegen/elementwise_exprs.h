@@ -33,11 +33,14 @@ struct ElementwiseExpr {
   std::string helpers;
 };
 
-// The expression of `op` for a call computing in `compute` with these attributes, or nullopt
-// when the generator has none for it (an unknown op, or an op it runs on floats only).
-std::optional<ElementwiseExpr> FindElementwise(const std::string& op, const Attrs& attrs,
-                                               DType compute);
-// Whether `op` has an expression for some attributes (capability listing).
-bool HasElementwise(const std::string& op);
+// The expressions of one op, for every dtype and attribute.
+struct ElementwiseForm;
+// The form of the op named `op`, or null when the generator has none (looked up once, when a
+// backend builds its kernel table).
+const ElementwiseForm* FindElementwiseForm(const std::string& op);
+// The expression of a call computing in `compute` with these attributes, or nullopt when the
+// form has none for it (an op the generator runs on floats only).
+std::optional<ElementwiseExpr> ExprOf(const ElementwiseForm& form, const Attrs& attrs,
+                                      DType compute);
 
 }  // namespace tensord::gpu

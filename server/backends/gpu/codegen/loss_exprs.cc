@@ -99,84 +99,86 @@ std::string Neg(const ElementwiseExpr& e) { return absl::StrCat("-(", e.expr, ")
 
 }  // namespace
 
-bool IsPointwiseLoss(const std::string& op) {
-  for (const char* base : {"l1_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-                           "smooth_l1_loss", "huber_loss", "kl_div"}) {
-    const std::string f = absl::StrCat(base, "_elementwise");
-    if (op == f || op == f + "_backward") return true;
-  }
-  return false;
-}
-
-std::optional<std::vector<ElementwiseExpr>> PointwiseLoss(const std::string& op, const Attrs& a,
-                                                          int inputs) {
-  if (op == "l1_loss_elementwise") return std::vector<ElementwiseExpr>{Expr(2, "fabs(a - b)")};
-  if (op == "l1_loss_elementwise_backward") {
-    const ElementwiseExpr gx = Expr(3, "a * (WIDE)((b - c > 0) - (b - c < 0))");
-    return std::vector<ElementwiseExpr>{gx, Expr(3, Neg(gx))};
-  }
-  if (op == "binary_cross_entropy_elementwise") {
-    return std::vector<ElementwiseExpr>{
-        Expr(2, absl::StrCat("-(b * ", ClampedLog("a"), " + (1 - b) * ", ClampedLog1m("a"), ")"))};
-  }
-  if (op == "binary_cross_entropy_elementwise_backward") {
-    // PyTorch's denominator floor keeps x = 0 or 1 finite.
-    return std::vector<ElementwiseExpr>{
-        Expr(3, absl::StrCat("a * (b - c) / ", Max("(1 - b) * b", "1e-12"))),
-        Expr(3, absl::StrCat("a * (", ClampedLog1m("b"), " - ", ClampedLog("b"), ")"))};
-  }
-  if (op == "binary_cross_entropy_with_logits_elementwise") {
-    // (1 - t) x + (1 + (pw - 1) t) softplus(-x), pw = 1 without pos_weight.
-    const std::string pw = inputs > 2 ? "c" : "1.0";
-    return std::vector<ElementwiseExpr>{
-        Expr(inputs, absl::StrCat("(1 - b) * a + (1 + (", pw, " - 1) * b) * ", SoftplusNeg("a")))};
-  }
-  if (op == "binary_cross_entropy_with_logits_elementwise_backward") {
-    const std::string pw = inputs > 3 ? "d" : "1.0";
-    std::vector<ElementwiseExpr> out = {
-        Expr(inputs,
-             absl::StrCat("a * ((1 - c) - (1 + (", pw, " - 1) * c) * ", SigmoidNeg("b"), ")")),
-        Expr(inputs, absl::StrCat("a * (-b + (", pw, " - 1) * ", SoftplusNeg("b"), ")"))};
-    if (inputs > 3) out.push_back(Expr(inputs, absl::StrCat("a * c * ", SoftplusNeg("b"))));
-    return out;
-  }
-  // smooth_l1 (beta > 0; the op routes beta = 0 to l1): quadratic inside |d| < beta.
-  if (op == "smooth_l1_loss_elementwise") {
-    return std::vector<ElementwiseExpr>{
-        Expr(2, "fabs(a - b) < s0 ? 0.5 * fabs(a - b) * fabs(a - b) / s0 : fabs(a - b) - 0.5 * s0",
+absl::Span<const PointwiseLossForm> PointwiseLosses() {
+  using V = std::vector<ElementwiseExpr>;
+  static const PointwiseLossForm kForms[] = {
+      {"l1_loss_elementwise", [](const Attrs&, int) { return V{Expr(2, "fabs(a - b)")}; }},
+      {"l1_loss_elementwise_backward",
+       [](const Attrs&, int) {
+         const ElementwiseExpr gx = Expr(3, "a * (WIDE)((b - c > 0) - (b - c < 0))");
+         return V{gx, Expr(3, Neg(gx))};
+       }},
+      {"binary_cross_entropy_elementwise",
+       [](const Attrs&, int) {
+         return V{Expr(
+             2, absl::StrCat("-(b * ", ClampedLog("a"), " + (1 - b) * ", ClampedLog1m("a"), ")"))};
+       },
+       /*checks_probabilities=*/true},
+      {"binary_cross_entropy_elementwise_backward",
+       [](const Attrs&, int) {
+         // PyTorch's denominator floor keeps x = 0 or 1 finite.
+         return V{Expr(3, absl::StrCat("a * (b - c) / ", Max("(1 - b) * b", "1e-12"))),
+                  Expr(3, absl::StrCat("a * (", ClampedLog1m("b"), " - ", ClampedLog("b"), ")"))};
+       }},
+      {"binary_cross_entropy_with_logits_elementwise",
+       [](const Attrs&, int inputs) {
+         // (1 - t) x + (1 + (pw - 1) t) softplus(-x), pw = 1 without pos_weight.
+         const std::string pw = inputs > 2 ? "c" : "1.0";
+         return V{Expr(
+             inputs, absl::StrCat("(1 - b) * a + (1 + (", pw, " - 1) * b) * ", SoftplusNeg("a")))};
+       }},
+      {"binary_cross_entropy_with_logits_elementwise_backward",
+       [](const Attrs&, int inputs) {
+         const std::string pw = inputs > 3 ? "d" : "1.0";
+         V out = {Expr(inputs, absl::StrCat("a * ((1 - c) - (1 + (", pw, " - 1) * c) * ",
+                                            SigmoidNeg("b"), ")")),
+                  Expr(inputs, absl::StrCat("a * (-b + (", pw, " - 1) * ", SoftplusNeg("b"), ")"))};
+         if (inputs > 3) out.push_back(Expr(inputs, absl::StrCat("a * c * ", SoftplusNeg("b"))));
+         return out;
+       }},
+      // smooth_l1 (beta > 0; the op routes beta = 0 to l1): quadratic inside |d| < beta.
+      {"smooth_l1_loss_elementwise",
+       [](const Attrs& a, int) {
+         return V{Expr(
+             2, "fabs(a - b) < s0 ? 0.5 * fabs(a - b) * fabs(a - b) / s0 : fabs(a - b) - 0.5 * s0",
              {a.GetFloat("beta")})};
-  }
-  if (op == "smooth_l1_loss_elementwise_backward") {
-    const ElementwiseExpr gx =
-        Expr(3, "a * (b - c < -s0 ? -1.0 : b - c > s0 ? 1.0 : (b - c) / s0)", {a.GetFloat("beta")});
-    return std::vector<ElementwiseExpr>{gx, Expr(3, Neg(gx), gx.scalars)};
-  }
-  if (op == "huber_loss_elementwise") {
-    return std::vector<ElementwiseExpr>{Expr(
-        2, "fabs(a - b) < s0 ? 0.5 * fabs(a - b) * fabs(a - b) : s0 * (fabs(a - b) - 0.5 * s0)",
-        {a.GetFloat("delta")})};
-  }
-  if (op == "huber_loss_elementwise_backward") {
-    const ElementwiseExpr gx =
-        Expr(3, "a * (b - c < -s0 ? -s0 : b - c > s0 ? s0 : b - c)", {a.GetFloat("delta")});
-    return std::vector<ElementwiseExpr>{gx, Expr(3, Neg(gx), gx.scalars)};
-  }
-  const bool log_target = a.GetBool("log_target");
-  // PyTorch's kl_div: exp(t) (t - x) with log targets, else xlogy(t, t) - t x.
-  if (op == "kl_div_elementwise") {
-    return std::vector<ElementwiseExpr>{
-        Expr(2, log_target ? "exp(b) * (b - a)" : "(b == 0 ? 0.0 : b * log(b)) - b * a")};
-  }
-  if (op == "kl_div_elementwise_backward") {
-    // Without log targets the target's gradient is autograd's through xlogy(t, t): NaN at t = 0.
-    if (log_target) {
-      return std::vector<ElementwiseExpr>{Expr(3, "-a * exp(c)"),
-                                          Expr(3, "a * exp(c) * (c - b) + a * exp(c)")};
-    }
-    return std::vector<ElementwiseExpr>{Expr(3, "-a * c"),
-                                        Expr(3, "(c != 0 ? a * log(c) : 0.0) + a * c / c - a * b")};
-  }
-  return std::nullopt;
+       }},
+      {"smooth_l1_loss_elementwise_backward",
+       [](const Attrs& a, int) {
+         const ElementwiseExpr gx = Expr(
+             3, "a * (b - c < -s0 ? -1.0 : b - c > s0 ? 1.0 : (b - c) / s0)", {a.GetFloat("beta")});
+         return V{gx, Expr(3, Neg(gx), gx.scalars)};
+       }},
+      {"huber_loss_elementwise",
+       [](const Attrs& a, int) {
+         return V{Expr(
+             2,
+             "fabs(a - b) < s0 ? 0.5 * fabs(a - b) * fabs(a - b) : s0 * (fabs(a - b) - 0.5 * s0)",
+             {a.GetFloat("delta")})};
+       }},
+      {"huber_loss_elementwise_backward",
+       [](const Attrs& a, int) {
+         const ElementwiseExpr gx =
+             Expr(3, "a * (b - c < -s0 ? -s0 : b - c > s0 ? s0 : b - c)", {a.GetFloat("delta")});
+         return V{gx, Expr(3, Neg(gx), gx.scalars)};
+       }},
+      // PyTorch's kl_div: exp(t) (t - x) with log targets, else xlogy(t, t) - t x.
+      {"kl_div_elementwise",
+       [](const Attrs& a, int) {
+         return V{Expr(2, a.GetBool("log_target") ? "exp(b) * (b - a)"
+                                                  : "(b == 0 ? 0.0 : b * log(b)) - b * a")};
+       }},
+      {"kl_div_elementwise_backward",
+       [](const Attrs& a, int) {
+         // Without log targets the target's gradient is autograd's through xlogy(t, t): NaN at
+         // t = 0.
+         if (a.GetBool("log_target")) {
+           return V{Expr(3, "-a * exp(c)"), Expr(3, "a * exp(c) * (c - b) + a * exp(c)")};
+         }
+         return V{Expr(3, "-a * c"), Expr(3, "(c != 0 ? a * log(c) : 0.0) + a * c / c - a * b")};
+       }},
+  };
+  return kForms;
 }
 
 }  // namespace tensord::gpu

@@ -22,13 +22,18 @@ GroupPlan NllBackwardPlan(const Attrs& attrs, int64_t rank, bool weighted);
 // The sum of every element of input 0 divided by s0.
 GroupPlan ScaledSumPlan(int64_t rank, double divisor);
 
-// The pointwise loss ops (l1_loss_elementwise, binary_cross_entropy_elementwise and
+// A pointwise loss op (l1_loss_elementwise, binary_cross_entropy_elementwise and
 // _with_logits, smooth_l1_loss, huber_loss, kl_div, each with its _backward): one expression
 // per output, in double (the kernel computes in f64, as the CPU loops), the formulas and
 // branch choices of the CPU kernels. `inputs` counts the call's operands (an optional
-// pos_weight). nullopt for another op.
-bool IsPointwiseLoss(const std::string& op);
-std::optional<std::vector<ElementwiseExpr>> PointwiseLoss(const std::string& op, const Attrs& attrs,
-                                                          int inputs);
+// pos_weight).
+struct PointwiseLossForm {
+  const char* op;
+  std::vector<ElementwiseExpr> (*exprs)(const Attrs& attrs, int inputs);
+  // Its probabilities are checked on the host before anything is written (binary cross
+  // entropy), as on the CPU.
+  bool checks_probabilities = false;
+};
+absl::Span<const PointwiseLossForm> PointwiseLosses();
 
 }  // namespace tensord::gpu
