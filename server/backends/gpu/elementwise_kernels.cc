@@ -111,8 +111,8 @@ absl::Status RunElementwise(KernelCall& c, DeviceRuntime& device, const Elementw
   std::optional<ElementwisePlan> plan =
       PlanElementwise(*form, c.attrs, c.inputs[0].dtype(), c.outputs[0].dtype());
   if (!plan) {
-    return Error(Reason::kUnsupportedOnBackend,
-                 absl::StrCat(device.name(), ": no kernel for ", op, " on these dtypes"),
+    return Error(Reason::kInternal,
+                 absl::StrCat(device.name(), ": ", op, " was given a call it refuses when planned"),
                  {{"op", op}, {"backend", device.kind()}, {"device", device.name()}});
   }
   const bool rounding = c.attrs.Has("rounding_mode");
@@ -130,11 +130,6 @@ absl::Status RunElementwise(KernelCall& c, DeviceRuntime& device, const Elementw
   return LaunchMap(device, op, plan->expr, plan->compute, inputs, g, c.outputs[0]);
 }
 
-GpuKernel Moving(GpuKernel k) {
-  k.moves_bits = true;
-  return k;
-}
-
 }  // namespace
 
 void RegisterCopyKernels(GpuKernelTable& t) {
@@ -144,18 +139,18 @@ void RegisterCopyKernels(GpuKernelTable& t) {
                                   std::pair{"ones_like", std::optional<double>(1.0)},
                                   std::pair{"full", std::optional<double>()},
                                   std::pair{"full_like", std::optional<double>()}}) {
-    t.Add(op, Moving(KernelOf(RunFill, value)));
+    t.Add(op, MovingBits(KernelOf(RunFill, value)));
   }
   for (const char* op : {"reshape", "flatten", "squeeze", "unsqueeze", "detach"}) {
-    t.Add(op, Moving(KernelOf(RunView)));
+    t.Add(op, MovingBits(KernelOf(RunView)));
   }
-  t.Add("permute", Moving(KernelOf(RunPermute, true)));
-  t.Add("transpose", Moving(KernelOf(RunPermute, false)));
-  t.Add("expand", Moving(KernelOf(RunExpand)));
-  t.Add("contiguous", Moving(KernelOf(RunCopy, "copy")));
-  t.Add("clone", Moving(KernelOf(RunCopy, "copy")));
-  t.Add("to_dtype", Moving(KernelOf(RunCopy, "cast")));
-  t.Add("assign", Moving(KernelOf(RunAssign)));
+  t.Add("permute", MovingBits(KernelOf(RunPermute, true)));
+  t.Add("transpose", MovingBits(KernelOf(RunPermute, false)));
+  t.Add("expand", MovingBits(KernelOf(RunExpand)));
+  t.Add("contiguous", MovingBits(KernelOf(RunCopy, "copy")));
+  t.Add("clone", MovingBits(KernelOf(RunCopy, "copy")));
+  t.Add("to_dtype", MovingBits(KernelOf(RunCopy, "cast")));
+  t.Add("assign", MovingBits(KernelOf(RunAssign)));
 }
 
 void RegisterElementwiseKernels(GpuKernelTable& t) {

@@ -252,18 +252,13 @@ absl::Status RunOneHot(KernelCall& c, DeviceRuntime& device) {
   });
 }
 
-// The reads move storage bits (bf16 and f16 without a trip through f32).
-GpuKernel Moving(GpuKernel k) {
-  k.moves_bits = true;
-  return k;
-}
-
 }  // namespace
 
 void RegisterIndexingKernels(GpuKernelTable& t) {
-  t.Add("embedding", Moving(KernelOf(RunRead, Indexed::kEmbedding)));
-  t.Add("index_select", Moving(KernelOf(RunRead, Indexed::kIndexSelect)));
-  t.Add("gather", Moving(KernelOf(RunRead, Indexed::kGather)));
+  // The reads move storage bits (bf16 and f16 without a trip through f32).
+  t.Add("embedding", MovingBits(KernelOf(RunRead, Indexed::kEmbedding)));
+  t.Add("index_select", MovingBits(KernelOf(RunRead, Indexed::kIndexSelect)));
+  t.Add("gather", MovingBits(KernelOf(RunRead, Indexed::kGather)));
   t.Add("scatter", KernelOf(RunScatter, Indexed::kScatter));
   t.Add("scatter_add", KernelOf(RunScatter, Indexed::kScatterAdd));
   t.Add("scatter_add_internal", KernelOf(RunScatter, Indexed::kScatterAdd));

@@ -41,6 +41,12 @@ GpuKernel KernelOf(Fn fn, Bound... bound) {
   return k;
 }
 
+// `k` marked as moving storage bits as they are (GpuKernel::moves_bits).
+inline GpuKernel MovingBits(GpuKernel k) {
+  k.moves_bits = true;
+  return k;
+}
+
 class GpuKernelTable {
  public:
   static const GpuKernelTable& Get();

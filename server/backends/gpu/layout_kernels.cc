@@ -155,23 +155,14 @@ absl::Status CopyWindow(DeviceRuntime& device, const Tensor& in, Tensor& out,
   });
 }
 
-namespace {
-
-// The ops that move storage bits (every one but pad and pad_backward), so bf16 and f16 run
-// without a trip through f32.
-GpuKernel Moving(GpuKernel k) {
-  k.moves_bits = true;
-  return k;
-}
-
-}  // namespace
-
+// Every op here but pad and pad_backward moves storage bits, so bf16 and f16 run without a trip
+// through f32.
 void RegisterLayoutKernels(GpuKernelTable& t) {
   for (const OpDef* op : OpRegistry::Builtin().All()) {
-    if (ops::IsLayoutOp(op->name)) t.Add(op->name, Moving(KernelOf(RunPlan)));
+    if (ops::IsLayoutOp(op->name)) t.Add(op->name, MovingBits(KernelOf(RunPlan)));
   }
-  t.Add("tril", Moving(KernelOf(RunTriangle, true)));
-  t.Add("triu", Moving(KernelOf(RunTriangle, false)));
+  t.Add("tril", MovingBits(KernelOf(RunTriangle, true)));
+  t.Add("triu", MovingBits(KernelOf(RunTriangle, false)));
   t.Add("pad", KernelOf(RunPad, false));
   t.Add("pad_backward", KernelOf(RunPad, true));
 }

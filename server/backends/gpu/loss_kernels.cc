@@ -25,10 +25,9 @@ absl::Status RunPointwiseLoss(KernelCall& c, DeviceRuntime& device, const Pointw
   const std::vector<gpu::ElementwiseExpr> exprs =
       form->exprs(c.attrs, static_cast<int>(c.inputs.size()));
   if (exprs.size() != c.outputs.size()) {
-    return Error(
-        Reason::kUnsupportedOnBackend,
-        absl::StrCat(device.name(), ": no kernel for ", op, " with ", c.inputs.size(), " inputs"),
-        {{"op", op}, {"backend", device.kind()}, {"device", device.name()}});
+    return Error(Reason::kInternal,
+                 absl::StrCat(device.name(), ": ", op, " was given a call it refuses when planned"),
+                 {{"op", op}, {"backend", device.kind()}, {"device", device.name()}});
   }
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
@@ -45,7 +44,12 @@ absl::Status RunPointwiseLoss(KernelCall& c, DeviceRuntime& device, const Pointw
 
 void RegisterLossKernels(GpuKernelTable& t) {
   for (const PointwiseLossForm& form : PointwiseLosses()) {
-    t.Add(form.op, KernelOf(RunPointwiseLoss, &form));
+    GpuKernel k = KernelOf(RunPointwiseLoss, &form);
+    // One expression per output, for the call's number of operands.
+    k.supports = [&form](const KernelQuery& q, const DeviceRuntime&) {
+      return form.exprs(*q.attrs, static_cast<int>(q.inputs.size())).size() == q.outputs.size();
+    };
+    t.Add(form.op, std::move(k));
   }
 }
 

@@ -148,18 +148,13 @@ absl::Status RunMaskedPlacement(KernelCall& c, DeviceRuntime& device) {
       {&out_arg, &g_arg, &mask_arg}, -1);
 }
 
-// Selections move the bits of every dtype (nonzero compares them through the dialect's loads).
-GpuKernel Moving(GpuKernel k) {
-  k.moves_bits = true;
-  return k;
-}
-
 }  // namespace
 
+// Selections move the bits of every dtype (nonzero compares them through the dialect's loads).
 void RegisterSelectKernels(GpuKernelTable& t) {
-  t.Add("nonzero", Moving(KernelOf(RunNonzero)));
-  t.Add("masked_select", Moving(KernelOf(RunMaskedSelect)));
-  t.Add("masked_select_backward", Moving(KernelOf(RunMaskedPlacement)));
+  t.Add("nonzero", MovingBits(KernelOf(RunNonzero)));
+  t.Add("masked_select", MovingBits(KernelOf(RunMaskedSelect)));
+  t.Add("masked_select_backward", MovingBits(KernelOf(RunMaskedPlacement)));
 }
 
 }  // namespace tensord::gpu
