@@ -13,6 +13,20 @@
 namespace tensord {
 namespace {
 
+// A number operand (a 0-d tensor in host memory) converted to `dtype` on the host, element by
+// element as to_dtype's kernel converts it; undefined where to_dtype must run (bf16 and f16,
+// a tensor of another rank or on a device). Promoting `x + 1.0` so costs no dispatch of its own.
+Tensor CastNumber(const Tensor& t, DType dtype) {
+  Tensor out;
+  if (t.rank() != 0 || t.storage() == nullptr || !t.storage()->on_host()) return out;
+  TENSORD_DISPATCH_TYPED(t.dtype(), [&] {
+    using In = T;
+    const In v = *t.data<In>();
+    TENSORD_DISPATCH_TYPED(dtype, [&] { out = Tensor::Scalar<T>(ConvertElement<T>(v)); });
+  });
+  return out;
+}
+
 // torch's combine_categories(higher, lower).
 std::optional<DType> Combine(std::optional<DType> higher, std::optional<DType> lower) {
   if (!higher) return lower;
@@ -227,6 +241,10 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     }
     for (int i = def->promote_from; i < n; ++i) {
       if (promoted[i].dtype() == common) continue;
+      if (Tensor number = CastNumber(inputs[i], common); number.defined()) {
+        promoted[i] = std::move(number);
+        continue;
+      }
       CallEnv plain = env;
       plain.no_grad = true;
       ASSIGN_OR_RETURN(std::vector<Tensor> cast,
