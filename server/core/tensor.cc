@@ -37,6 +37,12 @@ absl::Status MemoryAccount::Charge(int64_t bytes) {
 absl::StatusOr<std::shared_ptr<Storage>> Storage::Allocate(size_t bytes,
                                                            std::shared_ptr<MemoryAccount> account) {
   if (account) RETURN_IF_ERROR(account->Charge(static_cast<int64_t>(bytes)));
+  if (bytes <= kInlineBytes) {
+    auto storage =
+        std::shared_ptr<Storage>(new Storage(nullptr, bytes, std::move(account), nullptr));
+    storage->data_ = storage->inline_;
+    return storage;
+  }
   void* p = host_memory::Allocate(bytes);
   if (p == nullptr) {
     if (account) account->Credit(static_cast<int64_t>(bytes));
@@ -62,7 +68,7 @@ absl::StatusOr<std::shared_ptr<Storage>> Storage::AllocateOn(
 Storage::~Storage() {
   if (memory_) {
     memory_->Free(data_, bytes_);
-  } else {
+  } else if (!holds_inline()) {
     host_memory::Free(data_, bytes_);
   }
   if (account_) account_->Credit(static_cast<int64_t>(bytes_));

@@ -85,6 +85,11 @@ class Storage {
   Storage(void* data, size_t bytes, std::shared_ptr<MemoryAccount> account,
           std::shared_ptr<DeviceMemory> memory)
       : data_(data), bytes_(bytes), account_(std::move(account)), memory_(std::move(memory)) {}
+  bool holds_inline() const { return data_ == inline_; }
+  // Host tensors of at most this many bytes (numbers, short vectors: most of what a step's
+  // small ops make) keep their bytes in the Storage itself, with no allocation of their own.
+  static constexpr size_t kInlineBytes = 64;
+  alignas(16) unsigned char inline_[kInlineBytes];
   void* data_;
   size_t bytes_;
   std::shared_ptr<MemoryAccount> account_;

@@ -113,12 +113,16 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
     return Error(Reason::kCancelled, absl::StrCat("execute: the call was cancelled before call ", k,
                                                   "; the batch was rolled back"));
   }
-  auto def = dispatcher.registry().Find(call.op);
-  // Internal helpers of backward rules are not part of the API: they look unknown.
-  if (!def.ok() || (*def)->internal) {
-    return Error(Reason::kUnknownOp,
-                 absl::StrCat("execute: unknown op '", call.op, "' (see ListOps)"),
-                 {{"op", call.op}});
+  const OpDef* def = call.def;
+  if (def == nullptr) {
+    absl::StatusOr<const OpDef*> found = dispatcher.registry().Find(call.op);
+    // Internal helpers of backward rules are not part of the API: they look unknown.
+    if (!found.ok() || (*found)->internal) {
+      return Error(Reason::kUnknownOp,
+                   absl::StrCat("execute: unknown op '", call.op, "' (see ListOps)"),
+                   {{"op", call.op}});
+    }
+    def = *found;
   }
   // Shapes a creation or reshape call asks for, refused before its output is allocated.
   for (const char* name : {"shape", "size"}) {
@@ -139,12 +143,12 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
   if (call.requires_grad) {
     ASSIGN_OR_RETURN(leaf_ctx, session.OpenContextForLeaf(context_id, "execute"));
   }
-  if ((*def)->in_place && !inputs.empty()) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[0]));
-  for (int i : (*def)->mutates_inputs) {
+  if (def->in_place && !inputs.empty()) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[0]));
+  for (int i : def->mutates_inputs) {
     if (i < static_cast<int>(inputs.size())) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[i]));
   }
   std::vector<Tensor> outputs;
-  ASSIGN_OR_RETURN(outputs, dispatcher.Call(**def, std::move(inputs), call.attrs, env));
+  ASSIGN_OR_RETURN(outputs, dispatcher.Call(*def, std::move(inputs), call.attrs, env));
   // Bytes were charged against max_tensor_bytes before allocation; rank and dims of outputs
   // an op derives from its inputs (expand, repeat, unsqueeze...) are checked here, before the
   // batch commits.

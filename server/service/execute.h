@@ -48,6 +48,9 @@ struct OperandSpec {
 
 struct CallSpec {
   std::string op;
+  // The op's definition, resolved once for every run by CompileProgram; null: looked up by
+  // name when the call runs (Execute batches).
+  const OpDef* def = nullptr;
   std::vector<OperandSpec> inputs;
   AttrMap attrs;
   bool requires_grad = false;

@@ -311,6 +311,13 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
   for (const ParameterSpec& p : spec.parameters) examples.push_back(p.example);
   ASSIGN_OR_RETURN(Steps trial, RunSteps(session, dispatcher, spec, nullptr, examples,
                                          /*commit=*/false, cancelled, limits, {}));
+  // The trial run found every op; runs use what it found.
+  for (std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
+    for (CallSpec& c : *calls) {
+      absl::StatusOr<const OpDef*> found = dispatcher.registry().Find(c.op);
+      if (found.ok()) c.def = *found;
+    }
+  }
   auto program = std::make_shared<Program>();
   program->parameters = std::move(trial.types);
   program->outputs = std::move(trial.metas);
