@@ -87,5 +87,31 @@ TEST(Catalog, EveryOpRunByNameIsRegistered) {
   EXPECT_NE(std::find(unknown.begin(), unknown.end(), "to_dtype"), unknown.end());
 }
 
+// Backends key their kernel tables by OpDef::id: the built-in ops are numbered 0..n-1, a copy
+// keeps its number, and an op under another name (a renamed copy, a plugin's op) has none, so
+// it never finds a built-in op's kernels.
+TEST(Catalog, BuiltinOpsAreNumberedAndCopiesKeepTheirNumber) {
+  const std::vector<const OpDef*> all = OpRegistry::Builtin().All();
+  ASSERT_EQ(static_cast<int>(all.size()), OpRegistry::BuiltinCount());
+  std::set<int> ids;
+  for (const OpDef* def : all) {
+    ids.insert(def->id);
+    EXPECT_EQ(OpRegistry::BuiltinId(def->name), def->id) << def->name;
+  }
+  EXPECT_EQ(static_cast<int>(ids.size()), OpRegistry::BuiltinCount());
+  EXPECT_EQ(*ids.begin(), 0);
+  EXPECT_EQ(*ids.rbegin(), OpRegistry::BuiltinCount() - 1);
+  EXPECT_EQ(OpRegistry::BuiltinId("no_such_op"), kNotBuiltin);
+
+  OpRegistry copy;
+  const OpDef& neg = **OpRegistry::Builtin().Find("neg");
+  ASSERT_TRUE(copy.Add(neg).ok());
+  EXPECT_EQ((*copy.Find("neg"))->id, neg.id);
+  OpDef renamed = neg;
+  renamed.name = "negated_elsewhere";
+  ASSERT_TRUE(copy.Add(renamed).ok());
+  EXPECT_EQ((*copy.Find("negated_elsewhere"))->id, kNotBuiltin);
+}
+
 }  // namespace
 }  // namespace tensord
