@@ -36,6 +36,44 @@ std::string KernelName(const std::string& op, std::vector<DType> dtypes, const A
 
 // ---- which calls oneDNN claims ----------------------------------------------------------------
 
+// The kernel the CPU backend plans for a call of these input shapes (f32), as the dispatcher
+// asks: shapes a oneDNN kernel does not reproduce choose the loop kernel before any output is
+// allocated, instead of the oneDNN kernel handing the call on when it runs.
+std::string PlannedKernel(const std::string& op, const std::vector<Shape>& shapes,
+                          const AttrMap& attrs) {
+  auto def = OpRegistry::Builtin().Find(op);
+  if (!def.ok()) return "no op " + op;
+  auto validated = ValidateAttrs(op, (*def)->attrs, attrs);
+  if (!validated.ok()) return "bad attrs";
+  std::vector<TensorMeta> metas;
+  std::vector<DType> dtypes;
+  for (const Shape& s : shapes) {
+    metas.push_back({kF32, s});
+    dtypes.push_back(kF32);
+  }
+  auto out = (*def)->infer(metas, *validated);
+  if (!out.ok()) return "bad shapes";
+  const cpu::Kernel* k = KernelTable::Get().Plan({**def, dtypes, &*validated, metas, *out});
+  return k ? k->name : "none";
+}
+
+TEST(OneDnn, PlanningChoosesTheLoopKernelForShapesOneDnnDeclines) {
+  const Shape big = {130, 131};
+  EXPECT_EQ(PlannedKernel("add", {big, big}, {}), "onednn_add");
+  EXPECT_EQ(PlannedKernel("add", {{4, 5}, {5}}, {}), "loop_add");  // under kMinElementwiseSize
+  EXPECT_EQ(PlannedKernel("sub", {{131}, big}, {}), "loop_sub");   // broadcast first operand
+  EXPECT_EQ(PlannedKernel("sigmoid", {big}, {}), "onednn_sigmoid");
+  EXPECT_EQ(PlannedKernel("sigmoid", {{7}}, {}), "loop_sigmoid");
+  const AttrMap conv = {{"stride", Ints{2, 2}}, {"output_padding", Ints{0, 0}}};
+  EXPECT_EQ(PlannedKernel("conv_transpose2d", {{1, 4, 5, 5}, {4, 3, 3, 3}}, conv),
+            "onednn_conv_transpose2d");
+  // An output_padding of at least the stride has no symmetric-padding form in oneDNN.
+  const AttrMap padded = {
+      {"stride", Ints{1, 1}}, {"output_padding", Ints{1, 1}}, {"dilation", Ints{2, 2}}};
+  EXPECT_EQ(PlannedKernel("conv_transpose2d", {{1, 4, 5, 5}, {4, 3, 3, 3}}, padded),
+            "loop_conv_transpose2d");
+}
+
 TEST(OneDnn, ClaimsOnlyWhatItReproduces) {
   const std::vector<DType> f1 = {kF32}, f2 = {kF32, kF32};
   for (const char* op : {"sigmoid", "tanh", "silu", "sqrt", "abs", "square", "gelu", "elu",
