@@ -33,41 +33,57 @@ const char* AttrTypeName(AttrType type) {
   return "?";
 }
 
-bool Attrs::Has(const std::string& name) const {
-  auto it = values_.find(name);
-  return it != values_.end() && !std::holds_alternative<std::monostate>(it->second);
+namespace {
+
+// The attribute's value, or null when it is absent or none: one lookup for every getter.
+const AttrValue* Find(const AttrMap& values, const std::string& name) {
+  auto it = values.find(name);
+  if (it == values.end() || std::holds_alternative<std::monostate>(it->second)) return nullptr;
+  return &it->second;
 }
 
+}  // namespace
+
+bool Attrs::Has(const std::string& name) const { return Find(values_, name) != nullptr; }
+
 bool Attrs::GetBool(const std::string& name) const {
-  return Has(name) && std::get<bool>(values_.at(name));
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr && std::get<bool>(*v);
 }
 int64_t Attrs::GetInt(const std::string& name) const {
-  return Has(name) ? std::get<int64_t>(values_.at(name)) : 0;
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr ? std::get<int64_t>(*v) : 0;
 }
 double Attrs::GetFloat(const std::string& name) const {
-  return Has(name) ? std::get<double>(values_.at(name)) : 0;
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr ? std::get<double>(*v) : 0;
 }
 double Attrs::GetNumber(const std::string& name) const {
-  if (!Has(name)) return 0;
-  const AttrValue& v = values_.at(name);
-  if (const auto* i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
-  return std::get<double>(v);
+  const AttrValue* v = Find(values_, name);
+  if (v == nullptr) return 0;
+  if (const auto* i = std::get_if<int64_t>(v)) return static_cast<double>(*i);
+  return std::get<double>(*v);
 }
 bool Attrs::HoldsInt(const std::string& name) const {
-  return Has(name) && std::holds_alternative<int64_t>(values_.at(name));
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr && std::holds_alternative<int64_t>(*v);
 }
 std::string Attrs::GetString(const std::string& name) const {
-  return Has(name) ? std::get<std::string>(values_.at(name)) : std::string();
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr ? std::get<std::string>(*v) : std::string();
 }
 std::vector<int64_t> Attrs::GetInts(const std::string& name) const {
-  return Has(name) ? std::get<std::vector<int64_t>>(values_.at(name)) : std::vector<int64_t>{};
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr ? std::get<std::vector<int64_t>>(*v) : std::vector<int64_t>{};
 }
 std::vector<double> Attrs::GetFloats(const std::string& name) const {
-  return Has(name) ? std::get<std::vector<double>>(values_.at(name)) : std::vector<double>{};
+  const AttrValue* v = Find(values_, name);
+  return v != nullptr ? std::get<std::vector<double>>(*v) : std::vector<double>{};
 }
 std::optional<DType> Attrs::GetDType(const std::string& name) const {
-  if (!Has(name)) return std::nullopt;
-  auto d = ParseDType(std::get<std::string>(values_.at(name)));
+  const AttrValue* v = Find(values_, name);
+  if (v == nullptr) return std::nullopt;
+  auto d = ParseDType(std::get<std::string>(*v));
   if (!d.ok()) return std::nullopt;
   return *d;
 }
