@@ -120,8 +120,9 @@ absl::Status RunElementwise(KernelCall& c, DeviceRuntime& device, const Elementw
       divides == Divides::kAlways || (divides == Divides::kWithRoundingMode && rounding);
   if (checks && IsInt(plan->compute)) {
     ASSIGN_OR_RETURN(bool zero, AnyZero(device, c.inputs[1]));
-    if (zero)
+    if (zero) {
       return ops::IntegerDivisionByZero(op, rounding ? c.attrs.GetString("rounding_mode") : "");
+    }
   }
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) shapes.push_back(t.shape());
