@@ -103,11 +103,7 @@ const Kernel* KernelTable::FindExtension(const std::string& op, absl::Span<const
 
 const Kernel* KernelTable::Find(const OpDef& op, absl::Span<const DType> dtypes,
                                 const Attrs* attrs) const {
-  if (op.id == kNotBuiltin) return FindExtension(op.name, dtypes, attrs);
-  for (const Kernel& k : kernels_[op.id]) {
-    if (Accepts(k, dtypes, attrs)) return &k;
-  }
-  return nullptr;
+  return Plan({op, dtypes, attrs});  // no shapes: `accepts` is not asked
 }
 
 const Kernel* KernelTable::Plan(const KernelQuery& q) const {

@@ -29,15 +29,15 @@ class GpuBackend : public Backend {
     if (!q.device.empty()) {
       ASSIGN_OR_RETURN(d, Find(q.device));
     }
-    const GpuKernelTable& table = GpuKernelTable::Get();
-    if (!table.Supports(q, *d)) {
+    const GpuKernel* kernel = GpuKernelTable::Get().Plan(q, *d);
+    if (kernel == nullptr) {
       return Error(
           Reason::kUnsupportedOnBackend,
           absl::StrCat(d->name(), ": no kernel for ", q.op.name, " with these dtypes (",
                        q.dtypes.empty() ? "-" : DTypeName(q.dtypes[0]), "), attributes or shapes"),
           {{"op", q.op.name}, {"backend", kind_}, {"device", d->name()}});
     }
-    return KernelPlan{table.Find(q.op)};
+    return KernelPlan{kernel};
   }
   bool Implements(const OpDef& op) const override {
     return GpuKernelTable::Get().Find(op) != nullptr;

@@ -51,26 +51,26 @@ const GpuKernel* GpuKernelTable::Find(const OpDef& op) const {
   return &kernels_[op.id];
 }
 
-bool GpuKernelTable::Supports(const KernelQuery& q, const DeviceRuntime& device) const {
+const GpuKernel* GpuKernelTable::Plan(const KernelQuery& q, const DeviceRuntime& device) const {
   const GpuKernel* k = Find(q.op);
-  if (k == nullptr) return false;
+  if (k == nullptr) return nullptr;
   if (!device.has_fp64()) {
-    if (k->needs_fp64) return false;
+    if (k->needs_fp64) return nullptr;
     for (DType d : q.dtypes) {
-      if (d == DType::kF64) return false;
+      if (d == DType::kF64) return nullptr;
     }
     for (const TensorMeta& m : q.outputs) {
-      if (m.dtype == DType::kF64) return false;  // sum(x, dtype=f64)
+      if (m.dtype == DType::kF64) return nullptr;  // sum(x, dtype=f64)
     }
   }
   if (!k->moves_bits) {
     for (DType d : q.dtypes) {
-      if (IsStorageOnly(d)) return false;
+      if (IsStorageOnly(d)) return nullptr;
     }
   }
   // A listing asks about the op alone.
-  if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return true;
-  return !k->supports || k->supports(q, device);
+  if (q.attrs == nullptr || (q.inputs.empty() && !q.op.creation)) return k;
+  return !k->supports || k->supports(q, device) ? k : nullptr;
 }
 
 }  // namespace tensord::gpu

@@ -55,10 +55,10 @@ class GpuKernelTable {
   void Add(const std::string& op, GpuKernel kernel);
   // The kernel of `op`, or null (no GPU kernel; every op that is not built in).
   const GpuKernel* Find(const OpDef& op) const;
-  // Whether a kernel here runs the call described on `device` (see Backend::Supports): the
+  // The kernel that runs the call described on `device` (see Backend::Plan), or null: the
   // op's kernel, then the rules every kernel shares (no f64 on a device without fp64, storage
   // dtypes only where the kernel moves bits), then the kernel's own predicate.
-  bool Supports(const KernelQuery& query, const DeviceRuntime& device) const;
+  const GpuKernel* Plan(const KernelQuery& query, const DeviceRuntime& device) const;
 
  private:
   std::vector<GpuKernel> kernels_;  // indexed by OpDef::id; run is null where there is none
