@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,19 @@ class ServerProcess:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+@contextmanager
+def client_of_own_server(tmp_path_factory, name: str, args=()):
+    """A client of a server started with `args` for one module's tests; stopped afterwards."""
+    proc = ServerProcess(server_binary(), tmp_path_factory.mktemp(name) / "tensord.log", args)
+    proc.start()
+    client = tensord.connect(proc.address)
+    try:
+        yield client
+    finally:
+        client.close()
+        proc.stop()
 
 
 @pytest.fixture(scope="session")

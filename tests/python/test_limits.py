@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tensord
-from conftest import ServerProcess, server_binary
+from conftest import client_of_own_server
 from tensord._pb import ops_pb2, service_pb2, tensor_pb2
 
 LIMITS = ["--max-rank=3", "--max-dim=1000", "--max-tensor-bytes=65536",
@@ -15,13 +15,8 @@ LIMITS = ["--max-rank=3", "--max-dim=1000", "--max-tensor-bytes=65536",
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory):
-    proc = ServerProcess(server_binary(), tmp_path_factory.mktemp("limited") / "tensord.log",
-                         LIMITS)
-    proc.start()
-    client = tensord.connect(proc.address)
-    yield client
-    client.close()
-    proc.stop()
+    with client_of_own_server(tmp_path_factory, "limited", LIMITS) as client:
+        yield client
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensord
-from conftest import REPO, ServerProcess, server_binary
+from conftest import REPO, client_of_own_server
 from tensord.op_calls import WRITING_OPS
 
 
@@ -249,13 +249,9 @@ MESSAGE_BYTES = 2 << 20  # the server's minimum: fetches above 7/8 of it are ref
 
 @pytest.fixture(scope="module")
 def small_messages(tmp_path_factory):
-    proc = ServerProcess(server_binary(), tmp_path_factory.mktemp("small") / "tensord.log",
-                         [f"--max-message-bytes={MESSAGE_BYTES}"])
-    proc.start()
-    client = tensord.connect(proc.address)
-    yield client
-    client.close()
-    proc.stop()
+    with client_of_own_server(tmp_path_factory, "small",
+                              [f"--max-message-bytes={MESSAGE_BYTES}"]) as client:
+        yield client
 
 
 @pytest.fixture

@@ -77,8 +77,6 @@ def _guess_outputs(name: str, operands, attrs: dict):
                 return n
             if name == "split":
                 size = attrs.get("split_size", attrs.get("split_size_or_sections"))
-                if isinstance(size, (list, tuple)):
-                    return len(size)
                 if isinstance(size, int) and size > 0:
                     return max(1, math.ceil(n / size))
             if name == "chunk":
