@@ -111,6 +111,10 @@ ABSL_FLAG(std::vector<std::string>, devices, {},
 ABSL_FLAG(std::string, metrics_address, "",
           "host:port serving Prometheus metrics at /metrics over plain HTTP, e.g. 0.0.0.0:9464; "
           "empty = off (env TENSORD_METRICS_ADDRESS)");
+ABSL_FLAG(std::string, fusion, "on",
+          "on: compiled programs fuse a product (linear, matmul, conv2d, conv3d) with the bias, "
+          "activation and residual add after it; off: every call runs as written "
+          "(env TENSORD_FUSION)");
 ABSL_FLAG(std::string, log_level, "info",
           "debug, info (a line per RPC), warning (failed RPCs), error or off "
           "(env TENSORD_LOG_LEVEL)");
@@ -156,6 +160,7 @@ bool ApplyEnvironment() {
       {"threads", "TENSORD_THREADS"},
       {"metrics_address", "TENSORD_METRICS_ADDRESS"},
       {"devices", "TENSORD_DEVICES"},
+      {"fusion", "TENSORD_FUSION"},
       {"log_level", "TENSORD_LOG_LEVEL"},
       {"log_format", "TENSORD_LOG_FORMAT"},
   };
@@ -247,6 +252,11 @@ int main(int argc, char** argv) {
     }
   }
   tensord::DefaultLog().Configure(*log_level, *log_format);
+  const std::string fusion = absl::GetFlag(FLAGS_fusion);
+  if (fusion != "on" && fusion != "off") {
+    std::fprintf(stderr, "tensord: --fusion must be on or off, got '%s'\n", fusion.c_str());
+    return 2;
+  }
 
   tensord::ServerOptions options;
   options.address = absl::GetFlag(FLAGS_address);
@@ -271,6 +281,7 @@ int main(int argc, char** argv) {
   options.collective_timeout_ms =
       absl::ToInt64Milliseconds(absl::GetFlag(FLAGS_collective_timeout));
   options.collective_address = absl::GetFlag(FLAGS_collective_address);
+  options.fusion = fusion == "on";
   for (const std::string& prefix : absl::GetFlag(FLAGS_collective_rendezvous_prefix)) {
     if (!prefix.empty()) options.collective_rendezvous_prefixes.push_back(prefix);
   }

@@ -111,7 +111,9 @@ absl::StatusOr<Program> ProgramBuilder::Compile() {
   std::vector<Tensor> named = keep_alive_;
   named.insert(named.end(), leaves_.begin(), leaves_.end());
   program.keep_alive_ = std::make_shared<const std::vector<Tensor>>(std::move(named));
+  program.fused_calls_ = static_cast<int>(response.fused_calls());
   for (const ::tensord::v1::ProgramCallInfo& call : response.calls()) {
+    program.fused_ops_.push_back(call.fused_op());
     std::vector<TensorInfo>& outs = program.compiled_.emplace_back();
     for (const ::tensord::v1::TensorInfo& info : call.outputs()) {
       outs.push_back(TensorInfo::FromProto(info));

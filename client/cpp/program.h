@@ -54,6 +54,11 @@ class Program {
   uint64_t id() const { return id_; }
   // Compiled dtype and shape of call `call`'s outputs (forward calls, then updates).
   const std::vector<TensorInfo>& compiled(CallRef call) const { return compiled_.at(call.index()); }
+  // The fused op the server computes call `call` in (a product with the bias, activation or
+  // residual add after it), or "" when the call runs as written; and how many fused ops the
+  // program runs (none on a server started with --fusion=off).
+  const std::string& fused_op(CallRef call) const { return fused_ops_.at(call.index()); }
+  int fused_calls() const { return fused_calls_; }
   // One operand per parameter (a tensor, a literal or a number of its example's kind).
   absl::StatusOr<ProgramResult> Run(const std::vector<Operand>& inputs) const;
   absl::Status Release() const;
@@ -63,6 +68,8 @@ class Program {
   std::shared_ptr<internal::SessionState> state_;
   uint64_t id_ = 0;
   std::vector<std::vector<TensorInfo>> compiled_;
+  std::vector<std::string> fused_ops_;
+  int fused_calls_ = 0;
   std::shared_ptr<const std::vector<Tensor>> keep_alive_;  // the tensors it names
 };
 

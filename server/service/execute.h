@@ -56,6 +56,11 @@ struct CallSpec {
   bool requires_grad = false;
   bool fetch = false;
   bool keep = false;  // programs: store the outputs (Execute stores every output)
+  // Programs only (program_fusion.h): the op the request named, when `op` and `def` now name
+  // the fused op that computes this call together with the calls folded into it; and for a
+  // folded call, the index of that call (-1: not folded). A folded call does not run.
+  std::string requested_op;
+  int64_t folded_into = -1;
 };
 
 struct BatchSpec {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
+#include "server/service/program_fusion.h"
 #include "server/service/transaction.h"
 
 namespace tensord {
@@ -161,6 +162,10 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   done.reserve(calls.size());
   const CallEnv forward_env = BatchEnv(session, spec.no_grad, cancelled);
   for (size_t k = 0; k < n_forward; ++k) {
+    if (calls[k]->folded_into >= 0) {  // computed by a later call's fused op
+      done.emplace_back();
+      continue;
+    }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, forward_env, session, dispatcher,
                              txn, limits, observe, &bound);
     if (!outs.ok()) return fail(outs.status(), "forward");
@@ -204,6 +209,10 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   }
 
   for (size_t k = n_forward; k < calls.size(); ++k) {
+    if (calls[k]->folded_into >= 0) {
+      done.emplace_back();
+      continue;
+    }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, plain_env, session, dispatcher,
                              txn, limits, observe, &bound);
     if (!outs.ok()) return fail(outs.status(), "update");
@@ -275,7 +284,7 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
                                                         const Dispatcher& dispatcher,
                                                         ProgramSpec spec,
                                                         const std::function<bool()>& cancelled,
-                                                        const ExecuteLimits& limits) {
+                                                        const ExecuteLimits& limits, bool fuse) {
   const int64_t n_calls = static_cast<int64_t>(spec.calls.size() + spec.updates.size());
   if (n_calls > limits.tensor_limits.max_calls_per_program) {
     return LimitError("program", "max_calls_per_program", n_calls,
@@ -319,6 +328,16 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
     }
   }
   auto program = std::make_shared<Program>();
+  if (fuse) {
+    ProgramSpec fused = spec;
+    const int n = FuseProgramCalls(fused, trial.metas, trial.types, session, dispatcher);
+    if (n > 0 && RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
+                          cancelled, limits, {})
+                     .ok()) {
+      spec = std::move(fused);
+      program->fused_calls = n;
+    }
+  }
   program->parameters = std::move(trial.types);
   program->outputs = std::move(trial.metas);
   program->spec = std::move(spec);

@@ -56,7 +56,8 @@ struct Program {
   std::vector<ParameterType> parameters;
   // Per call (forward, then updates): its outputs as compiled (handle-less tensors' metadata).
   std::vector<std::vector<TensorMeta>> outputs;
-  uint64_t runs = 0;  // runs that committed
+  uint64_t runs = 0;    // runs that committed
+  int fused_calls = 0;  // calls that run fused ops (each with the calls folded into it)
   // The bytes the program holds (its stored request: calls, attributes, literals), charged to
   // the session's quota for as long as the program lives; the last owner credits them back.
   std::shared_ptr<void> quota_charge;
@@ -78,11 +79,11 @@ struct ProgramOutcome {
 // backward without a context or roots; AUTODIFF_CONTEXT_NOT_ENABLED for a closed context;
 // BAD_OPERAND for a leaf that is not a requires-grad leaf of the context or is not reached;
 // any error of the trial run, with call_index (or phase=backward).
-absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
-                                                        const Dispatcher& dispatcher,
-                                                        ProgramSpec spec,
-                                                        const std::function<bool()>& cancelled,
-                                                        const ExecuteLimits& limits);
+// With `fuse`, products and the post-ops after them become fused calls (program_fusion.h),
+// checked by a second trial run; a fused form that fails it is dropped for the unfused one.
+absl::StatusOr<std::shared_ptr<Program>> CompileProgram(
+    Session& session, const Dispatcher& dispatcher, ProgramSpec spec,
+    const std::function<bool()>& cancelled, const ExecuteLimits& limits, bool fuse = true);
 
 // Binds `inputs` (one per parameter, of its kind, dtype and shape) and runs the program:
 // atomic as ExecuteBatch. A run that had a backward frees the graph its forward recorded.

@@ -54,19 +54,29 @@ absl::Status ServiceCore::CompileProgram(const v1::CompileProgramRequest& req,
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
   absl::MutexLock lock(&session->mu());
   RETURN_IF_ERROR(session->CheckLive());
-  ASSIGN_OR_RETURN(
-      std::shared_ptr<Program> program,
-      tensord::CompileProgram(*session, dispatcher_, std::move(spec), cancelled, BatchLimits()));
+  ASSIGN_OR_RETURN(std::shared_ptr<Program> program,
+                   tensord::CompileProgram(*session, dispatcher_, std::move(spec), cancelled,
+                                           BatchLimits(), config_.fusion));
   // Its serialized size: literals and attributes are most of it. (SpaceUsedLong walks the
   // message by reflection, which crashed on the map fields in the TSan build of protobuf 3.21.)
   RETURN_IF_ERROR(ChargeProgram(*program, session->account(), size));
   const Program& compiled = *program;
   resp->set_program_id(session->AddProgram(std::move(program)));
   const size_t n_forward = compiled.spec.calls.size();
+  const auto call_at = [&](size_t k) -> const CallSpec& {
+    return k < n_forward ? compiled.spec.calls[k] : compiled.spec.updates[k - n_forward];
+  };
+  resp->set_fused_calls(compiled.fused_calls);
   for (size_t k = 0; k < compiled.outputs.size(); ++k) {
     v1::ProgramCallInfo* info = resp->add_calls();
-    info->set_op(k < n_forward ? compiled.spec.calls[k].op
-                               : compiled.spec.updates[k - n_forward].op);
+    const CallSpec& call = call_at(k);
+    if (!call.requested_op.empty()) {
+      info->set_op(call.requested_op);
+      info->set_fused_op(call.op);
+    } else {
+      info->set_op(call.op);
+      if (call.folded_into >= 0) info->set_fused_op(call_at(call.folded_into).op);
+    }
     for (const TensorMeta& meta : compiled.outputs[k]) {
       v1::TensorInfo* out = info->add_outputs();
       out->set_dtype(DTypeToProto(meta.dtype));

@@ -194,6 +194,7 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   config.shared_memory.enabled = options.shared_memory;
   config.shared_memory.key_prefix = options.shared_memory_key_prefix;
   config.collectives.timeout = std::chrono::milliseconds(options.collective_timeout_ms);
+  config.fusion = options.fusion;
   config.collectives.address = options.collective_address;
   config.collectives.rendezvous_prefixes = options.collective_rendezvous_prefixes;
   // A device asked for that the machine lacks stops the start here, before anything listens.

@@ -42,6 +42,8 @@ struct ServiceConfig {
   SharedMemoryOptions shared_memory;
   // Process groups: the peers' timeout and this server's address for them.
   distributed::CollectiveConfig collectives;
+  // Programs fuse products with the pointwise ops after them (program_fusion.h).
+  bool fusion = true;
 };
 
 class ServiceCore {

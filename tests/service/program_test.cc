@@ -123,6 +123,32 @@ TEST_F(ProgramTest, FetchedGradientsAndKeptOutputs) {
   EXPECT_TRUE(r.outputs(loss).empty()) << "neither kept nor fetched";
 }
 
+// linear -> add -> relu in f32 runs as one fused op: the client sees which calls it absorbed,
+// and the result is the unfused arithmetic's (every product here is exact in f32).
+TEST_F(ProgramTest, ALinearBiasAndReluRunAsOneFusedOp) {
+  REQUIRE_OPS("linear", "add", "relu");
+  tc::ProgramBuilder b = session().NewProgram();
+  tc::Operand x = b.Parameter(tc::HostTensor(std::vector<float>{1, -2, 3, 4, 0, -1}, {2, 3}), "x");
+  tc::Operand w = b.Parameter(tc::HostTensor(std::vector<float>{1, 1, 1, -1, 0, 2}, {2, 3}), "w");
+  tc::Operand bias = b.Parameter(tc::HostTensor(std::vector<float>{0.5f, -3}, {2}), "b");
+  tc::CallRef product = b.Add("linear", {x, w});
+  tc::CallRef added = b.Add("add", {product.out(0), bias});
+  tc::CallRef relu = b.Add("relu", {added.out(0)}, {}, {/*fetch=*/true});
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  EXPECT_EQ(p.fused_calls(), 1);
+  EXPECT_EQ(p.fused_op(product), "fused_linear");
+  EXPECT_EQ(p.fused_op(added), "fused_linear");
+  EXPECT_EQ(p.fused_op(relu), "fused_linear");
+  EXPECT_THAT(p.compiled(product), ::testing::SizeIs(1)) << "its compiled type stays listed";
+  ASSERT_OK_AND_ASSIGN(tc::ProgramResult r,
+                       p.Run({tc::HostTensor(std::vector<float>{1, -2, 3, 4, 0, -1}, {2, 3}),
+                              tc::HostTensor(std::vector<float>{1, 1, 1, -1, 0, 2}, {2, 3}),
+                              tc::HostTensor(std::vector<float>{0.5f, -3}, {2})}));
+  // rows [2, 5] and [3, -6], plus the bias [0.5, -3], then relu.
+  EXPECT_THAT(r.value(relu).ToDoubles(), ElementsAre(2.5, 2, 3.5, 0));
+  EXPECT_TRUE(r.outputs(product).empty()) << "a folded call has no output";
+}
+
 TEST_F(ProgramTest, UnmarkedUseOnTheDifferentiatedPathFailsAtCompileNamingTheCall) {
   REQUIRE_OPS("relu", "assign", "sum");
   ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());

@@ -206,12 +206,18 @@ class _GradView:
 class Program:
     """A compiled program; call it with one value per example input."""
 
-    def __init__(self, session, program_id: int, trace: ProgramTrace, returned, compiled):
+    def __init__(self, session, program_id: int, trace: ProgramTrace, returned, resp):
         self.session = session
         self.id = program_id
         self._keepalive = trace.keepalive
         self._returned = returned
-        self.compiled = compiled  # per call: its outputs' TensorInfo (dtype, shape)
+        # Per call (forward, then updates): its outputs' TensorInfo (dtype, shape).
+        self.compiled = [list(c.outputs) for c in resp.calls]
+        # Per call: the fused op the server computes it in ("" when it runs as written), and
+        # how many fused ops the program runs (a product with the bias, activation or
+        # residual add after it; none on a server started with --fusion=off).
+        self.fused_ops = [c.fused_op for c in resp.calls]
+        self.fused_calls = resp.fused_calls
         self.released = False
 
     def __call__(self, *inputs):
@@ -313,7 +319,7 @@ def compile_program(sess, fn, example_inputs, names=None, ctx=None) -> Program:
         req.backward.fetch_gradients = trace.fetch_gradients
     resp = sess._call("CompileProgram", req)
     trace.state = "done"
-    return Program(sess, resp.program_id, trace, spec, [list(c.outputs) for c in resp.calls])
+    return Program(sess, resp.program_id, trace, spec, resp)
 
 
 def _records(trace) -> bool:

@@ -25,11 +25,6 @@ using dnnl::memory;
 using dnnl::prop_kind;
 using Flags = dnnl::normalization_flags;
 
-// oneDNN's reference implementations are slower than the loop kernels.
-bool IsReference(const dnnl::primitive_desc_base& pd) {
-  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
-}
-
 // ---- batch normalization ----------------------------------------------------------------------
 
 struct BatchNormSetup {

@@ -227,4 +227,17 @@ void AddF32Kernel(KernelTable& t, const std::string& op,
                std::move(accepts)});
 }
 
+dnnl::primitive_attr AttrWith(const PostOpChain* chain) {
+  if (chain == nullptr) return Attr();
+  // A new attribute: copying a dnnl handle would share (and change) Attr()'s.
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  attr.set_post_ops(chain->ops);
+  return attr;
+}
+
+bool IsReference(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 }  // namespace tensord::cpu::onednn

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -128,11 +129,46 @@ bool AllF32(absl::Span<const DType> dtypes);
 // AllF32 and no "dtype" attribute asking for another output dtype (softmax).
 bool F32InOut(absl::Span<const DType> dtypes, const Attrs* attrs);
 
+// Post-ops (server/ops/fusion.h's chains) appended to a primitive: oneDNN's list and the
+// operands its binary post-ops read, each with the descriptor it is read by.
+struct PostOpChain {
+  dnnl::post_ops ops;
+  std::string key;  // appended to the primitive's cache key
+  struct Operand {
+    int post_index;  // the post-op that reads it
+    const Tensor* tensor;
+    dnnl::memory::desc md;
+  };
+  std::vector<Operand> operands;
+};
+// Attr() with the post-ops of `chain` (Attr() itself when null).
+dnnl::primitive_attr AttrWith(const PostOpChain* chain);
+// The argument slot of a chain operand.
+inline int PostOperandArg(const PostOpChain::Operand& o) {
+  return DNNL_ARG_ATTR_MULTIPLE_POST_OP(o.post_index) | DNNL_ARG_SRC_1;
+}
+// Whether oneDNN chose its reference implementation (slower than the loop kernels).
+bool IsReference(const dnnl::primitive_desc_base& pd);
+
+}  // namespace tensord::cpu::onednn
+
+namespace tensord::cpu {
+struct GemmProblem;
+}  // namespace tensord::cpu
+
+namespace tensord::cpu::onednn {
+
+// One product on oneDNN's matmul, with `chain` applied to its result; false when oneDNN does
+// not take the problem (nothing to multiply, or beyond its rank limit), which then ran on the
+// loop GEMM without the chain.
+bool RunGemm(const GemmProblem& p, const PostOpChain* chain = nullptr);
+
 // Registration of the oneDNN kernel families (called from RegisterOneDnnKernels).
 void RegisterMatmulKernels(KernelTable& t);
 void RegisterNnKernels(KernelTable& t);
 void RegisterEltwiseKernels(KernelTable& t);
 void RegisterBinaryKernels(KernelTable& t);
+void RegisterFusionKernels(KernelTable& t);
 
 // Registers `fn` as op's oneDNN kernel for all-f32 calls, with oneDNN's exceptions turned into
 // statuses (Guard). The convolution, pooling, normalization and resampling kernels claim their

@@ -96,19 +96,34 @@ bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool tr
   return MakeConvSetup(shape(roles.x), shape(roles.w), shape(roles.y), *p, false).has_value();
 }
 
-// y = conv(x, w) (+ b).
-void RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y) {
-  auto prim = GetPrimitive("conv_fwd|" + s.key, [&] {
-    auto pd = ConvForwardPd(s, b != nullptr, Attr());
-    return CachedPrimitive{dnnl::convolution_forward(pd), pd};
-  });
+// y = conv(x, w) (+ b), then the chain's post-ops.
+bool RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
+                    Tensor& y, const PostOpChain* chain) {
+  std::shared_ptr<const CachedPrimitive> prim;
+  const std::string key = chain ? absl::StrCat("conv_fwd|", s.key, "|post", chain->key)
+                                : absl::StrCat("conv_fwd|", s.key);
+  try {
+    prim = GetPrimitive(key, [&] {
+      auto pd = ConvForwardPd(s, b != nullptr, AttrWith(chain));
+      return CachedPrimitive{dnnl::convolution_forward(pd), pd, IsReference(pd)};
+    });
+  } catch (const dnnl::error&) {
+    if (chain == nullptr) throw;
+    return false;  // a chain no implementation takes
+  }
+  if (chain != nullptr && prim->reference) return false;
   Binder bind(*prim);
   bind.In(DNNL_ARG_SRC, x, s.x);
   bind.In(DNNL_ARG_WEIGHTS, w, s.w);
   if (b) bind.In(DNNL_ARG_BIAS, *b, s.b);
+  if (chain != nullptr) {
+    for (const PostOpChain::Operand& o : chain->operands) {
+      bind.In(PostOperandArg(o), *o.tensor, o.md);
+    }
+  }
   bind.Out(DNNL_ARG_DST, y, s.y);
   bind.Run();
+  return true;
 }
 
 // gx = the adjoint of conv(., w) applied to gy.

@@ -36,9 +36,10 @@ struct ConvRoles {
 // refused, which the kernel reports.
 bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool transposed);
 
-// y = conv(x, w) (+ b).
-void RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
-                    Tensor& y);
+// y = conv(x, w) (+ b), then `chain`'s post-ops when given. A chain oneDNN cannot apply (it
+// throws, or would run its reference implementation) is not run: false, and y is untouched.
+bool RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
+                    Tensor& y, const PostOpChain* chain = nullptr);
 // gx = the adjoint of conv(., w) applied to gy.
 void RunConvBackwardData(const ConvSetup& s, const Tensor& gy, const Tensor& w, Tensor& gx);
 // gw = the gradient of <gy, conv(x, w)> with respect to w.

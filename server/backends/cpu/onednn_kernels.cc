@@ -11,6 +11,7 @@ void RegisterOneDnnKernels(KernelTable& t) {
   onednn::RegisterNnKernels(t);
   onednn::RegisterEltwiseKernels(t);
   onednn::RegisterBinaryKernels(t);
+  onednn::RegisterFusionKernels(t);
 }
 
 }  // namespace tensord::cpu

@@ -28,12 +28,14 @@ memory::desc OperandDesc(const Shape& batch, int64_t rows, int64_t cols, bool tr
   return memory::desc(dims, memory::data_type::f32, strides);
 }
 
-absl::Status RunGemm(const GemmProblem& p) {
+}  // namespace
+
+bool RunGemm(const GemmProblem& p, const PostOpChain* chain) {
   if (p.batch_count() == 0 || p.n == 0 || p.m == 0 || p.k == 0 ||
       p.batch.size() + 2 > DNNL_MAX_NDIMS) {
     // Nothing to multiply (k == 0 leaves zeros plus bias) or beyond oneDNN's rank limit.
     LoopGemm<float>(p);
-    return absl::OkStatus();
+    return false;
   }
   const memory::desc a = OperandDesc(p.a_batch, p.n, p.k, p.ta);
   const memory::desc b = OperandDesc(p.b_batch, p.k, p.m, p.tb);
@@ -44,10 +46,11 @@ absl::Status RunGemm(const GemmProblem& p) {
     bias = OperandDesc(Shape(p.batch.size(), 1), 1, p.bias_n, false);
     absl::StrAppend(&key, "|bias", DescKey(bias));
   }
+  if (chain != nullptr) absl::StrAppend(&key, "|post", chain->key);
   auto prim = GetPrimitive(key, [&] {
     dnnl::matmul::desc d =
         p.bias != nullptr ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
-    dnnl::matmul::primitive_desc pd(d, Attr(), Engine());
+    dnnl::matmul::primitive_desc pd(d, AttrWith(chain), Engine());
     return CachedPrimitive{dnnl::matmul(pd), pd};
   });
   Args args = {
@@ -56,11 +59,14 @@ absl::Status RunGemm(const GemmProblem& p) {
       {DNNL_ARG_DST, WrapPtr(p.c, c)},
   };
   if (p.bias != nullptr) args.emplace(DNNL_ARG_BIAS, WrapPtr(p.bias, bias));
+  if (chain != nullptr) {
+    for (const PostOpChain::Operand& o : chain->operands) {
+      args.emplace(PostOperandArg(o), Wrap(*o.tensor, o.md));
+    }
+  }
   Execute(*prim, std::move(args));
-  return absl::OkStatus();
+  return true;
 }
-
-}  // namespace
 
 void RegisterMatmulKernels(KernelTable& t) {
   for (const GemmOp& g : kGemmOps) {
@@ -70,7 +76,7 @@ void RegisterMatmulKernels(KernelTable& t) {
                          return Guard(call.op.name, [&]() -> absl::Status {
                            ASSIGN_OR_RETURN(GemmProblem p, GemmFor(call, form));
                            SimplifyGemm(p);
-                           RETURN_IF_ERROR(RunGemm(p));
+                           RunGemm(p);
                            if (p.unfused_bias != nullptr) {
                              AddBroadcastBias(*p.unfused_bias, call.outputs[0]);
                            }

@@ -1,0 +1,194 @@
+"""Program fusion: a product (linear, matmul, conv2d, conv3d) and the bias, activation and
+residual add after it run as one fused op in a compiled program. Each fused program is checked
+against the same program on a server started with --fusion=off (values, gradients and trained
+parameters) and against PyTorch; values that are not finite give the unfused results bit for
+bit; an output something else reads is never folded away."""
+import numpy as np
+import pytest
+import torch
+
+import tensord
+from conftest import client_of_own_server
+
+F = torch.nn.functional
+RTOL, ATOL = 2e-5, 2e-5  # oneDNN's post-op activations against the loop kernels, in f32
+
+
+@pytest.fixture(scope="module")
+def unfused(tmp_path_factory):
+    with client_of_own_server(tmp_path_factory, "unfused", ["--fusion=off"]) as client:
+        yield client
+
+
+def f32(rng, *shape, scale=1.0):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def run_both(client, unfused, build, inputs):
+    """`build(sess, *inputs)` compiled on both servers (no autodiff) and run once: the two
+    programs and their results."""
+    out = []
+    for c in (client, unfused):
+        with c.session() as sess:
+            program = sess.compile(lambda *xs: build(sess, *xs), *inputs)
+            out.append((program.fused_calls, list(program.fused_ops), program(*inputs)))
+    return out
+
+
+INFERENCE = {
+    # name: (build, inputs, the fused op expected on each call)
+    "linear+relu": (lambda s, x, w, b: s.op("relu", s.op("linear", x, w, b)),
+                    lambda r: (f32(r, 8, 16), f32(r, 5, 16), f32(r, 5)),
+                    ["fused_linear", "fused_linear"]),
+    "matmul+bias+gelu": (lambda s, x, w, b: s.op("gelu", x @ w + b),
+                         lambda r: (f32(r, 2, 6, 16), f32(r, 16, 7), f32(r, 7)),
+                         ["fused_matmul"] * 3),
+    "matmul+gelu_tanh+residual": (
+        lambda s, x, w, r: s.op("gelu", x @ w, approximate="tanh") + r,
+        lambda r: (f32(r, 6, 16), f32(r, 16, 16), f32(r, 6, 16)), ["fused_matmul"] * 3),
+    "conv2d+bias+silu": (lambda s, x, w, b: s.op("silu", s.op("conv2d", x, w, b, padding=1)),
+                         lambda r: (f32(r, 2, 3, 9, 9), f32(r, 4, 3, 3, 3), f32(r, 4)),
+                         ["fused_conv2d"] * 2),
+    "conv2d+residual+relu": (
+        lambda s, x, w, r: s.op("relu", s.op("conv2d", x, w, padding=1) + r),
+        lambda r: (f32(r, 2, 4, 8, 8), f32(r, 4, 4, 3, 3), f32(r, 2, 4, 8, 8)),
+        ["fused_conv2d"] * 3),
+    "conv2d+channel bias+leaky_relu": (
+        lambda s, x, w, b: s.op("leaky_relu", s.op("conv2d", x, w) + b, negative_slope=0.2),
+        lambda r: (f32(r, 2, 3, 8, 8), f32(r, 5, 3, 3, 3), f32(r, 5, 1, 1)),
+        ["fused_conv2d"] * 3),
+    "conv3d+sigmoid": (lambda s, x, w: s.op("sigmoid", s.op("conv3d", x, w)),
+                       lambda r: (f32(r, 1, 2, 5, 5, 5), f32(r, 3, 2, 2, 2, 2)),
+                       ["fused_conv3d"] * 2),
+    "linear+elu+tanh": (lambda s, x, w: s.op("tanh", s.op("elu", s.op("linear", x, w),
+                                                          alpha=0.5)),
+                        lambda r: (f32(r, 4, 8), f32(r, 3, 8)),
+                        ["fused_linear", "fused_linear", ""]),
+}
+
+
+@pytest.mark.parametrize("name", list(INFERENCE))
+def test_inference_programs_fuse_and_agree_with_the_unfused_program(client, unfused, name):
+    build, make, expected = INFERENCE[name]
+    inputs = make(np.random.default_rng(1))
+    (n_fused, ops, value), (n_plain, plain_ops, plain) = run_both(client, unfused, build, inputs)
+    assert ops == expected and n_fused == 1
+    assert n_plain == 0 and set(plain_ops) == {""}
+    np.testing.assert_allclose(value, plain, rtol=RTOL, atol=ATOL)
+
+
+def test_values_that_are_not_finite_give_the_unfused_bits(client, unfused):
+    rng = np.random.default_rng(2)
+    x, w, b = f32(rng, 2, 3, 8, 8), f32(rng, 4, 3, 3, 3), f32(rng, 4)
+    x[0, 1, 2, 3] = np.nan
+    x[1, 0, 4, 4] = np.inf
+    big = f32(rng, 4, 64) * np.float32(3e37)  # finite operands whose product overflows
+
+    def conv(s, x, w, b):
+        return s.op("relu", s.op("conv2d", x, w, b, padding=1))
+
+    def linear(s, x, w):
+        return s.op("sigmoid", s.op("linear", x, w))
+
+    for build, inputs in ((conv, (x, w, b)), (linear, (big, big))):
+        (n, _, value), (_, _, plain) = run_both(client, unfused, build, inputs)
+        assert n == 1
+        np.testing.assert_array_equal(value, plain)
+    (_, _, value), _ = run_both(client, unfused, conv, (x, w, b))
+    assert np.isnan(value).any(), "relu keeps NaN, as torch.relu does"
+
+
+def test_outputs_read_elsewhere_are_not_folded(client):
+    rng = np.random.default_rng(3)
+    x, w = f32(rng, 4, 8), f32(rng, 3, 8)
+    with client.session() as sess:
+        # The product is returned (fetched) and also activated: neither call can fold.
+        both = sess.compile(lambda x, w: (sess.op("linear", x, w),
+                                          sess.op("relu", sess.op("linear", x, w))), x, w)
+        assert both.fused_calls == 1  # only the second linear, whose output nothing else reads
+        y, z = both(x, w)
+        np.testing.assert_allclose(z, np.maximum(y, 0), rtol=RTOL, atol=ATOL)
+        # Two readers of one product.
+        two = sess.compile(lambda x, w: sess.op("relu", sess.op("linear", x, w)) +
+                           sess.op("linear", x, w) * 2.0, x, w)
+        shared = sess.compile(lambda x, w: (lambda y: sess.op("relu", y) + y)(
+            sess.op("linear", x, w)), x, w)
+        assert shared.fused_calls == 0 and set(shared.fused_ops) == {""}
+        y = x @ w.T
+        np.testing.assert_allclose(shared(x, w), np.maximum(y, 0) + y, rtol=RTOL, atol=ATOL)
+        assert two.fused_calls >= 1
+
+
+def cnn_step(sess, ctx, params, opt):
+    def loss_of(x, y):
+        c1, b1, c2, w, b = params
+        h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", x, c1, b1, padding=1)),
+                    kernel_size=2)
+        h = sess.op("tanh", sess.op("conv2d", h, c2, padding=1) + h)  # a residual block
+        h = sess.op("gelu", sess.op("linear", sess.op("flatten", h, start_dim=1), w, b))
+        return sess.op("cross_entropy", h, y)
+
+    def step(x, y):
+        loss = loss_of(x, y)
+        opt.step(ctx.backward(loss))
+        return loss
+    return step
+
+
+def test_a_training_program_fuses_what_it_can_differentiate(client, unfused):
+    rng = np.random.default_rng(4)
+    init = [f32(rng, 4, 3, 3, 3, scale=0.3), f32(rng, 4, scale=0.1),
+            f32(rng, 4, 4, 3, 3, scale=0.3), f32(rng, 5, 64, scale=0.2), f32(rng, 5)]
+    batches = [(f32(rng, 6, 3, 8, 8), rng.integers(0, 5, 6)) for _ in range(3)]
+    results = []
+    for c in (client, unfused):
+        with c.session() as sess, sess.autodiff() as ctx:
+            params = [sess.tensor(v, requires_grad=True) for v in init]
+            opt = tensord.optim.SGD(params, lr=0.1, momentum=0.9)
+            program = sess.compile(cnn_step(sess, ctx, params, opt), *batches[0])
+            losses = [float(program(x, y)) for x, y in batches]
+            results.append((program, losses, [p.numpy() for p in params]))
+    (fused, losses, trained), (plain, plain_losses, plain_trained) = results
+    # conv+bias+relu and conv+residual+tanh fuse; gelu needs its input for the backward, so
+    # the linear stays apart.
+    assert fused.fused_calls == 2 and plain.fused_calls == 0
+    assert fused.fused_ops.count("fused_conv2d") == 5
+    assert "fused_linear" not in fused.fused_ops
+    np.testing.assert_allclose(losses, plain_losses, rtol=1e-5)
+    for a, b in zip(trained, plain_trained):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+    # And PyTorch's step from the same start.
+    tp = [torch.tensor(v, requires_grad=True) for v in init]
+    topt = torch.optim.SGD(tp, lr=0.1, momentum=0.9)
+    for x, y in batches:
+        c1, b1, c2, w, b = tp
+        h = F.max_pool2d(F.relu(F.conv2d(torch.tensor(x), c1, b1, padding=1)), 2)
+        h = torch.tanh(F.conv2d(h, c2, padding=1) + h)
+        loss = F.cross_entropy(F.gelu(F.linear(h.flatten(1), w, b)), torch.tensor(y))
+        topt.zero_grad()
+        loss.backward()
+        topt.step()
+    for a, t in zip(trained, tp):
+        np.testing.assert_allclose(a, t.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_fused_gradients_match_the_unfused_ones(client, unfused):
+    rng = np.random.default_rng(5)
+    x, w, b, r = f32(rng, 6, 16), f32(rng, 8, 16), f32(rng, 8), f32(rng, 6, 8)
+    grads = []
+    for c in (client, unfused):
+        with c.session() as sess, sess.autodiff() as ctx:
+            leaves = [sess.tensor(v, requires_grad=True) for v in (w, b, r)]
+
+            def step(xx):
+                ww, bb, rr = leaves
+                y = sess.op("sigmoid", sess.op("linear", xx, ww, bb) + rr)
+                g = ctx.backward(sess.op("sum", y * y))
+                return [g[leaf] for leaf in leaves]
+            program = sess.compile(step, x)
+            grads.append((program.fused_calls, [np.asarray(g) for g in program(x)]))
+    (n, fused), (n_plain, plain) = grads
+    assert n == 1 and n_plain == 0
+    for a, p in zip(fused, plain):
+        np.testing.assert_allclose(a, p, rtol=1e-5, atol=1e-6)
