@@ -33,6 +33,10 @@ Lines (tensord | baseline):
   conv block      conv -> relu -> max_pool2d -> sum, forward + backward | local PyTorch
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
+  fusion          the MLP and CNN programs, and a residual conv block compiled for inference
+                  ([32,32,32,32], two conv2d with bias and relu, the second with the block's
+                  input added, then summed) | the same programs on a server started with
+                  --fusion=off
   checkpoint      the eager MLP and CNN steps in an autodiff context with BALANCED
                   checkpointing | NONE: median step time, and the bytes GetSessionInfo reports
                   between forward and Backward (the context's saved_bytes, the session's
@@ -57,6 +61,7 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -497,6 +502,53 @@ def cnn(sess, rounds, inner, threads, pid=None):
                           1.0, pid)
 
 
+def fusion_compare(client, unfused, rounds, inner):
+    """The MLP and CNN training programs, and a residual conv block compiled for inference,
+    on this server (products fused with their bias, activation and residual add) against the
+    same programs on a server started with --fusion=off."""
+    def residual_data():
+        rng = np.random.default_rng(2)
+        xn = rng.standard_normal((32, 32, 32, 32)).astype(np.float32)
+        init = [(rng.standard_normal(s) * 0.05).astype(np.float32)
+                for s in [(32, 32, 3, 3), (32,), (32, 32, 3, 3), (32,)]]
+        return xn, None, init
+
+    def residual_block(sess, params, xb, _):
+        c1, b1, c2, b2 = params
+        h = sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1))
+        # Summed, so that the result's transfer is not what is measured.
+        return sess.op("sum", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1) + xb))
+
+    models = [("MLP program", mlp_data, mlp_loss, True), ("CNN program", cnn_data, cnn_loss, True),
+              ("residual block (inference)", residual_data, residual_block, False)]
+    for name, data, loss_fn, train in models:
+        runs = []
+        with ExitStack() as stack:
+            for c in (client, unfused):
+                sess = stack.enter_context(c.session())
+                ctx = stack.enter_context(sess.autodiff())
+                xn, yn, init = data()
+                params = [sess.tensor(v, requires_grad=train) for v in init]
+                opt = tensord.optim.SGD(params, lr=0.01)
+                inputs = (sess.tensor(xn), None if yn is None else sess.tensor(yn))
+
+                def step(xb, yb, sess=sess, ctx=ctx, params=params, opt=opt):
+                    loss = loss_fn(sess, params, xb, yb)
+                    if train:
+                        opt.step(ctx.backward(loss))
+                    return loss
+
+                if not train:
+                    inputs = inputs[:1]
+                program = sess.compile(step if train else (lambda xb, s=step: s(xb, None)),
+                                       *inputs)
+                runs.append((program, inputs))
+            (fused, fi), (plain, pi) = runs
+            t_fused, t_plain = interleaved(lambda: fused(*fi), lambda: plain(*pi), rounds, inner)
+            line(name + ", fused", ms(t_fused), ms(t_plain) + " unfused", t_plain / t_fused,
+                 f"{fused.fused_calls} fused ops ({plain.fused_calls} with --fusion=off)")
+
+
 def mib(n: int) -> str:
     return f"{n / (1 << 20):.2f} MiB"
 
@@ -705,7 +757,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                         help="PyTorch's intra-op threads (the server uses every core)")
-    sections = ["ops", "rpc", "mlp", "conv", "cnn", "checkpoint", "nn", "transfers"]
+    sections = ["ops", "rpc", "mlp", "conv", "cnn", "fusion", "checkpoint", "nn", "transfers"]
     parser.add_argument("--only", choices=sections, action="append",
                         help="run only these sections (repeatable)")
     args = parser.parse_args()
@@ -720,6 +772,12 @@ def main() -> int:
         proc = subprocess.Popen([binary, f"--address={address}", "--log_level=warning",
                                  "--shared-memory", "--shared-memory-key-prefix=/tensord-"],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    unfused_proc = unfused_address = None
+    if proc is not None and "fusion" in only:
+        unfused_address = f"127.0.0.1:{free_port()}"
+        unfused_proc = subprocess.Popen([binary, f"--address={unfused_address}",
+                                         "--log_level=warning", "--fusion=off"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         with tensord.connect(address) as client:
             client.wait_ready()
@@ -740,6 +798,13 @@ def main() -> int:
                 if "cnn" in only:
                     cnn(sess, rounds, max(2, inner // 4), args.threads,
                         proc.pid if proc is not None else None)
+                if "fusion" in only:
+                    if unfused_address is None:
+                        print("fusion: skipped (needs a server this script starts)")
+                    else:
+                        with tensord.connect(unfused_address) as unfused:
+                            unfused.wait_ready()
+                            fusion_compare(client, unfused, rounds, max(2, inner // 4))
                 if "checkpoint" in only:
                     checkpointing(client, rounds, inner)
                 if "nn" in only:
@@ -747,9 +812,10 @@ def main() -> int:
                 if "transfers" in only:
                     transfers(sess, 2 if args.quick else 3, 64 if args.quick else 256)
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait()
+        for p in (proc, unfused_proc):
+            if p is not None:
+                p.terminate()
+                p.wait()
     return 0
 
 

@@ -137,7 +137,8 @@ struct PostOpChain {
   struct Operand {
     int post_index;  // the post-op that reads it
     const Tensor* tensor;
-    dnnl::memory::desc md;
+    dnnl::memory::desc md;     // as the post-op reads it
+    dnnl::memory::desc plain;  // as the tensor holds it (reordered into `md` when they differ)
   };
   std::vector<Operand> operands;
 };

@@ -118,12 +118,20 @@ bool RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const 
   if (b) bind.In(DNNL_ARG_BIAS, *b, s.b);
   if (chain != nullptr) {
     for (const PostOpChain::Operand& o : chain->operands) {
-      bind.In(PostOperandArg(o), *o.tensor, o.md);
+      bind.In(PostOperandArg(o), *o.tensor, o.plain);
     }
   }
   bind.Out(DNNL_ARG_DST, y, s.y);
   bind.Run();
   return true;
+}
+
+dnnl::memory::desc ConvDstLayout(const ConvSetup& s, bool bias) {
+  auto prim = GetPrimitive(absl::StrCat("conv_fwd|", s.key), [&] {
+    auto pd = ConvForwardPd(s, bias, Attr());
+    return CachedPrimitive{dnnl::convolution_forward(pd), pd, IsReference(pd)};
+  });
+  return prim->pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
 }
 
 // gx = the adjoint of conv(., w) applied to gy.

@@ -40,6 +40,10 @@ bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool tr
 // throws, or would run its reference implementation) is not run: false, and y is untouched.
 bool RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y, const PostOpChain* chain = nullptr);
+// The layout the convolution without post-ops computes y in (a blocked one, usually): an
+// operand added to y by a post-op is read in it, or oneDNN falls back to its slow
+// plain-layout convolution.
+dnnl::memory::desc ConvDstLayout(const ConvSetup& s, bool bias);
 // gx = the adjoint of conv(., w) applied to gy.
 void RunConvBackwardData(const ConvSetup& s, const Tensor& gy, const Tensor& w, Tensor& gx);
 // gw = the gradient of <gy, conv(x, w)> with respect to w.

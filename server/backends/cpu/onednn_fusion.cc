@@ -9,6 +9,7 @@
 // runs alone and each post-op then runs in place with the kernel its own op would have had, so
 // the result is the unfused calls' bit for bit.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 
@@ -76,14 +77,17 @@ std::optional<algorithm> Algorithm(PostOp p) {
   return std::nullopt;
 }
 
-// The chain of call `c` as post-ops of a primitive whose result has plain descriptor `dst`.
-PostOpChain MakeChain(const KernelCall& c, const std::vector<PostOp>& chain, size_t n_producer,
-                      const memory::desc& dst, int spatial) {
+// The post-ops chain[from..] of call `c`, whose first added operand is input `operand`, for
+// a primitive whose result is `plain` in the output tensor and `computed` inside the primitive:
+// an operand as large as the result is read in the computed layout.
+PostOpChain MakeChain(const KernelCall& c, const std::vector<PostOp>& chain, size_t from,
+                      size_t operand, const memory::desc& plain, const memory::desc& computed,
+                      int spatial) {
   PostOpChain out;
   const double alpha = c.attrs.GetFloat(fusion::kAlphaAttr);
-  const memory::dims dims = dst.dims();
-  size_t operand = n_producer;
-  for (size_t i = 0; i < chain.size(); ++i) {
+  const memory::dims dims = plain.dims();
+  for (size_t i = from; i < chain.size(); ++i) {
+    const int index = static_cast<int>(i - from);
     if (chain[i] != PostOp::kAdd) {
       const float a = chain[i] == PostOp::kSilu                                    ? 1.0f
                       : chain[i] == PostOp::kLeakyRelu || chain[i] == PostOp::kElu ? float(alpha)
@@ -93,39 +97,42 @@ PostOpChain MakeChain(const KernelCall& c, const std::vector<PostOp>& chain, siz
       continue;
     }
     const Tensor& t = c.inputs[operand++];
-    memory::dims d(dims.size(), 1);
-    switch (SpreadOf(t.shape(), c.outputs[0].shape(), spatial)) {
-      case Spread::kFull:
-        d = dims;
-        break;
-      case Spread::kLastDim:
-        d.back() = dims.back();
-        break;
-      case Spread::kChannel:
-        d[1] = dims[1];
-        break;
-      default:
-        break;
+    memory::desc md = computed, layout = plain;
+    const Spread spread = SpreadOf(t.shape(), c.outputs[0].shape(), spatial);
+    if (spread != Spread::kFull) {
+      memory::dims d(dims.size(), 1);
+      if (spread == Spread::kLastDim) d.back() = dims.back();
+      if (spread == Spread::kChannel) d[1] = dims[1];
+      md = layout = PlainDesc(Shape(d.begin(), d.end()), DType::kF32);
     }
-    const memory::desc md = PlainDesc(Shape(d.begin(), d.end()), DType::kF32);
     out.ops.append_binary(algorithm::binary_add, md);
-    out.operands.push_back({static_cast<int>(i), &t, md});
+    out.operands.push_back({index, &t, md, layout});
     absl::StrAppend(&out.key, "a", DescKey(md));
   }
   return out;
 }
 
-// The largest magnitude in `t`, or +inf when a value is not finite.
+// The largest magnitude in `t`, or +inf when a value is not finite. On the bit patterns: with
+// the sign cleared, integer order is the order of magnitudes, NaN and inf above every finite
+// value; eight lanes, so that the compiler vectorizes the loop.
 double MaxAbs(const Tensor& t) {
-  const float* p = t.data<float>();
-  float m = 0;
-  bool finite = true;
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) {
-    const float a = std::fabs(p[i]);
-    m = a > m ? a : m;
-    finite &= a <= std::numeric_limits<float>::max();
+  const auto* bits = static_cast<const int32_t*>(t.raw());
+  const int64_t n = t.numel();
+  int32_t lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const int32_t a = bits[i + k] & 0x7fffffff;
+      lane[k] = a > lane[k] ? a : lane[k];
+    }
   }
-  return finite ? m : std::numeric_limits<double>::infinity();
+  int32_t m = 0;
+  for (int k = 0; k < 8; ++k) m = lane[k] > m ? lane[k] : m;
+  for (; i < n; ++i) m = std::max(m, bits[i] & 0x7fffffff);
+  if (m >= 0x7f800000) return std::numeric_limits<double>::infinity();
+  float f;
+  std::memcpy(&f, &m, sizeof f);
+  return f;
 }
 
 // Whether no value of the product or its chain can leave the finite range: then oneDNN's
@@ -186,22 +193,57 @@ KernelCall ProducerCall(const KernelCall& c, const Producer& producer, size_t n)
                     c.outputs,     c.output_metas,    c.account};
 }
 
+// Whether the chain starts with an add the product takes as its own bias (a value per column
+// of a product, per channel of a convolution, or one value) where it has none.
+bool FirstAddIsBias(const KernelCall& c, const std::vector<PostOp>& chain, size_t n, int spatial) {
+  if (chain[0] != PostOp::kAdd || n != 2) return false;
+  const Spread spread = SpreadOf(c.inputs[n].shape(), c.outputs[0].shape(), spatial);
+  return spread == Spread::kScalar ||
+         spread == (spatial == 0 ? Spread::kLastDim : Spread::kChannel);
+}
+
+// Whether every operand spread over the output's last dim spreads over the product's columns:
+// a product with a vector operand has none (its output's last dim is a row dim then).
+bool ColumnsFit(const KernelCall& c, const std::vector<PostOp>& chain, size_t n, int64_t m) {
+  const Shape& out = c.outputs[0].shape();
+  size_t operand = n;
+  for (PostOp p : chain) {
+    if (p != PostOp::kAdd) continue;
+    if (SpreadOf(c.inputs[operand++].shape(), out, 0) == Spread::kLastDim &&
+        (out.empty() || out.back() != m)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 absl::Status RunFused(KernelCall& c, const Producer& producer) {
   ASSIGN_OR_RETURN(std::vector<PostOp> chain,
                    fusion::ParsePostOps(c.attrs.GetString(fusion::kPostOpsAttr)));
   const size_t n = static_cast<size_t>(c.attrs.GetInt(fusion::kProducerInputsAttr));
   KernelCall inner = ProducerCall(c, producer, n);
+  const bool add_bias = FirstAddIsBias(c, chain, n, producer.spatial);
+  const size_t from = add_bias ? 1 : 0;  // the post-ops after the bias
   if (producer.spatial == 0) {
     ASSIGN_OR_RETURN(GemmProblem p, GemmFor(inner, producer.form));
     SimplifyGemm(p);
-    if (p.unfused_bias == nullptr && StaysFinite(c, chain, n, p.k)) {
-      // The descriptors RunGemm gives its result: batch dims, rows, columns, row-major.
+    if (p.unfused_bias == nullptr && ColumnsFit(c, chain, n, p.m) &&
+        StaysFinite(c, chain, n, p.k)) {
+      if (add_bias && p.m > 0) {
+        const Tensor& b = c.inputs[n];
+        p.bias = b.raw();
+        p.bias_n = b.numel() == 1 ? 1 : p.m;
+      }
+      // RunGemm's result: batch dims, rows, columns, row-major.
       Shape dst = p.batch;
       dst.push_back(p.n);
       dst.push_back(p.m);
-      const PostOpChain post = MakeChain(c, chain, n, PlainDesc(dst, DType::kF32), 0);
-      if (!RunGemm(p, &post)) return RunChainUnfused(c, chain, n);  // ran on the loop GEMM
-      return absl::OkStatus();
+      const memory::desc plain = PlainDesc(dst, DType::kF32);
+      const PostOpChain post = MakeChain(c, chain, from, n + from, plain, plain, 0);
+      if (RunGemm(p, from < chain.size() ? &post : nullptr)) return absl::OkStatus();
+      // It ran on the loop GEMM, without the chain (and with the bias where it took one).
+      if (add_bias) chain.erase(chain.begin());
+      return RunChainUnfused(c, chain, n + from);
     }
     RunGemm(p);
     if (p.unfused_bias != nullptr) AddBroadcastBias(*p.unfused_bias, c.outputs[0]);
@@ -209,19 +251,27 @@ absl::Status RunFused(KernelCall& c, const Producer& producer) {
   }
   ASSIGN_OR_RETURN(nn::ConvNdParams params,
                    nn::ReadConvNdParams(c.op.name, c.attrs, producer.spatial, false));
-  const bool bias = n == 3;
+  const bool bias = n == 3 || add_bias;
   auto s =
       MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), params, bias);
   if (!s) return NotPlanned(c);
-  const Tensor* b = bias ? &c.inputs[2] : nullptr;
+  const Tensor* b = n == 3 ? &c.inputs[2] : add_bias ? &c.inputs[n] : nullptr;
   const int64_t k = c.inputs[1].numel() / std::max<int64_t>(1, c.inputs[1].dim(0));
   if (StaysFinite(c, chain, n, k)) {
-    const PostOpChain post = MakeChain(c, chain, n, s->y, producer.spatial);
-    if (RunConvForward(*s, c.inputs[0], c.inputs[1], b, c.outputs[0], &post)) {
+    const PostOpChain post =
+        MakeChain(c, chain, from, n + from, s->y, ConvDstLayout(*s, bias), producer.spatial);
+    if (RunConvForward(*s, c.inputs[0], c.inputs[1], b, c.outputs[0],
+                       from < chain.size() ? &post : nullptr)) {
       return absl::OkStatus();
     }
   }
-  RunConvForward(*s, c.inputs[0], c.inputs[1], b, c.outputs[0]);
+  // Without the chain, and without the add taken as a bias.
+  if (add_bias) {
+    s = MakeConvSetup(c.inputs[0].shape(), c.inputs[1].shape(), c.outputs[0].shape(), params,
+                      false);
+    if (!s) return NotPlanned(c);
+  }
+  RunConvForward(*s, c.inputs[0], c.inputs[1], n == 3 ? &c.inputs[2] : nullptr, c.outputs[0]);
   return RunChainUnfused(c, chain, n);
 }
 

@@ -61,7 +61,7 @@ bool RunGemm(const GemmProblem& p, const PostOpChain* chain) {
   if (p.bias != nullptr) args.emplace(DNNL_ARG_BIAS, WrapPtr(p.bias, bias));
   if (chain != nullptr) {
     for (const PostOpChain::Operand& o : chain->operands) {
-      args.emplace(PostOperandArg(o), Wrap(*o.tensor, o.md));
+      args.emplace(PostOperandArg(o), Wrap(*o.tensor, o.plain));  // plain: as the result
     }
   }
   Execute(*prim, std::move(args));
