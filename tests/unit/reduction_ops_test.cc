@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 
@@ -77,6 +78,32 @@ TEST(Reduction, SumMatchesReferenceForEveryDtype) {
         Tensor x = Random(dt, c.shape, 7, -10, 10);
         DType out = IsFloat(dt) ? dt : DType::kI64;
         ExpectReduction("sum", x, DimAttrs(c.dims, keepdim), c.dims, keepdim, RefSum, out);
+      }
+    }
+  }
+}
+
+// Summing the dims around kept ones ([N, C, H, W] over N, H, W: a convolution's bias gradient)
+// reads the input in place; the bits are those of summing the same values gathered into rows
+// (the permuted input, summed over its trailing dims).
+TEST(Reduction, SumAroundKeptDimsEqualsTheGatheredRowsBitForBit) {
+  for (DType dt : {DType::kF32, DType::kF64, DType::kI32}) {
+    for (const Shape& shape : {Shape{5, 3, 4, 6}, Shape{3, 4, 3, 3}, Shape{2, 1, 3, 2, 1, 7}}) {
+      const std::vector<int64_t> dims =
+          shape.size() == 4 ? std::vector<int64_t>{0, 2, 3} : std::vector<int64_t>{0, 3, 4, 5};
+      Tensor x = Random(dt, shape, 11, -1000, 1000);
+      const std::vector<int64_t> order = shape.size() == 4 ? std::vector<int64_t>{1, 0, 2, 3}
+                                                           : std::vector<int64_t>{1, 2, 0, 3, 4, 5};
+      Tensor rows = Run1("permute", {x}, {{"dims", order}});
+      const std::vector<int64_t> tail =
+          shape.size() == 4 ? std::vector<int64_t>{1, 2, 3} : std::vector<int64_t>{2, 3, 4, 5};
+      for (const char* op : {"sum", "mean"}) {
+        if (std::string(op) == "mean" && !IsFloat(dt)) continue;
+        Tensor got = Run1(op, {x}, {{"dim", dims}});
+        Tensor want = Run1(op, {rows}, {{"dim", tail}});
+        ASSERT_EQ(got.shape(), want.shape()) << op;
+        EXPECT_EQ(std::memcmp(got.raw(), want.raw(), got.nbytes()), 0)
+            << op << " " << DTypeName(dt) << " " << ShapeToString(shape);
       }
     }
   }

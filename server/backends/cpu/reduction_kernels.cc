@@ -102,11 +102,88 @@ Acc SumRun(const T* p, int64_t n) {
   return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+// A reduction of leading and trailing dims around kept ones: x as [a, k, b], a and b reduced
+// (a convolution's bias gradient sums [N, C, H, W] over N, H and W).
+struct Sandwich {
+  int64_t a = 1, k = 1, b = 1;
+};
+
+std::optional<Sandwich> SandwichForm(const Shape& shape, const std::vector<int64_t>& dims) {
+  Sandwich s;
+  enum { kLead, kKept, kTail } state = kLead;
+  bool lead = false;
+  for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {
+    const int64_t n = shape[d];
+    if (n == 1) continue;
+    const bool reduced = std::find(dims.begin(), dims.end(), d) != dims.end();
+    if (state == kLead && reduced) {
+      s.a *= n;
+      lead = true;
+    } else if (state != kTail && !reduced) {
+      state = kKept;
+      s.k *= n;
+    } else if (reduced) {
+      state = kTail;
+      s.b *= n;
+    } else {
+      return std::nullopt;  // a kept dim after the trailing reduced ones
+    }
+  }
+  if (!lead || state != kTail) return std::nullopt;
+  return s;
+}
+
+// The sum of kept slot `k`'s a * b values, in the order and with the eight partial sums of
+// SumRun over the row ToBlockForm would copy them into (a-major), so the bits are the same,
+// without the copy.
+template <typename Acc, typename T>
+Acc SumSandwichSlot(const T* x, const Sandwich& s, int64_t k) {
+  Acc lane[8] = {};
+  const int64_t n = s.a * s.b, full = n - n % 8;
+  if (s.b % 8 == 0) {  // a row starts at a multiple of 8: its position's lane is its own
+    for (int64_t a = 0; a < s.a; ++a) {
+      const T* row = x + (a * s.k + k) * s.b;
+      for (int64_t j = 0; j < s.b; j += 8) {
+        for (int t = 0; t < 8; ++t) lane[t] += static_cast<Acc>(row[j + t]);
+      }
+    }
+  } else {
+    int64_t pos = 0;
+    for (int64_t a = 0; a < s.a; ++a) {
+      const T* row = x + (a * s.k + k) * s.b;
+      for (int64_t j = 0; j < s.b; ++j, ++pos) {
+        lane[pos < full ? (pos & 7) : 0] += static_cast<Acc>(row[j]);
+      }
+    }
+  }
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+}
+
 // sum and mean: floats accumulate in double, integers (and bool) in int64, then narrow.
 absl::Status SumMeanKernel(KernelCall& c, bool mean) {
   const Tensor& x = c.inputs[0];
   Tensor& out = c.outputs[0];
   ASSIGN_OR_RETURN(auto dims, ReductionDims(c.op.name, c.attrs, x.rank()));
+  if (std::optional<Sandwich> s = SandwichForm(x.shape(), dims)) {
+    const double count = static_cast<double>(s->a * s->b);
+    TENSORD_DISPATCH_ALL(x.dtype(), [&] {
+      using In = T;
+      const In* p = x.data<In>();
+      TENSORD_DISPATCH_ALL(out.dtype(), [&] {
+        T* q = out.data<T>();
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+        for (int64_t k = 0; k < s->k; ++k) {
+          const Acc a = SumSandwichSlot<Acc>(p, *s, k);
+          if constexpr (std::is_floating_point_v<T>) {
+            q[k] = static_cast<T>(mean ? a / count : a);
+          } else {
+            q[k] = static_cast<T>(a);
+          }
+        }
+      });
+    });
+    return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(BlockInput in, ToBlockForm(x, dims, c.account));
   const ReduceBlock& b = in.block;
   const double count = static_cast<double>(b.size);
