@@ -195,10 +195,35 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
   return Call(*found, std::move(inputs), attr_map, env);
 }
 
+namespace {
+
+// Whether `plan` was made for inputs of these dtypes, shapes and devices.
+bool PlannedFor(const CallPlan& plan, const std::vector<Tensor>& inputs) {
+  if (!plan.has_kernel || plan.inputs.size() != inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorMeta& m = plan.inputs[i];
+    const Tensor& t = inputs[i];
+    if (m.dtype != t.dtype() || m.wrapped_number != t.wrapped_number() || m.shape != t.shape() ||
+        m.device != t.device()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
                                                      std::vector<Tensor> inputs,
                                                      const AttrMap& attr_map,
                                                      const CallEnv& env) const {
+  return Call(resolved, std::move(inputs), attr_map, env, nullptr);
+}
+
+absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
+                                                     std::vector<Tensor> inputs,
+                                                     const AttrMap& attr_map, const CallEnv& env,
+                                                     CallPlan* plan) const {
   const OpDef* def = &resolved;
   const std::string& op = def->name;
   const int n = static_cast<int>(inputs.size());
@@ -206,7 +231,15 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     return CallCollective(*def, std::move(inputs), attr_map, env);
   }
   RETURN_IF_ERROR(CheckArity(*def, n));
-  ASSIGN_OR_RETURN(Attrs attrs, ValidateAttrs(op, def->attrs, attr_map));
+  Attrs validated;
+  if (plan == nullptr || !plan->has_attrs) {
+    ASSIGN_OR_RETURN(validated, ValidateAttrs(op, def->attrs, attr_map));
+    if (plan != nullptr) {
+      plan->attrs = validated;
+      plan->has_attrs = true;
+    }
+  }
+  const Attrs& attrs = plan != nullptr ? plan->attrs : validated;
   RETURN_IF_ERROR(CheckAutodiff(*def, inputs, env));
   const bool has_autodiff_input =
       std::any_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.autograd(); });
@@ -241,7 +274,16 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     }
     for (int i = def->promote_from; i < n; ++i) {
       if (promoted[i].dtype() == common) continue;
+      if (plan != nullptr && i < static_cast<int>(plan->casts.size()) &&
+          plan->casts[i].from == inputs[i].storage() && plan->casts[i].to.dtype() == common) {
+        promoted[i] = plan->casts[i].to;  // the same number as the last run's
+        continue;
+      }
       if (Tensor number = CastNumber(inputs[i], common); number.defined()) {
+        if (plan != nullptr) {
+          if (plan->casts.size() < inputs.size()) plan->casts.resize(inputs.size());
+          plan->casts[i] = {inputs[i].storage(), number};
+        }
         promoted[i] = std::move(number);
         continue;
       }
@@ -301,6 +343,18 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
   std::vector<Tensor> outputs;
   if (stored) {
     outputs = std::move(*stored);
+  } else if (plan != nullptr && PlannedFor(*plan, promoted)) {
+    // The same call as planned: its outputs' types and kernel are known.
+    outputs.resize(plan->outputs.size());
+    for (size_t k = 0; k < plan->outputs.size(); ++k) {
+      if (def->view) continue;
+      ASSIGN_OR_RETURN(outputs[k],
+                       plan->backend->Allocate(plan->outputs[k].dtype, plan->outputs[k].shape,
+                                               device, env.account));
+    }
+    KernelCall call{*def, promoted, attrs, outputs, plan->outputs, env.account};
+    absl::Status run = plan->backend->Run(plan->kernel, call);
+    if (!run.ok()) return WithMetadata(run, {{"op", op}});
   } else {
     std::vector<TensorMeta> metas;
     std::vector<DType> dtypes;
@@ -313,10 +367,10 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas, def->infer(metas, attrs));
     ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
     // The kernel is chosen once, before anything is allocated for the call.
-    absl::StatusOr<KernelPlan> plan =
+    absl::StatusOr<KernelPlan> kernel =
         backend->Plan({*def, dtypes, &attrs, metas, out_metas, device});
-    if (!plan.ok()) {
-      if (GetReason(plan.status()) != Reason::kUnsupportedOnBackend) return plan.status();
+    if (!kernel.ok()) {
+      if (GetReason(kernel.status()) != Reason::kUnsupportedOnBackend) return kernel.status();
       return Error(Reason::kUnsupportedOnBackend,
                    absl::StrCat(op, ": the ", backend->kind(), " backend (device ", device,
                                 ") has no kernel for this call (dtype ",
@@ -332,8 +386,18 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
                                                      env.account));
     }
     KernelCall call{*def, promoted, attrs, outputs, out_metas, env.account};
-    absl::Status run = backend->Run(*plan, call);
+    absl::Status run = backend->Run(*kernel, call);
     if (!run.ok()) return WithMetadata(run, {{"op", op}});
+    const bool known = std::all_of(out_metas.begin(), out_metas.end(), [](const TensorMeta& m) {
+      return std::all_of(m.shape.begin(), m.shape.end(), [](int64_t d) { return d >= 0; });
+    });
+    if (plan != nullptr && known) {
+      plan->inputs = std::move(metas);
+      plan->outputs = std::move(out_metas);
+      plan->backend = backend;
+      plan->kernel = *kernel;
+      plan->has_kernel = true;
+    }
   }
 
   if (numbers_only) {

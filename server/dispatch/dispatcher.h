@@ -30,6 +30,27 @@ struct CallEnv {
   std::shared_ptr<distributed::ProcessGroup> group;
 };
 
+// What a call decided the last time it ran, kept by a caller that runs the same call again
+// (a compiled program keeps one per call): its validated attributes, and for inputs of the
+// same dtypes, shapes and devices its outputs' types, backend and kernel. Such a run skips
+// attribute validation, the shape rule and kernel planning; anything else runs as planned.
+struct CallPlan {
+  bool has_attrs = false;
+  Attrs attrs;
+  bool has_kernel = false;
+  std::vector<TensorMeta> inputs;  // after promotion
+  std::vector<TensorMeta> outputs;
+  Backend* backend = nullptr;
+  KernelPlan kernel;
+  // Per input: a number operand (the same tensor at every run: a program keeps it) and what
+  // promotion made of it.
+  struct Cast {
+    std::shared_ptr<Storage> from;
+    Tensor to;
+  };
+  std::vector<Cast> casts;
+};
+
 class Dispatcher {
  public:
   Dispatcher(const OpRegistry& registry, std::vector<std::unique_ptr<Backend>> backends);
@@ -43,6 +64,10 @@ class Dispatcher {
   // per call of a batch or program).
   absl::StatusOr<std::vector<Tensor>> Call(const OpDef& op, std::vector<Tensor> inputs,
                                            const AttrMap& attrs, const CallEnv& env) const;
+  // The same, reusing and filling `plan` (the same op and attributes every time).
+  absl::StatusOr<std::vector<Tensor>> Call(const OpDef& op, std::vector<Tensor> inputs,
+                                           const AttrMap& attrs, const CallEnv& env,
+                                           CallPlan* plan) const;
 
   // Reverse pass over `ctx` (which must be open), see RunBackward.
   absl::StatusOr<std::vector<LeafGradient>> Backward(AutodiffContext& ctx,

@@ -71,7 +71,9 @@ absl::StatusOr<Tensor> ResolveOperand(const OperandSpec& operand, size_t k, size
     RETURN_IF_ERROR(CheckTensorLimits(limits, lit->dtype, lit->shape, "literal"));
     return LiteralTensor(dispatcher, session, *lit);
   }
-  if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) return NumberTensor(*s);
+  if (const auto* s = std::get_if<OperandSpec::Scalar>(&src)) {
+    return operand.number.defined() ? operand.number : NumberTensor(*s);
+  }
   return Error(Reason::kBadOperand,
                absl::StrCat("execute: input ", i, " of call ", k,
                             " names no source (handle, call_output, literal or scalar)"));
@@ -108,7 +110,7 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
                                             uint64_t context_id, const CallEnv& env,
                                             Session& session, const Dispatcher& dispatcher,
                                             Transaction& txn, const ServiceLimits& limits,
-                                            const ProgramValues* bound) {
+                                            const ProgramValues* bound, CallPlan* plan) {
   if (env.cancelled && env.cancelled()) {
     return Error(Reason::kCancelled, absl::StrCat("execute: the call was cancelled before call ", k,
                                                   "; the batch was rolled back"));
@@ -148,7 +150,7 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
     if (i < static_cast<int>(inputs.size())) RETURN_IF_ERROR(txn.SaveInPlaceTarget(inputs[i]));
   }
   std::vector<Tensor> outputs;
-  ASSIGN_OR_RETURN(outputs, dispatcher.Call(*def, std::move(inputs), call.attrs, env));
+  ASSIGN_OR_RETURN(outputs, dispatcher.Call(*def, std::move(inputs), call.attrs, env, plan));
   // Bytes were charged against max_tensor_bytes before allocation; rank and dims of outputs
   // an op derives from its inputs (expand, repeat, unsqueeze...) are checked here, before the
   // batch commits.
@@ -193,7 +195,7 @@ absl::StatusOr<std::vector<Tensor>> RunBatchCall(const CallSpec& call, size_t k,
                                                  Session& session, const Dispatcher& dispatcher,
                                                  Transaction& txn, const ExecuteLimits& limits,
                                                  const CallObserver& observe,
-                                                 const ProgramValues* bound) {
+                                                 const ProgramValues* bound, CallPlan* plan) {
   absl::StatusOr<std::vector<Tensor>> outs;
   const absl::Time started = observe ? absl::Now() : absl::InfinitePast();
   // Kernels report allocation failures themselves (the backend catches std::bad_alloc at
@@ -202,7 +204,7 @@ absl::StatusOr<std::vector<Tensor>> RunBatchCall(const CallSpec& call, size_t k,
   // server.
   try {
     outs = RunCall(call, k, done, context_id, env, session, dispatcher, txn, limits.tensor_limits,
-                   bound);
+                   bound, plan);
   } catch (const std::bad_alloc&) {
     outs = Error(Reason::kOutOfMemory,
                  absl::StrCat("execute: out of host memory in call ", k, " (", call.op,

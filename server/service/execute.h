@@ -44,6 +44,9 @@ struct OperandSpec {
   };
   // monostate: the operand named no source (BAD_OPERAND).
   std::variant<std::monostate, Handle, CallOutput, Literal, Scalar, Parameter, Gradient> source;
+  // Programs: a Scalar's tensor, made once when the program is compiled (never for an operand
+  // its op writes); null: made at every run.
+  Tensor number;
 };
 
 struct CallSpec {
@@ -108,14 +111,13 @@ CallEnv BatchEnv(Session& session, bool no_grad, const std::function<bool()>& ca
 
 // Call `k` of a batch or a program: resolves its operands (`done` holds the outputs of the
 // calls before it, `bound` a program run's values), saves its in-place targets in `txn` and
-// runs it. Errors carry call_index=k and op; the caller rolls `txn` back.
-absl::StatusOr<std::vector<Tensor>> RunBatchCall(const CallSpec& call, size_t k,
-                                                 const std::vector<std::vector<Tensor>>& done,
-                                                 uint64_t context_id, const CallEnv& env,
-                                                 Session& session, const Dispatcher& dispatcher,
-                                                 Transaction& txn, const ExecuteLimits& limits,
-                                                 const CallObserver& observe,
-                                                 const ProgramValues* bound = nullptr);
+// runs it, reusing and filling `plan` where given (a program's call). Errors carry
+// call_index=k and op; the caller rolls `txn` back.
+absl::StatusOr<std::vector<Tensor>> RunBatchCall(
+    const CallSpec& call, size_t k, const std::vector<std::vector<Tensor>>& done,
+    uint64_t context_id, const CallEnv& env, Session& session, const Dispatcher& dispatcher,
+    Transaction& txn, const ExecuteLimits& limits, const CallObserver& observe,
+    const ProgramValues* bound = nullptr, CallPlan* plan = nullptr);
 
 // Host bytes of the outputs of the calls that ask for fetch, counted into `fetch_bytes`
 // (LIMIT_EXCEEDED fetch_bytes once it passes limits.max_fetch_bytes).

@@ -130,7 +130,8 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
                                const ProgramSpec& spec, const std::vector<ParameterType>* types,
                                const std::vector<OperandSpec>& inputs, bool commit,
                                const std::function<bool()>& cancelled, const ExecuteLimits& limits,
-                               const CallObserver& observe) {
+                               const CallObserver& observe,
+                               std::vector<CallPlan>* plans = nullptr) {
   ASSIGN_OR_RETURN(AutodiffContext * ctx, ProgramContext(session, spec));
   if (inputs.size() != spec.parameters.size()) {
     return Error(
@@ -167,7 +168,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       continue;
     }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, forward_env, session, dispatcher,
-                             txn, limits, observe, &bound);
+                             txn, limits, observe, &bound, plans ? &(*plans)[k] : nullptr);
     if (!outs.ok()) return fail(outs.status(), "forward");
     done.push_back(*std::move(outs));
   }
@@ -214,7 +215,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       continue;
     }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, plain_env, session, dispatcher,
-                             txn, limits, observe, &bound);
+                             txn, limits, observe, &bound, plans ? &(*plans)[k] : nullptr);
     if (!outs.ok()) return fail(outs.status(), "update");
     done.push_back(*std::move(outs));
   }
@@ -338,6 +339,19 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
       program->fused_calls = n;
     }
   }
+  // Numbers are made once, except where their op writes them.
+  for (std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
+    for (CallSpec& c : *calls) {
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        const auto* s = std::get_if<OperandSpec::Scalar>(&c.inputs[i].source);
+        const bool written = c.def == nullptr || (c.def->in_place && i == 0) ||
+                             std::find(c.def->mutates_inputs.begin(), c.def->mutates_inputs.end(),
+                                       static_cast<int>(i)) != c.def->mutates_inputs.end();
+        if (s != nullptr && !written) c.inputs[i].number = NumberTensor(*s);
+      }
+    }
+  }
+  program->plans.resize(spec.calls.size() + spec.updates.size());
   program->parameters = std::move(trial.types);
   program->outputs = std::move(trial.metas);
   program->spec = std::move(spec);
@@ -375,8 +389,9 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
                                           const std::function<bool()>& cancelled,
                                           const ExecuteLimits& limits,
                                           const CallObserver& observe) {
-  ASSIGN_OR_RETURN(Steps steps, RunSteps(session, dispatcher, program.spec, &program.parameters,
-                                         inputs, /*commit=*/true, cancelled, limits, observe));
+  ASSIGN_OR_RETURN(Steps steps,
+                   RunSteps(session, dispatcher, program.spec, &program.parameters, inputs,
+                            /*commit=*/true, cancelled, limits, observe, &program.plans));
   ++program.runs;
   return std::move(steps.outcome);
 }

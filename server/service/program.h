@@ -58,6 +58,9 @@ struct Program {
   std::vector<std::vector<TensorMeta>> outputs;
   uint64_t runs = 0;    // runs that committed
   int fused_calls = 0;  // calls that run fused ops (each with the calls folded into it)
+  // Per call (forward, then updates): what its last run decided (CallPlan), so that a run
+  // validates no attributes and plans no kernel a run before it planned.
+  std::vector<CallPlan> plans;
   // The bytes the program holds (its stored request: calls, attributes, literals), charged to
   // the session's quota for as long as the program lives; the last owner credits them back.
   std::shared_ptr<void> quota_charge;

@@ -206,3 +206,20 @@ def test_misuse_while_tracing_is_refused_by_the_client(sess):
         assert e.value.reason == "INVALID_REQUEST"
         # The session is usable after a failed trace.
         assert sess.op("sum", w).item() == 2.0
+
+
+def test_calls_whose_inputs_change_shape_between_runs_are_planned_again(sess):
+    # A run reuses what the call decided the run before (attributes, output types, kernel)
+    # only for inputs of the same types: masked_select's output length follows the values.
+    def fn(x):
+        picked = sess.op("masked_select", x, x > 0.0)
+        return sess.op("sum", picked * 2.0 + 1.0), picked * 3.0
+
+    step = sess.compile(fn, np.ones(6, np.float32))
+    for values in ([1, -1, 2, -2, 3, -3], [-1, -1, -1, -1, -1, 4], [5, 6, 7, 8, 9, 10],
+                   [-1] * 6, [1, -1, 2, -2, 3, -3]):
+        x = np.array(values, np.float32)
+        total, tripled = step(x)
+        kept = x[x > 0]
+        np.testing.assert_array_equal(tripled, kept * 3)
+        assert float(total) == pytest.approx(float(np.sum(kept * 2 + 1)))
