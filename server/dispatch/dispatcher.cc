@@ -257,42 +257,47 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
   // Devices: every tensor operand on one device (to_device is the way across).
   ASSIGN_OR_RETURN(const std::string device, CallDevice(*def, inputs, attrs, env));
 
-  // Promotion to the common dtype (binary arithmetic, where).
-  std::vector<Tensor> promoted = inputs;
   // Numbers only (1 - w in lerp's gradient, b - 1 in pow's): computed in the numbers' own
   // dtype, f64 for a float, and the result is a number again, as Python's arithmetic on two
   // numbers is. With a tensor present a float number takes the tensor's dtype.
   const bool numbers_only =
       def->promote_from >= 0 && n > 0 &&
       std::all_of(inputs.begin(), inputs.end(), [](const Tensor& t) { return t.wrapped_number(); });
+  const CompositeFn* composite = def->composite ? &def->composite : nullptr;
+  if (def->composite_form && def->composite_form_when(attrs)) composite = &def->composite_form;
+  // Promotion to the common dtype (binary arithmetic, where). The caller's tensors are kept
+  // only where a record or a composite needs their autodiff identity.
+  const bool keep_inputs = record || composite != nullptr;
+  std::vector<Tensor> promoted = keep_inputs ? inputs : std::move(inputs);
   if (def->promote_from >= 0 && n > def->promote_from) {
-    const auto promoted_operands = absl::MakeConstSpan(inputs).subspan(def->promote_from);
+    const auto promoted_operands = absl::MakeConstSpan(promoted).subspan(def->promote_from);
     DType common = numbers_only ? NumbersType(promoted_operands) : ResultType(promoted_operands);
     if (!numbers_only && !IsFloat(common) && def->integers_to_float &&
         def->integers_to_float(attrs)) {
       common = DType::kF32;
     }
     for (int i = def->promote_from; i < n; ++i) {
-      if (promoted[i].dtype() == common) continue;
+      Tensor& operand = promoted[i];  // still the caller's tensor here
+      if (operand.dtype() == common) continue;
       if (plan != nullptr && i < static_cast<int>(plan->casts.size()) &&
-          plan->casts[i].from == inputs[i].storage() && plan->casts[i].to.dtype() == common) {
-        promoted[i] = plan->casts[i].to;  // the same number as the last run's
+          plan->casts[i].from == operand.storage() && plan->casts[i].to.dtype() == common) {
+        operand = plan->casts[i].to;  // the same number as the last run's
         continue;
       }
-      if (Tensor number = CastNumber(inputs[i], common); number.defined()) {
+      if (Tensor number = CastNumber(operand, common); number.defined()) {
         if (plan != nullptr) {
-          if (plan->casts.size() < inputs.size()) plan->casts.resize(inputs.size());
-          plan->casts[i] = {inputs[i].storage(), number};
+          if (plan->casts.size() < static_cast<size_t>(n)) plan->casts.resize(n);
+          plan->casts[i] = {operand.storage(), number};
         }
-        promoted[i] = std::move(number);
+        operand = std::move(number);
         continue;
       }
       CallEnv plain = env;
       plain.no_grad = true;
       ASSIGN_OR_RETURN(std::vector<Tensor> cast,
-                       Call(opname::to_dtype, {inputs[i].Detached()},
+                       Call(opname::to_dtype, {operand.Detached()},
                             {{"dtype", std::string(DTypeName(common))}}, plain));
-      promoted[i] = std::move(cast[0]);
+      operand = std::move(cast[0]);
     }
   }
   for (Tensor& t : promoted) t.set_autograd(nullptr);
@@ -311,8 +316,6 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
                   {"supported", accepted.ToString()}});
   }
 
-  const CompositeFn* composite = def->composite ? &def->composite : nullptr;
-  if (def->composite_form && def->composite_form_when(attrs)) composite = &def->composite_form;
   if (composite != nullptr) {
     CallEnv inner = env;
     inner.no_grad = env.no_grad || def->marking == Marking::kNonDifferentiable;
@@ -345,12 +348,14 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
     outputs = std::move(*stored);
   } else if (plan != nullptr && PlannedFor(*plan, promoted)) {
     // The same call as planned: its outputs' types and kernel are known.
-    outputs.resize(plan->outputs.size());
-    for (size_t k = 0; k < plan->outputs.size(); ++k) {
-      if (def->view) continue;
-      ASSIGN_OR_RETURN(outputs[k],
-                       plan->backend->Allocate(plan->outputs[k].dtype, plan->outputs[k].shape,
-                                               device, env.account));
+    outputs.reserve(plan->outputs.size());
+    for (const TensorMeta& m : plan->outputs) {
+      if (def->view) {
+        outputs.emplace_back();  // the kernel returns a view
+        continue;
+      }
+      ASSIGN_OR_RETURN(Tensor t, plan->backend->Allocate(m.dtype, m.shape, device, env.account));
+      outputs.push_back(std::move(t));
     }
     KernelCall call{*def, promoted, attrs, outputs, plan->outputs, env.account};
     absl::Status run = plan->backend->Run(plan->kernel, call);

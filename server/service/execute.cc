@@ -136,6 +136,7 @@ absl::StatusOr<std::vector<Tensor>> RunCall(const CallSpec& call, size_t k,
     }
   }
   std::vector<Tensor> inputs;
+  inputs.reserve(call.inputs.size());
   for (size_t i = 0; i < call.inputs.size(); ++i) {
     auto t = ResolveOperand(call.inputs[i], k, i, done, session, dispatcher, limits, bound);
     if (!t.ok()) return WithMetadata(t.status(), {{"input_index", Str(i)}});

@@ -242,7 +242,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       steps.outcome.gradient_bytes.push_back(std::move(bytes));
     }
   }
-  for (size_t p = 0; p < inputs.size(); ++p) {
+  for (size_t p = 0; p < inputs.size() && !commit; ++p) {  // what compiling learns
     ParameterType& type = steps.types.emplace_back();
     if (const auto* s = std::get_if<OperandSpec::Scalar>(&inputs[p].source)) {
       type.number = true;
@@ -252,9 +252,9 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       type.shape = bound.parameters[p].shape();
     }
   }
-  for (const auto& outs : done) {
+  for (size_t k = 0; k < done.size() && !commit; ++k) {
     std::vector<TensorMeta>& metas = steps.metas.emplace_back();
-    for (const Tensor& t : outs) metas.push_back(t.meta());
+    for (const Tensor& t : done[k]) metas.push_back(t.meta());
   }
   if (!commit) {
     txn.Rollback();

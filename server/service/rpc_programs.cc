@@ -13,6 +13,7 @@ namespace {
 
 void FillOutcome(std::vector<CallOutcome>& calls,
                  google::protobuf::RepeatedPtrField<v1::CallResult>* results) {
+  results->Reserve(static_cast<int>(calls.size()));
   for (CallOutcome& outcome : calls) {
     v1::CallResult* result = results->Add();
     for (size_t i = 0; i < outcome.outputs.size(); ++i) {
