@@ -3,6 +3,8 @@ residual add after it run as one fused op in a compiled program. Each fused prog
 against the same program on a server started with --fusion=off (values, gradients and trained
 parameters) and against PyTorch; values that are not finite give the unfused results bit for
 bit; an output something else reads is never folded away."""
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -192,3 +194,51 @@ def test_fused_gradients_match_the_unfused_ones(client, unfused):
     assert n == 1 and n_plain == 0
     for a, p in zip(fused, plain):
         np.testing.assert_allclose(a, p, rtol=1e-5, atol=1e-6)
+
+
+def test_fused_ops_are_not_part_of_the_api(sess):
+    x = sess.tensor(np.ones((2, 3), np.float32))
+    w = sess.tensor(np.ones((4, 3), np.float32))
+    with pytest.raises(tensord.TensordError) as err:
+        sess.op("fused_linear", x, w, post_ops="relu")
+    assert err.value.reason == "UNKNOWN_OP"
+    names = sess.client.op_names()
+    assert "linear" in names and not any(name.startswith("fused_") for name in names)
+
+
+def test_balanced_checkpointing_recomputes_around_a_fused_op(client, unfused):
+    rng = np.random.default_rng(6)
+    x, w, b = f32(rng, 4, 3, 8, 8), f32(rng, 5, 3, 3, 3, scale=0.3), f32(rng, 5)
+    grads = []
+    for c in (client, unfused):
+        with c.session() as sess, sess.autodiff(checkpointing="balanced") as ctx:
+            ww, bb = (sess.tensor(v, requires_grad=True) for v in (w, b))
+
+            def step(xx):
+                h = sess.op("sigmoid", sess.op("conv2d", xx, ww, bb, padding=1))
+                h = sess.op("max_pool2d", h, kernel_size=2)
+                g = ctx.backward(sess.op("sum", h * h))
+                return [g[ww], g[bb]]
+            program = sess.compile(step, x)
+            grads.append((program.fused_calls, [np.asarray(v) for v in program(x)]))
+    (n, fused), (_, plain) = grads
+    assert n == 1
+    for a, p in zip(fused, plain):
+        np.testing.assert_allclose(a, p, rtol=1e-5, atol=1e-6)
+
+
+def test_programs_on_a_device_without_fused_kernels_run_as_written(client):
+    device = os.environ.get("TENSORD_TEST_GPU_DEVICE", "opencl:0")
+    names = [d["name"] for d in client.devices()]
+    if device not in names:
+        if os.environ.get("TENSORD_REQUIRE_GPU"):
+            pytest.fail(f"the server has no device {device} (devices: {names})")
+        pytest.skip(f"the server has no device {device}")
+    rng = np.random.default_rng(7)
+    x, w, b = f32(rng, 6, 8), f32(rng, 5, 8), f32(rng, 5)
+    with client.session(device=device) as sess:
+        program = sess.compile(lambda x, w, b: sess.op("relu", sess.op("linear", x, w, b)),
+                               x, w, b)
+        assert program.fused_calls == 0 and set(program.fused_ops) == {""}
+        np.testing.assert_allclose(program(x, w, b), np.maximum(x @ w.T + b, 0),
+                                   rtol=1e-5, atol=1e-5)
