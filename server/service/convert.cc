@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/dtype_table.h"
@@ -119,8 +120,9 @@ v1::Marking MarkingToProto(Marking m) {
   return v1::MARKING_UNSPECIFIED;
 }
 
-// `field` names the operand in errors, e.g. "calls[2].inputs[0]".
-absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, const std::string& field) {
+// `field` names the operand in errors, e.g. "calls[2].inputs[0]" (made only for one).
+absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in,
+                                             absl::FunctionRef<std::string()> field) {
   OperandSpec out;
   switch (in.source_case()) {
     case v1::Operand::kHandle:
@@ -131,8 +133,8 @@ absl::StatusOr<OperandSpec> OperandFromProto(const v1::Operand& in, const std::s
       break;
     case v1::Operand::kLiteral: {
       OperandSpec::Literal lit;
-      ASSIGN_OR_RETURN(lit.dtype,
-                       DTypeFromProto(in.literal().dtype(), absl::StrCat(field, ".literal.dtype")));
+      ASSIGN_OR_RETURN(
+          lit.dtype, DTypeFromProto(in.literal().dtype(), absl::StrCat(field(), ".literal.dtype")));
       lit.shape.assign(in.literal().shape().begin(), in.literal().shape().end());
       lit.data = in.literal().data();
       out.source = std::move(lit);
@@ -176,7 +178,8 @@ absl::StatusOr<CallSpec> CallFromProto(const v1::OpCall& in, const char* field, 
   call.keep = in.keep();
   call.inputs.reserve(in.inputs_size());
   for (int i = 0; i < in.inputs_size(); ++i) {
-    auto operand = OperandFromProto(in.inputs(i), absl::StrCat(field, "[", k, "].inputs[", i, "]"));
+    auto operand = OperandFromProto(
+        in.inputs(i), [&] { return absl::StrCat(field, "[", k, "].inputs[", i, "]"); });
     if (!operand.ok()) {
       return WithMetadata(operand.status(),
                           {{"call_index", absl::StrCat(index)}, {"input_index", absl::StrCat(i)}});
@@ -246,8 +249,8 @@ absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
                     {"parameter_index", absl::StrCat(p)},
                     {"parameter", param.name}});
     }
-    auto example =
-        OperandFromProto(req.parameters(p).example(), absl::StrCat("parameters[", p, "].example"));
+    auto example = OperandFromProto(req.parameters(p).example(),
+                                    [&] { return absl::StrCat("parameters[", p, "].example"); });
     if (!example.ok()) {
       return WithMetadata(example.status(), {{"parameter_index", absl::StrCat(p)}});
     }
@@ -278,7 +281,7 @@ absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
 absl::StatusOr<std::vector<OperandSpec>> ProgramInputsFromProto(const v1::RunProgramRequest& req) {
   std::vector<OperandSpec> inputs;
   for (int p = 0; p < req.inputs_size(); ++p) {
-    auto operand = OperandFromProto(req.inputs(p), absl::StrCat("inputs[", p, "]"));
+    auto operand = OperandFromProto(req.inputs(p), [&] { return absl::StrCat("inputs[", p, "]"); });
     if (!operand.ok()) {
       return WithMetadata(operand.status(), {{"parameter_index", absl::StrCat(p)}});
     }
