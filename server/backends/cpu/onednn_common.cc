@@ -236,6 +236,23 @@ dnnl::primitive_attr AttrWith(const PostOpChain* chain) {
   return attr;
 }
 
+int32_t MaxMagnitudeBits(const Tensor& t) {
+  const auto* bits = static_cast<const int32_t*>(t.raw());
+  const int64_t n = t.numel();
+  int32_t lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const int32_t a = bits[i + k] & 0x7fffffff;
+      lane[k] = a > lane[k] ? a : lane[k];
+    }
+  }
+  int32_t m = 0;
+  for (int k = 0; k < 8; ++k) m = lane[k] > m ? lane[k] : m;
+  for (; i < n; ++i) m = std::max(m, bits[i] & 0x7fffffff);
+  return m;
+}
+
 bool IsReference(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }

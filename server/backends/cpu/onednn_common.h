@@ -148,6 +148,12 @@ dnnl::primitive_attr AttrWith(const PostOpChain* chain);
 inline int PostOperandArg(const PostOpChain::Operand& o) {
   return DNNL_ARG_ATTR_MULTIPLE_POST_OP(o.post_index) | DNNL_ARG_SRC_1;
 }
+// The largest magnitude in an f32 tensor, as its bit pattern with the sign cleared: integer
+// order is the order of magnitudes, an infinity is 0x7f800000 and a NaN above it. One pass in
+// eight integer lanes, which the compiler vectorizes (a loop over floats it does not).
+int32_t MaxMagnitudeBits(const Tensor& t);
+inline constexpr int32_t kInfinityBits = 0x7f800000;
+
 // Whether oneDNN chose its reference implementation (slower than the loop kernels).
 bool IsReference(const dnnl::primitive_desc_base& pd);
 

@@ -112,24 +112,10 @@ PostOpChain MakeChain(const KernelCall& c, const std::vector<PostOp>& chain, siz
   return out;
 }
 
-// The largest magnitude in `t`, or +inf when a value is not finite. On the bit patterns: with
-// the sign cleared, integer order is the order of magnitudes, NaN and inf above every finite
-// value; eight lanes, so that the compiler vectorizes the loop.
+// The largest magnitude in `t`, or +inf when a value is not finite.
 double MaxAbs(const Tensor& t) {
-  const auto* bits = static_cast<const int32_t*>(t.raw());
-  const int64_t n = t.numel();
-  int32_t lane[8] = {};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int k = 0; k < 8; ++k) {
-      const int32_t a = bits[i + k] & 0x7fffffff;
-      lane[k] = a > lane[k] ? a : lane[k];
-    }
-  }
-  int32_t m = 0;
-  for (int k = 0; k < 8; ++k) m = lane[k] > m ? lane[k] : m;
-  for (; i < n; ++i) m = std::max(m, bits[i] & 0x7fffffff);
-  if (m >= 0x7f800000) return std::numeric_limits<double>::infinity();
+  const int32_t m = MaxMagnitudeBits(t);
+  if (m >= kInfinityBits) return std::numeric_limits<double>::infinity();
   float f;
   std::memcpy(&f, &m, sizeof f);
   return f;

@@ -125,12 +125,7 @@ absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const
   return s;
 }
 
-bool HasNan(const Tensor& t) {
-  const float* x = t.data<float>();
-  bool nan = false;
-  for (int64_t i = 0, n = t.numel(); i < n; ++i) nan |= x[i] != x[i];
-  return nan;
-}
+bool HasNan(const Tensor& t) { return MaxMagnitudeBits(t) > kInfinityBits; }
 
 dnnl::pooling_v2_forward::primitive_desc PoolForwardPd(
     const PoolSetup& s, prop_kind kind, const dnnl::primitive_attr& attr = dnnl::primitive_attr()) {
@@ -175,7 +170,10 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   ASSIGN_OR_RETURN(PoolSetup s,
                    SetupPool(op, c.inputs[1].shape(), c.inputs[0].shape(), c.attrs, max_pool));
   if (!s.exact) return LoopPool2dBackward(c, max_pool);
-  if (max_pool && HasNan(c.inputs[1])) return LoopPool2dBackward(c, max_pool);
+  // A workspace kept for this input, as it is now, means its forward found no NaN in it.
+  std::shared_ptr<const PooledMemory> ws =
+      max_pool ? FindWorkspace("pool|" + s.key, c.inputs[1]) : nullptr;
+  if (max_pool && ws == nullptr && HasNan(c.inputs[1])) return LoopPool2dBackward(c, max_pool);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
   auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
     using B = dnnl::pooling_v2_backward;
@@ -189,7 +187,6 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
     // Max pooling's backward routes gradients through the forward's argmax workspace: the one
     // the forward kept for this input, or the forward run again (an input written since, or a
     // workspace evicted).
-    std::shared_ptr<const PooledMemory> ws = FindWorkspace("pool|" + s.key, c.inputs[1]);
     if (ws == nullptr) {
       auto fwd = GetPrimitive("pool_fwd_train|" + s.key, [&] {
         auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
