@@ -1,6 +1,8 @@
 #include "server/backends/opencl/opencl_runtime.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
@@ -13,6 +15,19 @@ namespace {
 // cached.
 constexpr size_t kCachedConstants = 4096;
 constexpr size_t kMaxCachedConstants = 512;
+
+// Host transfers of at least kStagedFrom bytes go through a pinned staging buffer of
+// kStagingBytes, a chunk at a time; smaller ones are written and read directly.
+constexpr size_t kStagedFrom = size_t{64} << 10;
+constexpr size_t kStagingBytes = size_t{4} << 20;
+
+// TENSORD_GPU_STAGING=on|off, else `otherwise`.
+bool StagingSetting(bool otherwise) {
+  const char* v = std::getenv("TENSORD_GPU_STAGING");
+  if (v != nullptr && std::string(v) == "on") return true;
+  if (v != nullptr && std::string(v) == "off") return false;
+  return otherwise;
+}
 
 // An OpenCL info string: `query(size, buffer, &size_ret)` asked for its size, then its bytes.
 template <typename Query>
@@ -84,6 +99,10 @@ ClDevice::~ClDevice() {
     clReleaseKernel(k->kernel);
     clReleaseProgram(k->program);
   }
+  {
+    absl::MutexLock lock(&staging_mu_);
+    if (staging_) clReleaseMemObject(staging_);
+  }
   if (queue_) clReleaseCommandQueue(queue_);
   if (context_) clReleaseContext(context_);
 }
@@ -94,6 +113,7 @@ absl::Status ClDevice::Open() {
   if (err != CL_SUCCESS) return ClError(err, "clCreateContext", name_);
   queue_ = clCreateCommandQueue(context_, id_, 0, &err);
   if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
+  staged_ = StagingSetting(/*otherwise=*/!cpu_);
   return absl::OkStatus();
 }
 
@@ -241,6 +261,9 @@ absl::Status ClDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArg
 
 absl::Status ClDevice::Write(void* block, size_t offset, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  if (staged_ && bytes >= kStagedFrom) {
+    return StagedWrite(static_cast<cl_mem>(block), offset, static_cast<const char*>(src), bytes);
+  }
   cl_int err = clEnqueueWriteBuffer(queue_, static_cast<cl_mem>(block), CL_TRUE, offset, bytes, src,
                                     0, nullptr, nullptr);
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "writing to the device", name_);
@@ -248,9 +271,63 @@ absl::Status ClDevice::Write(void* block, size_t offset, const void* src, size_t
 
 absl::Status ClDevice::Read(const void* block, size_t offset, void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
+  if (staged_ && bytes >= kStagedFrom) {
+    return StagedRead(static_cast<cl_mem>(const_cast<void*>(block)), offset,
+                      static_cast<char*>(dst), bytes);
+  }
   cl_int err = clEnqueueReadBuffer(queue_, static_cast<cl_mem>(const_cast<void*>(block)), CL_TRUE,
                                    offset, bytes, dst, 0, nullptr, nullptr);
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "reading from the device", name_);
+}
+
+// The queue is in order: mapping the staging buffer waits for the copy that last read or wrote
+// it, so one buffer serves every chunk, and a Write returns once its last chunk is staged (the
+// copy out of it runs before anything enqueued later).
+absl::Status ClDevice::StagedWrite(cl_mem block, size_t offset, const char* src, size_t bytes) {
+  absl::MutexLock lock(&staging_mu_);
+  cl_int err = CL_SUCCESS;
+  if (staging_ == nullptr) {
+    staging_ = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, kStagingBytes,
+                              nullptr, &err);
+    if (err != CL_SUCCESS) return ClError(err, "allocating the staging buffer", name_);
+  }
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(kStagingBytes, bytes - done);
+    void* p = clEnqueueMapBuffer(queue_, staging_, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
+                                 nullptr, nullptr, &err);
+    if (err != CL_SUCCESS) return ClError(err, "mapping the staging buffer", name_);
+    std::memcpy(p, src + done, n);
+    err = clEnqueueUnmapMemObject(queue_, staging_, p, 0, nullptr, nullptr);
+    if (err == CL_SUCCESS) {
+      err = clEnqueueCopyBuffer(queue_, staging_, block, 0, offset + done, n, 0, nullptr, nullptr);
+    }
+    if (err != CL_SUCCESS) return ClError(err, "writing to the device", name_);
+    done += n;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ClDevice::StagedRead(cl_mem block, size_t offset, char* dst, size_t bytes) {
+  absl::MutexLock lock(&staging_mu_);
+  cl_int err = CL_SUCCESS;
+  if (staging_ == nullptr) {
+    staging_ = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, kStagingBytes,
+                              nullptr, &err);
+    if (err != CL_SUCCESS) return ClError(err, "allocating the staging buffer", name_);
+  }
+  for (size_t done = 0; done < bytes;) {
+    const size_t n = std::min(kStagingBytes, bytes - done);
+    err = clEnqueueCopyBuffer(queue_, block, staging_, offset + done, 0, n, 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) return ClError(err, "reading from the device", name_);
+    void* p =
+        clEnqueueMapBuffer(queue_, staging_, CL_TRUE, CL_MAP_READ, 0, n, 0, nullptr, nullptr, &err);
+    if (err != CL_SUCCESS) return ClError(err, "mapping the staging buffer", name_);
+    std::memcpy(dst + done, p, n);
+    err = clEnqueueUnmapMemObject(queue_, staging_, p, 0, nullptr, nullptr);
+    if (err != CL_SUCCESS) return ClError(err, "reading from the device", name_);
+    done += n;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ClDevice::CopyOnDevice(const void* src, void* dst, size_t bytes) {

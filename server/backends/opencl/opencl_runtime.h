@@ -89,12 +89,19 @@ class ClDevice : public gpu::DeviceRuntime {
   // Number of kernels built so far (the bench reports first-call and cached-call times).
   int64_t kernels_built() const;
 
+  // Whether host transfers go through pinned staging: on a device whose memory is not the
+  // host's (a GPU), unless TENSORD_GPU_STAGING says "on" or "off" (tests stage on any device).
+  bool staged() const { return staged_; }
+
  private:
   // Sets the arguments and enqueues n work items (in groups of `local`, 0: the driver's).
   absl::Status Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n,
                        int local);
   // A buffer of exactly `bytes` from the driver (the block cache's source).
   absl::StatusOr<void*> NewBuffer(size_t bytes);
+  // Write and Read through the pinned staging buffer, a chunk at a time (staging_mu_ held).
+  absl::Status StagedWrite(cl_mem block, size_t offset, const char* src, size_t bytes);
+  absl::Status StagedRead(cl_mem block, size_t offset, char* dst, size_t bytes);
 
   const std::string name_;
   cl_platform_id platform_;
@@ -106,6 +113,11 @@ class ClDevice : public gpu::DeviceRuntime {
   bool cpu_ = false;  // CL_DEVICE_TYPE_CPU
   cl_context context_ = nullptr;
   cl_command_queue queue_ = nullptr;
+  // Host-allocated (pinned, mapped) memory that transfers of at least kStagedFrom bytes pass
+  // through: the driver copies from it by DMA, without staging pageable memory itself.
+  bool staged_ = false;
+  absl::Mutex staging_mu_;
+  cl_mem staging_ ABSL_GUARDED_BY(staging_mu_) = nullptr;
   DeviceBlockCache blocks_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<BuiltKernel>> kernels_ ABSL_GUARDED_BY(mu_);
