@@ -394,6 +394,28 @@ TEST(OneDnn, RepeatedStepTouchesNoFreshPages) {
   EXPECT_LT(end.ru_minflt - start.ru_minflt, 200);
 }
 
+// A convolution's operands are reordered into blocked copies that later primitives reuse
+// while the tensors are unchanged; a tensor written in place (assign, an optimizer step) is
+// reordered again.
+TEST(OneDnn, BlockedCopiesFollowInPlaceWrites) {
+  Tensor x = Random(kF32, {2, 32, 12, 12}, 3), w = Random(kF32, {32, 32, 3, 3}, 4);
+  const Tensor w2 = Random(kF32, {32, 32, 3, 3}, 5), x2 = Random(kF32, {2, 32, 12, 12}, 6);
+  const AttrMap conv = {{"padding", Ints{1}}};
+  ASSERT_TRUE(UsedOneDnn("conv2d", {x, w}, conv));
+  const Tensor first = Run1("conv2d", {x, w}, conv);
+  EXPECT_TRUE(AllClose(Run1("conv2d", {x, w}, conv), first, 0, 0)) << "the same operands";
+  ASSERT_TRUE(RunOp("assign", {w, w2}).ok());
+  EXPECT_TRUE(
+      AllClose(Run1("conv2d", {x, w}, conv), Run1("conv2d", {x, w2.Detached()}, conv), 0, 0))
+      << "new weights, written in place";
+  ASSERT_TRUE(RunOp("assign", {x, x2}).ok());
+  const Tensor gy = Random(kF32, {2, 32, 12, 12}, 7);
+  const AttrMap weight = {{"padding", Ints{1}}, {"weight_size", Ints{32, 32, 3, 3}}};
+  EXPECT_TRUE(AllClose(Run1("conv2d_backward_weight", {gy, x}, weight),
+                       Run1("conv2d_backward_weight", {gy, x2}, weight), 0, 0))
+      << "a new input, written in place";
+}
+
 TEST(OneDnn, PrimitiveCacheReusesPrimitives) {
   Tensor a = Random(kF32, {37, 41}, 1), b = Random(kF32, {41, 43}, 2);
   ASSERT_TRUE(RunOp("matmul", {a, b}).ok());

@@ -1,5 +1,7 @@
 #include "server/backends/cpu/onednn_layout.h"
 
+#include "server/backends/cpu/onednn_workspace_cache.h"
+
 namespace tensord::cpu::onednn {
 
 using dnnl::memory;
@@ -19,9 +21,19 @@ void Binder::In(int arg, const Tensor& t, const memory::desc& plain) {
     args_.emplace(arg, Wrap(t, plain));
     return;
   }
-  const memory& tmp = temporaries_.emplace_back(want).get();
-  Reorder(Wrap(t, plain), tmp);
-  args_.emplace(arg, tmp);
+  // The copy made for an earlier primitive, while the tensor is unchanged: a convolution's
+  // input again in its backward-weights pass, its weights in its backward-data pass, one
+  // output gradient in both.
+  const std::string key = absl::StrCat("blocked|", DescKey(plain), "|", DescKey(want));
+  std::shared_ptr<const PooledMemory> copy = FindWorkspace(key, t);
+  if (copy == nullptr) {
+    auto fresh = std::make_shared<const PooledMemory>(want);
+    Reorder(Wrap(t, plain), fresh->get());
+    KeepWorkspace(key, t, fresh);
+    copy = std::move(fresh);
+  }
+  args_.emplace(arg, copy->get());
+  inputs_.push_back(std::move(copy));
 }
 
 void Binder::Out(int arg, Tensor& t, const memory::desc& plain) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -16,8 +17,10 @@ namespace tensord::cpu::onednn {
 void Reorder(const dnnl::memory& from, const dnnl::memory& to);
 
 // Binds the arguments of one execution of `p`. In() reorders an input when the primitive wants
-// a layout other than the tensor's plain one; Out() lets the primitive write a temporary in its
-// layout that Run() reorders into the tensor afterwards. Temporaries are pooled host memory.
+// a layout other than the tensor's plain one, or reuses the copy an earlier primitive made of
+// the same tensor, unchanged since (onednn_workspace_cache.h keeps them); Out() lets the
+// primitive write a temporary in its layout that Run() reorders into the tensor afterwards.
+// Temporaries and copies are pooled host memory.
 class Binder {
  public:
   explicit Binder(const CachedPrimitive& p) : p_(p) {}
@@ -30,6 +33,7 @@ class Binder {
   const CachedPrimitive& p_;
   std::unordered_map<int, dnnl::memory> args_;
   std::deque<PooledMemory> temporaries_;
+  std::vector<std::shared_ptr<const PooledMemory>> inputs_;  // reordered inputs
   std::vector<std::pair<dnnl::memory, dnnl::memory>> back_;  // (computed, destination)
 };
 

@@ -1,8 +1,10 @@
-// Workspaces a oneDNN forward leaves for its backward (max pooling's argmax positions), kept
-// against the input they were computed from, so that the backward need not run the forward
-// again. An entry holds until its input's storage dies or is written (its version moves), or
-// until the cache, bounded in entries and bytes, evicts it (least recently used first); a
-// backward that finds none reruns the forward, as it would without the cache.
+// Buffers oneDNN derived from a tensor, kept against it: the workspace a forward leaves for
+// its backward (max pooling's argmax positions), so that the backward need not run the forward
+// again, and a tensor's copy in a primitive's blocked layout, so that the next primitive
+// reading it in that layout need not reorder it again. An entry holds until its tensor's
+// storage dies or is written (its version moves), or until the cache, bounded in entries and
+// bytes, evicts it (least recently used first); a caller that finds none derives the buffer
+// again, as it would without the cache.
 #pragma once
 
 #include <memory>
