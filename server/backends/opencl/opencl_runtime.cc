@@ -280,17 +280,23 @@ absl::Status ClDevice::Read(const void* block, size_t offset, void* dst, size_t 
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "reading from the device", name_);
 }
 
+absl::Status ClDevice::EnsureStaging() {
+  if (staging_ != nullptr) return absl::OkStatus();
+  cl_int err = CL_SUCCESS;
+  staging_ = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, kStagingBytes,
+                            nullptr, &err);
+  if (err == CL_SUCCESS) return absl::OkStatus();
+  staging_ = nullptr;
+  return ClError(err, "allocating the staging buffer", name_);
+}
+
 // The queue is in order: mapping the staging buffer waits for the copy that last read or wrote
 // it, so one buffer serves every chunk, and a Write returns once its last chunk is staged (the
 // copy out of it runs before anything enqueued later).
 absl::Status ClDevice::StagedWrite(cl_mem block, size_t offset, const char* src, size_t bytes) {
   absl::MutexLock lock(&staging_mu_);
+  RETURN_IF_ERROR(EnsureStaging());
   cl_int err = CL_SUCCESS;
-  if (staging_ == nullptr) {
-    staging_ = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, kStagingBytes,
-                              nullptr, &err);
-    if (err != CL_SUCCESS) return ClError(err, "allocating the staging buffer", name_);
-  }
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kStagingBytes, bytes - done);
     void* p = clEnqueueMapBuffer(queue_, staging_, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
@@ -309,12 +315,8 @@ absl::Status ClDevice::StagedWrite(cl_mem block, size_t offset, const char* src,
 
 absl::Status ClDevice::StagedRead(cl_mem block, size_t offset, char* dst, size_t bytes) {
   absl::MutexLock lock(&staging_mu_);
+  RETURN_IF_ERROR(EnsureStaging());
   cl_int err = CL_SUCCESS;
-  if (staging_ == nullptr) {
-    staging_ = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, kStagingBytes,
-                              nullptr, &err);
-    if (err != CL_SUCCESS) return ClError(err, "allocating the staging buffer", name_);
-  }
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kStagingBytes, bytes - done);
     err = clEnqueueCopyBuffer(queue_, block, staging_, offset + done, 0, n, 0, nullptr, nullptr);

@@ -99,9 +99,11 @@ class ClDevice : public gpu::DeviceRuntime {
                        int local);
   // A buffer of exactly `bytes` from the driver (the block cache's source).
   absl::StatusOr<void*> NewBuffer(size_t bytes);
-  // Write and Read through the pinned staging buffer, a chunk at a time (staging_mu_ held).
+  // Write and Read through the pinned staging buffer, a chunk at a time.
   absl::Status StagedWrite(cl_mem block, size_t offset, const char* src, size_t bytes);
   absl::Status StagedRead(cl_mem block, size_t offset, char* dst, size_t bytes);
+  // Creates the staging buffer on first use.
+  absl::Status EnsureStaging() ABSL_EXCLUSIVE_LOCKS_REQUIRED(staging_mu_);
 
   const std::string name_;
   cl_platform_id platform_;
