@@ -59,6 +59,12 @@ INFERENCE = {
         lambda s, x, w, b: s.op("leaky_relu", s.op("conv2d", x, w) + b, negative_slope=0.2),
         lambda r: (f32(r, 2, 3, 8, 8), f32(r, 5, 3, 3, 3), f32(r, 5, 1, 1)),
         ["fused_conv2d"] * 3),
+    "conv2d+one value+relu": (  # one added value is no per-channel bias of a convolution
+        lambda s, x, w, v: s.op("relu", s.op("conv2d", x, w, padding=1) + v),
+        lambda r: (f32(r, 2, 3, 7, 6), f32(r, 4, 3, 3, 3), f32(r, 1)), ["fused_conv2d"] * 3),
+    "matrix-vector product+row add+tanh": (  # its output's last dim is a row dim, no column
+        lambda s, x, w, v: s.op("tanh", x @ w + v),
+        lambda r: (f32(r, 5, 8), f32(r, 8), f32(r, 5)), ["fused_matmul"] * 3),
     "conv3d+sigmoid": (lambda s, x, w: s.op("sigmoid", s.op("conv3d", x, w)),
                        lambda r: (f32(r, 1, 2, 5, 5, 5), f32(r, 3, 2, 2, 2, 2)),
                        ["fused_conv3d"] * 2),
@@ -242,3 +248,72 @@ def test_programs_on_a_device_without_fused_kernels_run_as_written(client):
         assert program.fused_calls == 0 and set(program.fused_ops) == {""}
         np.testing.assert_allclose(program(x, w, b), np.maximum(x @ w.T + b, 0),
                                    rtol=1e-5, atol=1e-5)
+
+
+ACTIVATIONS = [("relu", {}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),
+               ("gelu", {"approximate": "tanh"}), ("silu", {}),
+               ("leaky_relu", {"negative_slope": 0.3}), ("elu", {"alpha": 0.7})]
+
+
+def random_chain(rng):
+    """A product of a random kind and shape, then a random chain of an add (of the output's
+    shape, one value, per last dim or per channel), an activation and another add; now and
+    then a NaN in the input."""
+    kind = rng.choice(["linear", "linear_bias", "matmul", "matrix_vector", "conv2d",
+                       "conv2d_bias", "conv3d"])
+    if kind.startswith("linear"):
+        x, w = f32(rng, int(rng.integers(1, 5)), int(rng.integers(1, 9)), 12), \
+            f32(rng, int(rng.integers(1, 7)), 12)
+        inputs = [x, w] + ([f32(rng, w.shape[0])] if kind == "linear_bias" else [])
+        out, product = x.shape[:-1] + (w.shape[0],), lambda s, *t: s.op("linear", *t)
+    elif kind == "matmul":
+        x, w = f32(rng, int(rng.integers(1, 4)), int(rng.integers(1, 6)), 8), \
+            f32(rng, 8, int(rng.integers(1, 6)))
+        inputs, out, product = [x, w], x.shape[:2] + (w.shape[1],), lambda s, a, b: a @ b
+    elif kind == "matrix_vector":
+        x, w = f32(rng, int(rng.integers(2, 6)), 8), f32(rng, 8)
+        inputs, out, product = [x, w], (x.shape[0],), lambda s, a, b: a @ b
+    elif kind.startswith("conv2d"):
+        x, w = f32(rng, int(rng.integers(1, 3)), 3, 7, 6), f32(rng, 4, 3, 3, 3)
+        inputs = [x, w] + ([f32(rng, 4)] if kind == "conv2d_bias" else [])
+        out, product = (x.shape[0], 4, 7, 6), lambda s, *t: s.op("conv2d", *t, padding=1)
+    else:
+        inputs = [f32(rng, 1, 2, 4, 5, 5), f32(rng, 3, 2, 2, 2, 2)]
+        out, product = (1, 3, 3, 4, 4), lambda s, *t: s.op("conv3d", *t)
+
+    def operand():
+        spread = [out, (1,), (out[-1],),
+                  (out[1],) + (1,) * (len(out) - 2) if len(out) >= 3 else out]
+        return f32(rng, *spread[int(rng.integers(0, 4))])
+    chain = []
+    if rng.random() < 0.6:
+        chain.append(("add", operand()))
+    if rng.random() < 0.8 or not chain:
+        chain.append(("act", ACTIVATIONS[int(rng.integers(len(ACTIVATIONS)))]))
+    if rng.random() < 0.4:
+        chain.append(("add", operand()))
+    if rng.random() < 0.1:
+        inputs[0].flat[0] = np.nan
+    n = len(inputs)
+
+    def build(s, *t):
+        y, j = product(s, *t[:n]), n
+        for what, arg in chain:
+            if what == "add":
+                y, j = y + t[j], j + 1
+            else:
+                y = s.op(arg[0], y, **arg[1])
+        return y
+    return kind, inputs + [arg for what, arg in chain if what == "add"], build
+
+
+def test_random_chains_agree_with_the_unfused_program(client, unfused):
+    rng = np.random.default_rng(8)
+    fused = 0
+    for case in range(60):
+        kind, inputs, build = random_chain(rng)
+        (n, _, value), (_, _, plain) = run_both(client, unfused, build, inputs)
+        fused += n
+        np.testing.assert_allclose(value, plain, rtol=3e-5, atol=3e-5, equal_nan=True,
+                                   err_msg=f"case {case}: {kind}")
+    assert fused >= 40, "most random chains fuse"

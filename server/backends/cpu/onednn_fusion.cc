@@ -179,13 +179,14 @@ KernelCall ProducerCall(const KernelCall& c, const Producer& producer, size_t n)
                     c.outputs,     c.output_metas,    c.account};
 }
 
-// Whether the chain starts with an add the product takes as its own bias (a value per column
-// of a product, per channel of a convolution, or one value) where it has none.
+// Whether the chain starts with an add the product takes as its own bias where it has none: a
+// value per column of a product (or one value), per channel of a convolution (whose bias is
+// one value per output channel, never a single one).
 bool FirstAddIsBias(const KernelCall& c, const std::vector<PostOp>& chain, size_t n, int spatial) {
   if (chain[0] != PostOp::kAdd || n != 2) return false;
   const Spread spread = SpreadOf(c.inputs[n].shape(), c.outputs[0].shape(), spatial);
-  return spread == Spread::kScalar ||
-         spread == (spatial == 0 ? Spread::kLastDim : Spread::kChannel);
+  if (spatial != 0) return spread == Spread::kChannel;
+  return spread == Spread::kScalar || spread == Spread::kLastDim;
 }
 
 // Whether every operand spread over the output's last dim spreads over the product's columns:
