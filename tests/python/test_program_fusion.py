@@ -317,3 +317,29 @@ def test_random_chains_agree_with_the_unfused_program(client, unfused):
         np.testing.assert_allclose(value, plain, rtol=3e-5, atol=3e-5, equal_nan=True,
                                    err_msg=f"case {case}: {kind}")
     assert fused >= 40, "most random chains fuse"
+
+
+def test_random_chains_differentiate_as_the_unfused_program(client, unfused):
+    """The same random chains in a training program: what a recording forward fuses (chains
+    ending in relu, sigmoid or tanh) gives the unfused program's gradients."""
+    rng = np.random.default_rng(3)
+    fused = 0
+    for case in range(40):
+        kind, inputs, build = random_chain(rng)
+        inputs[0] = np.nan_to_num(inputs[0])
+        grads = []
+        for c in (client, unfused):
+            with c.session() as sess, sess.autodiff() as ctx:
+                leaves = [sess.tensor(v, requires_grad=True) for v in inputs[1:]]
+
+                def step(x, sess=sess, ctx=ctx, leaves=leaves):
+                    y = build(sess, x, *leaves)
+                    g = ctx.backward(sess.op("sum", y * y))
+                    return [g[leaf] for leaf in leaves]
+                program = sess.compile(step, inputs[0])
+                grads.append((program.fused_calls, [np.asarray(g) for g in program(inputs[0])]))
+        (n, got), (_, want) = grads
+        fused += n
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4, err_msg=f"case {case}: {kind}")
+    assert fused >= 15, "chains ending in relu, sigmoid or tanh fuse while recording"
