@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <list>
 #include <mutex>
 #include <new>
@@ -237,19 +238,25 @@ dnnl::primitive_attr AttrWith(const PostOpChain* chain) {
 }
 
 int32_t MaxMagnitudeBits(const Tensor& t) {
-  const auto* bits = static_cast<const int32_t*>(t.raw());
+  const auto* bytes = static_cast<const unsigned char*>(t.raw());
+  // The floats' bits, read as integers without aliasing them (memcpy compiles to a load).
+  const auto bits = [bytes](int64_t i) {
+    int32_t v;
+    std::memcpy(&v, bytes + i * 4, 4);
+    return v & 0x7fffffff;
+  };
   const int64_t n = t.numel();
   int32_t lane[8] = {};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k) {
-      const int32_t a = bits[i + k] & 0x7fffffff;
+      const int32_t a = bits(i + k);
       lane[k] = a > lane[k] ? a : lane[k];
     }
   }
   int32_t m = 0;
   for (int k = 0; k < 8; ++k) m = lane[k] > m ? lane[k] : m;
-  for (; i < n; ++i) m = std::max(m, bits[i] & 0x7fffffff);
+  for (; i < n; ++i) m = std::max(m, bits(i));
   return m;
 }
 
