@@ -71,6 +71,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "client" / "python"))
 import tensord  # noqa: E402
 from tensord._pb import ops_pb2, service_pb2  # noqa: E402
+from models import (  # noqa: E402
+    cnn_data, cnn_loss, mlp_data, mlp_loss, residual_block, residual_data)
 from torch_rpc import TorchRpcPair, free_port, timed_calls  # noqa: E402
 
 
@@ -293,21 +295,6 @@ def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_s
     program.release()
 
 
-def mlp_data():
-    """The MLP's batch and initial parameters (784-256-10, batch 256)."""
-    rng = np.random.default_rng(0)
-    xn = rng.standard_normal((256, 784)).astype(np.float32)
-    yn = rng.integers(0, 10, 256)
-    shapes = [(784, 256), (256,), (256, 10), (10,)]
-    init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
-    return xn, yn, init
-
-
-def mlp_loss(sess, params, xb, yb):
-    w1, b1, w2, b2 = params
-    return sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
-
-
 def mlp(sess, rounds, inner, threads):
     xn, yn, init = mlp_data()
     torch.set_num_threads(threads)
@@ -448,26 +435,6 @@ def convolutions(sess, pid, rounds, inner, threads):
              t_torch / t, faults_per_call(pid, block, 5))
 
 
-def cnn_data():
-    """The CNN's batch and initial parameters (conv-relu-pool x2 + linear, 3x32x32, batch 64)."""
-    rng = np.random.default_rng(1)
-    xn = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
-    yn = rng.integers(0, 10, 64)
-    shapes = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32 * 8 * 8), (10,)]
-    init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
-    return xn, yn, init
-
-
-def cnn_loss(sess, params, xb, yb):
-    c1, b1, c2, b2, w, b = params
-    h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1)),
-                kernel_size=2)
-    h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
-                kernel_size=2)
-    return sess.op("cross_entropy", sess.op("linear", sess.op("flatten", h, start_dim=1), w, b),
-                   yb)
-
-
 def cnn(sess, rounds, inner, threads, pid=None):
     xn, yn, init = cnn_data()
     torch.set_num_threads(threads)
@@ -506,19 +473,6 @@ def fusion_compare(client, unfused, rounds, inner):
     """The MLP and CNN training programs, and a residual conv block compiled for inference,
     on this server (products fused with their bias, activation and residual add) against the
     same programs on a server started with --fusion=off."""
-    def residual_data():
-        rng = np.random.default_rng(2)
-        xn = rng.standard_normal((32, 32, 32, 32)).astype(np.float32)
-        init = [(rng.standard_normal(s) * 0.05).astype(np.float32)
-                for s in [(32, 32, 3, 3), (32,), (32, 32, 3, 3), (32,)]]
-        return xn, None, init
-
-    def residual_block(sess, params, xb, _):
-        c1, b1, c2, b2 = params
-        h = sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1))
-        # Summed, so that the result's transfer is not what is measured.
-        return sess.op("sum", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1) + xb))
-
     models = [("MLP program", mlp_data, mlp_loss, True), ("CNN program", cnn_data, cnn_loss, True),
               ("residual block (inference)", residual_data, residual_block, False)]
     for name, data, loss_fn, train in models:
@@ -530,19 +484,15 @@ def fusion_compare(client, unfused, rounds, inner):
                 xn, yn, init = data()
                 params = [sess.tensor(v, requires_grad=train) for v in init]
                 opt = tensord.optim.SGD(params, lr=0.01)
-                inputs = (sess.tensor(xn), None if yn is None else sess.tensor(yn))
+                inputs = [sess.tensor(v) for v in (xn, yn) if v is not None]
 
-                def step(xb, yb, sess=sess, ctx=ctx, params=params, opt=opt):
-                    loss = loss_fn(sess, params, xb, yb)
+                def step(*batch, sess=sess, ctx=ctx, params=params, opt=opt):
+                    loss = loss_fn(sess, params, *batch)
                     if train:
                         opt.step(ctx.backward(loss))
                     return loss
 
-                if not train:
-                    inputs = inputs[:1]
-                program = sess.compile(step if train else (lambda xb, s=step: s(xb, None)),
-                                       *inputs)
-                runs.append((program, inputs))
+                runs.append((sess.compile(step, *inputs), inputs))
             (fused, fi), (plain, pi) = runs
             t_fused, t_plain = interleaved(lambda: fused(*fi), lambda: plain(*pi), rounds, inner)
             line(name + ", fused", ms(t_fused), ms(t_plain) + " unfused", t_plain / t_fused,

@@ -1,0 +1,55 @@
+"""The models bench/compare.py times, as data (a batch and initial parameters, seeded) and a
+loss written with tensord ops: the MLP, the small CNN and a residual convolution block."""
+import numpy as np
+
+
+def mlp_data():
+    """The MLP's batch and initial parameters (784-256-10, batch 256)."""
+    rng = np.random.default_rng(0)
+    xn = rng.standard_normal((256, 784)).astype(np.float32)
+    yn = rng.integers(0, 10, 256)
+    shapes = [(784, 256), (256,), (256, 10), (10,)]
+    init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+    return xn, yn, init
+
+
+def mlp_loss(sess, params, xb, yb):
+    w1, b1, w2, b2 = params
+    return sess.op("cross_entropy", sess.op("relu", xb @ w1 + b1) @ w2 + b2, yb)
+
+
+def cnn_data():
+    """The CNN's batch and initial parameters (conv-relu-pool x2 + linear, 3x32x32, batch 64)."""
+    rng = np.random.default_rng(1)
+    xn = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
+    yn = rng.integers(0, 10, 64)
+    shapes = [(16, 3, 3, 3), (16,), (32, 16, 3, 3), (32,), (10, 32 * 8 * 8), (10,)]
+    init = [(rng.standard_normal(s) * 0.05).astype(np.float32) for s in shapes]
+    return xn, yn, init
+
+
+def cnn_loss(sess, params, xb, yb):
+    c1, b1, c2, b2, w, b = params
+    h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1)),
+                kernel_size=2)
+    h = sess.op("max_pool2d", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1)),
+                kernel_size=2)
+    return sess.op("cross_entropy", sess.op("linear", sess.op("flatten", h, start_dim=1), w, b),
+                   yb)
+
+
+def residual_data():
+    """A [32, 32, 32, 32] batch and two 3x3 convolutions' weights and biases (no labels)."""
+    rng = np.random.default_rng(2)
+    xn = rng.standard_normal((32, 32, 32, 32)).astype(np.float32)
+    init = [(rng.standard_normal(s) * 0.05).astype(np.float32)
+            for s in [(32, 32, 3, 3), (32,), (32, 32, 3, 3), (32,)]]
+    return xn, None, init
+
+
+def residual_block(sess, params, xb):
+    """conv + bias + relu, conv + bias + the block's input + relu, summed (so that the
+    result's transfer is not what is measured)."""
+    c1, b1, c2, b2 = params
+    h = sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1))
+    return sess.op("sum", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1) + xb))
