@@ -3,11 +3,12 @@
 // and added to while it is still in cache.
 //
 // oneDNN's activations differ from the loop kernels' where values are not finite (its relu maps
-// NaN to 0, its exp NaN to inf), so the chain runs as post-ops only when no value can be: every
-// operand finite and the largest possible magnitude of the product (k * max|x| * max|w| + the
-// added maxima) far from overflow. Otherwise, and where oneDNN refuses the chain, the product
-// runs alone and each post-op then runs in place with the kernel its own op would have had, so
-// the result is the unfused calls' bit for bit.
+// NaN to 0, its exp NaN to inf), so a chain with an activation runs as post-ops only when no
+// value can be: every operand finite and the largest possible magnitude of the product
+// (k * max|x| * max|w| + the added maxima) far from overflow. Otherwise, and where oneDNN refuses
+// the chain, the product runs alone and each post-op then runs in place with the kernel its own op
+// would have had, so the result is the unfused calls' bit for bit.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -121,10 +122,12 @@ double MaxAbs(const Tensor& t) {
   return f;
 }
 
-// Whether no value of the product or its chain can leave the finite range: then oneDNN's
-// post-ops and the loop kernels agree on what they compute.
-bool StaysFinite(const KernelCall& c, const std::vector<PostOp>& chain, size_t n_producer,
-                 int64_t k) {
+// Whether oneDNN's post-ops compute what the loop kernels do: adds always (an IEEE add is one
+// add, NaN and inf included); activations only where no value of the product or its chain can
+// leave the finite range, which scanning the operands proves.
+bool PostOpsAgree(const KernelCall& c, const std::vector<PostOp>& chain, size_t n_producer,
+                  int64_t k) {
+  if (std::none_of(chain.begin(), chain.end(), fusion::IsActivation)) return true;
   double bound = static_cast<double>(k) * MaxAbs(c.inputs[0]) * MaxAbs(c.inputs[1]);
   if (n_producer == 3) bound += MaxAbs(c.inputs[2]);
   const double alpha = std::max(1.0, std::fabs(c.attrs.GetFloat(fusion::kAlphaAttr)));
@@ -215,7 +218,7 @@ absl::Status RunFused(KernelCall& c, const Producer& producer) {
     ASSIGN_OR_RETURN(GemmProblem p, GemmFor(inner, producer.form));
     SimplifyGemm(p);
     if (p.unfused_bias == nullptr && ColumnsFit(c, chain, n, p.m) &&
-        StaysFinite(c, chain, n, p.k)) {
+        PostOpsAgree(c, chain, n, p.k)) {
       if (add_bias && p.m > 0) {
         const Tensor& b = c.inputs[n];
         p.bias = b.raw();
@@ -244,7 +247,7 @@ absl::Status RunFused(KernelCall& c, const Producer& producer) {
   if (!s) return NotPlanned(c);
   const Tensor* b = n == 3 ? &c.inputs[2] : add_bias ? &c.inputs[n] : nullptr;
   const int64_t k = c.inputs[1].numel() / std::max<int64_t>(1, c.inputs[1].dim(0));
-  if (StaysFinite(c, chain, n, k)) {
+  if (PostOpsAgree(c, chain, n, k)) {
     const PostOpChain post =
         MakeChain(c, chain, from, n + from, s->y, ConvDstLayout(*s, bias), producer.spatial);
     if (RunConvForward(*s, c.inputs[0], c.inputs[1], b, c.outputs[0],
