@@ -113,23 +113,21 @@ Chain FollowChain(const CallGraph& g, size_t p, const std::vector<std::vector<Te
     if (fusion::IsActivation(post) && (activation || use.operand != 0 || c.inputs.size() != 1)) {
       break;
     }
+    const OperandSpec* other = nullptr;
     if (post == PostOp::kAdd) {
       if (c.inputs.size() != 2) break;
-      const OperandSpec& other = c.inputs[1 - use.operand];
-      if (std::holds_alternative<OperandSpec::Scalar>(other.source) ||
-          std::holds_alternative<std::monostate>(other.source)) {
+      other = &c.inputs[1 - use.operand];
+      if (std::holds_alternative<OperandSpec::Scalar>(other->source) ||
+          std::holds_alternative<std::monostate>(other->source)) {
         break;
       }
-      chain.operands.push_back(other);
     }
     bool written = false;
     for (size_t k = cur + 1; k < use.call && !written; ++k) {
       written = Writes(dispatcher, *g.calls[k]);
     }
-    if (written) {
-      if (post == PostOp::kAdd) chain.operands.pop_back();
-      break;
-    }
+    if (written) break;
+    if (other != nullptr) chain.operands.push_back(*other);
     activation |= fusion::IsActivation(post);
     if (fusion::IsActivation(post)) chain.alpha = alpha;
     chain.posts.push_back(post);
