@@ -294,7 +294,9 @@ void RegisterFusionKernels(KernelTable& t) {
       {"conv2d", {nullptr, GemmForm::kMatmul, 2}},
       {"conv3d", {nullptr, GemmForm::kMatmul, 3}},
   };
-  for (auto [name, producer] : producers) {
+  for (const auto& entry : producers) {
+    const char* name = entry.first;
+    Producer producer = entry.second;
     absl::StatusOr<const OpDef*> def = OpRegistry::Builtin().Find(name);
     if (!def.ok()) continue;
     producer.def = *def;
