@@ -36,7 +36,9 @@ Lines (tensord | baseline):
   fusion          the MLP and CNN programs, and a residual conv block compiled for inference
                   ([32,32,32,32], two conv2d with bias and relu, the second with the block's
                   input added, then summed) | the same programs on a server started with
-                  --fusion=off
+                  --fusion=off; trees of pointwise calls (an expression on [1024,1024], GELU
+                  written out on a large and a small input, 64 chained adds of [4]), summed |
+                  the same with --fusion=off, PyTorch eager's time in the note
   checkpoint      the eager MLP and CNN steps in an autodiff context with BALANCED
                   checkpointing | NONE: median step time, and the bytes GetSessionInfo reports
                   between forward and Backward (the context's saved_bytes, the session's
@@ -61,7 +63,6 @@ import statistics
 import subprocess
 import sys
 import time
-from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -71,42 +72,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "client" / "python"))
 import tensord  # noqa: E402
 from tensord._pb import ops_pb2, service_pb2  # noqa: E402
-from models import (  # noqa: E402
-    cnn_data, cnn_loss, mlp_data, mlp_loss, residual_block, residual_data)
+from models import cnn_data, cnn_loss, mlp_data, mlp_loss  # noqa: E402
 from torch_rpc import TorchRpcPair, free_port, timed_calls  # noqa: E402
-
-
-def best_of(fn, rounds: int, inner: int) -> float:
-    """Seconds per call of fn: the best mean over `rounds` runs of `inner` calls."""
-    best = float("inf")
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / inner)
-    return best
-
-
-def interleaved(a, b, rounds: int, inner: int):
-    """best_of for a and b, alternating rounds."""
-    ta = tb = float("inf")
-    for _ in range(rounds):
-        ta = min(ta, best_of(a, 1, inner))
-        tb = min(tb, best_of(b, 1, inner))
-    return ta, tb
-
-
-def line(what: str, ours: str, base: str, ratio, note: str = ""):
-    shown = f"ratio {ratio:6.2f}" if ratio is not None else " " * 12
-    print(f"{what:<38} {ours:>22}   {base:>26}   {shown}  {note}", flush=True)
-
-
-def us(s: float) -> str:
-    return f"{s * 1e6:.1f} µs"
-
-
-def ms(s: float) -> str:
-    return f"{s * 1e3:.2f} ms"
+from timing import best_of, interleaved, line, ms, us  # noqa: E402
+from fusion import fusion_compare, pointwise_compare  # noqa: E402
 
 
 def small_op(client, sess, rounds, inner):
@@ -469,36 +438,6 @@ def cnn(sess, rounds, inner, threads, pid=None):
                           1.0, pid)
 
 
-def fusion_compare(client, unfused, rounds, inner):
-    """The MLP and CNN training programs, and a residual conv block compiled for inference,
-    on this server (products fused with their bias, activation and residual add) against the
-    same programs on a server started with --fusion=off."""
-    models = [("MLP program", mlp_data, mlp_loss, True), ("CNN program", cnn_data, cnn_loss, True),
-              ("residual block (inference)", residual_data, residual_block, False)]
-    for name, data, loss_fn, train in models:
-        runs = []
-        with ExitStack() as stack:
-            for c in (client, unfused):
-                sess = stack.enter_context(c.session())
-                ctx = stack.enter_context(sess.autodiff())
-                xn, yn, init = data()
-                params = [sess.tensor(v, requires_grad=train) for v in init]
-                opt = tensord.optim.SGD(params, lr=0.01)
-                inputs = [sess.tensor(v) for v in (xn, yn) if v is not None]
-
-                def step(*batch, sess=sess, ctx=ctx, params=params, opt=opt):
-                    loss = loss_fn(sess, params, *batch)
-                    if train:
-                        opt.step(ctx.backward(loss))
-                    return loss
-
-                runs.append((sess.compile(step, *inputs), inputs))
-            (fused, fi), (plain, pi) = runs
-            t_fused, t_plain = interleaved(lambda: fused(*fi), lambda: plain(*pi), rounds, inner)
-            line(name + ", fused", ms(t_fused), ms(t_plain) + " unfused", t_plain / t_fused,
-                 f"{fused.fused_calls} fused ops ({plain.fused_calls} with --fusion=off)")
-
-
 def mib(n: int) -> str:
     return f"{n / (1 << 20):.2f} MiB"
 
@@ -755,6 +694,7 @@ def main() -> int:
                         with tensord.connect(unfused_address) as unfused:
                             unfused.wait_ready()
                             fusion_compare(client, unfused, rounds, max(2, inner // 4))
+                            pointwise_compare(client, unfused, rounds, inner)
                 if "checkpoint" in only:
                     checkpointing(client, rounds, inner)
                 if "nn" in only:

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
+#include "server/ops/elementwise_fusion.h"
 #include "server/ops/fusion.h"
 #include "server/ops/op_names.h"
 
@@ -45,6 +46,7 @@ const OpRegistry& OpRegistry::Builtin() {
     RegisterOptimizerOps(*r);
     RegisterCollectiveOps(*r);
     fusion::RegisterFusionOps(*r);  // copies the producers' entries
+    fusion::RegisterElementwiseFusionOp(*r);
     // Rules run these by name: a listed name that is no op stops the server here, at start-up.
     std::vector<std::string> unknown = r->UnknownOpsRunByName();
     if (!unknown.empty()) {

@@ -335,12 +335,18 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
     if (n > 0 && RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
                           cancelled, limits, {})
                      .ok()) {
+      program->unfused = std::make_unique<ProgramSpec>(std::move(spec));
       spec = std::move(fused);
       program->fused_calls = n;
     }
   }
   // Numbers are made once, except where their op writes them.
-  for (std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
+  std::vector<std::vector<CallSpec>*> all = {&spec.calls, &spec.updates};
+  if (program->unfused) {
+    all.push_back(&program->unfused->calls);
+    all.push_back(&program->unfused->updates);
+  }
+  for (std::vector<CallSpec>* calls : all) {
     for (CallSpec& c : *calls) {
       for (size_t i = 0; i < c.inputs.size(); ++i) {
         const auto* s = std::get_if<OperandSpec::Scalar>(&c.inputs[i].source);
@@ -389,11 +395,22 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
                                           const std::function<bool()>& cancelled,
                                           const ExecuteLimits& limits,
                                           const CallObserver& observe) {
-  ASSIGN_OR_RETURN(Steps steps,
-                   RunSteps(session, dispatcher, program.spec, &program.parameters, inputs,
-                            /*commit=*/true, cancelled, limits, observe, &program.plans));
+  absl::StatusOr<Steps> steps =
+      RunSteps(session, dispatcher, program.spec, &program.parameters, inputs,
+               /*commit=*/true, cancelled, limits, observe, &program.plans);
+  // A fused run that failed (rolled back) runs again as written, so that the failure names
+  // the call, op and input the client wrote.
+  if (!steps.ok() && program.unfused != nullptr && !absl::IsCancelled(steps.status()) &&
+      !absl::IsDeadlineExceeded(steps.status())) {
+    if (program.unfused_plans.empty()) {
+      program.unfused_plans.resize(program.plans.size());
+    }
+    steps = RunSteps(session, dispatcher, *program.unfused, &program.parameters, inputs,
+                     /*commit=*/true, cancelled, limits, observe, &program.unfused_plans);
+  }
+  if (!steps.ok()) return steps.status();
   ++program.runs;
-  return std::move(steps.outcome);
+  return std::move(steps->outcome);
 }
 
 }  // namespace tensord

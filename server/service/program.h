@@ -61,6 +61,10 @@ struct Program {
   // Per call (forward, then updates): what its last run decided (CallPlan), so that a run
   // validates no attributes and plans no kernel a run before it planned.
   std::vector<CallPlan> plans;
+  // The program as written, when fusion rewrote it: a fused run that fails runs again as
+  // written, so that its failure is the one the calls themselves report.
+  std::unique_ptr<ProgramSpec> unfused;
+  std::vector<CallPlan> unfused_plans;
   // The bytes the program holds (its stored request: calls, attributes, literals), charged to
   // the session's quota for as long as the program lives; the last owner credits them back.
   std::shared_ptr<void> quota_charge;

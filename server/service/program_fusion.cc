@@ -6,84 +6,13 @@
 #include <utility>
 
 #include "server/ops/fusion.h"
+#include "server/service/program_call_graph.h"
 
 namespace tensord {
 namespace {
 
 using fusion::PostOp;
-using Ref = std::pair<size_t, size_t>;  // (call, output)
-
-struct Use {
-  size_t call;
-  size_t operand;
-};
-
-// A program's calls (forward, then updates) with what reads each output.
-struct CallGraph {
-  std::vector<CallSpec*> calls;
-  size_t n_forward = 0;
-  std::map<Ref, std::vector<Use>> uses;
-  std::vector<bool> external;  // a root, kept, fetched or made a requires-grad leaf
-
-  explicit CallGraph(ProgramSpec& spec) {
-    for (CallSpec& c : spec.calls) calls.push_back(&c);
-    n_forward = calls.size();
-    for (CallSpec& c : spec.updates) calls.push_back(&c);
-    external.resize(calls.size());
-    for (size_t k = 0; k < calls.size(); ++k) {
-      const CallSpec& c = *calls[k];
-      external[k] = c.keep || c.fetch || c.requires_grad;
-      for (size_t i = 0; i < c.inputs.size(); ++i) {
-        if (const auto* o = std::get_if<OperandSpec::CallOutput>(&c.inputs[i].source)) {
-          uses[{o->call, o->output}].push_back({k, i});
-        }
-      }
-    }
-    for (const auto& root : spec.roots) {
-      if (root.call < external.size()) external[root.call] = true;
-    }
-  }
-  bool SameSection(size_t a, size_t b) const { return (a < n_forward) == (b < n_forward); }
-};
-
-// What an operand binds, as compiled; nullopt for a number or an operand without a value.
-std::optional<TensorMeta> OperandMeta(const OperandSpec& operand,
-                                      const std::vector<std::vector<TensorMeta>>& metas,
-                                      const std::vector<ParameterType>& parameters,
-                                      Session& session, const std::string& device) {
-  const auto& src = operand.source;
-  if (const auto* o = std::get_if<OperandSpec::CallOutput>(&src)) {
-    if (o->call >= metas.size() || o->output >= metas[o->call].size()) return std::nullopt;
-    return metas[o->call][o->output];
-  }
-  if (const auto* p = std::get_if<OperandSpec::Parameter>(&src)) {
-    if (p->index >= parameters.size() || parameters[p->index].number) return std::nullopt;
-    return TensorMeta{parameters[p->index].dtype, parameters[p->index].shape, false, device};
-  }
-  if (const auto* l = std::get_if<OperandSpec::Literal>(&src)) {
-    return TensorMeta{l->dtype, l->shape, false, device};
-  }
-  uint64_t handle = 0;
-  if (const auto* h = std::get_if<OperandSpec::Handle>(&src)) handle = h->handle;
-  if (const auto* g = std::get_if<OperandSpec::Gradient>(&src)) handle = g->leaf;
-  if (handle == 0) return std::nullopt;
-  absl::StatusOr<Tensor> t = session.Get(handle);
-  if (!t.ok()) return std::nullopt;
-  return t->meta();
-}
-
-// A call that writes tensors other than its outputs: a fused call placed after it would read
-// what it wrote where the product read the value before.
-bool Writes(const Dispatcher& dispatcher, const CallSpec& c) {
-  const OpDef* def = c.def;
-  if (def == nullptr) {
-    absl::StatusOr<const OpDef*> found = dispatcher.registry().Find(c.op);
-    if (!found.ok()) return true;
-    def = *found;
-  }
-  return def->in_place || !def->mutates_inputs.empty();
-}
-
+using Use = CallUse;
 struct Chain {
   std::vector<PostOp> posts;
   std::vector<size_t> calls;  // the post-op calls, in order
@@ -98,9 +27,9 @@ Chain FollowChain(const CallGraph& g, size_t p, const std::vector<std::vector<Te
   size_t cur = p;
   bool activation = false;
   while (!g.external[cur] && metas[cur].size() == 1) {
-    auto it = g.uses.find({cur, 0});
-    if (it == g.uses.end() || it->second.size() != 1) break;
-    const Use use = it->second[0];
+    const Use* only = g.OnlyUse(cur);
+    if (only == nullptr) break;
+    const Use use = *only;
     const CallSpec& c = *g.calls[use.call];
     PostOp post;
     double alpha = 0;
@@ -222,7 +151,7 @@ int FuseProgramCalls(ProgramSpec& spec, const std::vector<std::vector<TensorMeta
     }
     ++fused;
   }
-  return fused;
+  return fused + FuseElementwiseCalls(spec, metas, parameters, session, dispatcher);
 }
 
 }  // namespace tensord

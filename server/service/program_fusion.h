@@ -1,13 +1,17 @@
-// Fusion of a compiled program's calls: a matrix product or convolution (linear, matmul,
-// conv2d, conv3d) whose output only feeds a chain of pointwise post-ops (adds of a bias or a
-// residual, one activation) becomes one call of the fused op (server/ops/fusion.h), where the
-// session's device has a kernel for it. The calls it absorbs stay in the program, folded: they
+// Fusion of a compiled program's calls, in two passes. First, a matrix product or convolution
+// (linear, matmul, conv2d, conv3d) whose output only feeds a chain of pointwise post-ops (adds of a
+// bias or a residual, one activation) becomes one call of the fused op (server/ops/fusion.h), where
+// the session's device has a kernel for it. The calls it absorbs stay in the program, folded: they
 // no longer run, and their outputs exist nowhere, which is why a call is only folded when
 // nothing else reads its output (no other call, no root, no keep or fetch).
 //
 // In a forward that records for autodiff, a chain may only end in an activation that
 // differentiates from its output (relu, sigmoid, tanh): the fused op keeps no pre-activation
 // value for a backward. Updates and no_grad forwards fuse every activation.
+//
+// Then trees of pointwise calls (arithmetic, activations, math functions) whose intermediate
+// values nobody else reads become fused_elementwise calls (server/ops/elementwise_fusion.h;
+// program_elementwise_fusion.cc), outside forwards that record for autodiff.
 #pragma once
 
 #include <vector>
@@ -23,5 +27,9 @@ namespace tensord {
 int FuseProgramCalls(ProgramSpec& spec, const std::vector<std::vector<TensorMeta>>& metas,
                      const std::vector<ParameterType>& parameters, Session& session,
                      const Dispatcher& dispatcher);
+// The second pass alone.
+int FuseElementwiseCalls(ProgramSpec& spec, const std::vector<std::vector<TensorMeta>>& metas,
+                         const std::vector<ParameterType>& parameters, Session& session,
+                         const Dispatcher& dispatcher);
 
 }  // namespace tensord

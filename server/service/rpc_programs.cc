@@ -1,4 +1,5 @@
 // CompileProgram, RunProgram and ReleaseProgram.
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -24,6 +25,21 @@ void FillOutcome(std::vector<CallOutcome>& calls,
       }
     }
   }
+}
+
+// The bytes of the literals a program's calls name (they live in its stored request).
+int64_t LiteralBytes(const ProgramSpec& spec) {
+  int64_t bytes = 0;
+  for (const std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
+    for (const CallSpec& c : *calls) {
+      for (const OperandSpec& o : c.inputs) {
+        if (const auto* l = std::get_if<OperandSpec::Literal>(&o.source)) {
+          bytes += static_cast<int64_t>(l->data.size());
+        }
+      }
+    }
+  }
+  return bytes;
 }
 
 }  // namespace
@@ -60,7 +76,11 @@ absl::Status ServiceCore::CompileProgram(const v1::CompileProgramRequest& req,
                                            BatchLimits(), config_.fusion));
   // Its serialized size: literals and attributes are most of it. (SpaceUsedLong walks the
   // message by reflection, which crashed on the map fields in the TSan build of protobuf 3.21.)
-  RETURN_IF_ERROR(ChargeProgram(*program, session->account(), size));
+  // A fused program also keeps its calls as written, sharing the request's literals.
+  const int64_t as_written = program->unfused != nullptr
+                                 ? std::max<int64_t>(0, size - LiteralBytes(*program->unfused))
+                                 : 0;
+  RETURN_IF_ERROR(ChargeProgram(*program, session->account(), size + as_written));
   const Program& compiled = *program;
   resp->set_program_id(session->AddProgram(std::move(program)));
   const size_t n_forward = compiled.spec.calls.size();

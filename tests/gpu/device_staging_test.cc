@@ -4,7 +4,6 @@
 // device opens) to run it on every device: sizes around the threshold and the chunk, there
 // and back bit for bit, and kernels reading what was staged.
 #include <cstdlib>
-#include <cstring>
 
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_test_util.h"
@@ -13,11 +12,6 @@ namespace tensord::testing {
 namespace {
 
 const bool kStagingOn = [] { return setenv("TENSORD_GPU_STAGING", "on", 1) == 0; }();
-
-bool SameBytes(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
-}
 
 TEST(DeviceStaging, TransfersAroundTheChunkSizeRoundTripBitForBit) {
   TENSORD_REQUIRE_DEVICE(device);

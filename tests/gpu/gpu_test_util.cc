@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <random>
@@ -98,6 +99,11 @@ std::vector<Tensor> Moved(const std::vector<Tensor>& inputs, const std::string& 
 }
 
 }  // namespace
+
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.raw(), b.raw(), a.nbytes()) == 0;
+}
 
 std::set<std::string>& UnsupportedCalls() {
   static auto* s = new std::set<std::string>();

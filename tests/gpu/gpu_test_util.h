@@ -27,6 +27,8 @@ std::string DeviceUnderTest();
   }
 
 Tensor MoveTo(const Tensor& t, const std::string& device);
+// The same dtype, shape and bytes (host tensors).
+bool SameBytes(const Tensor& a, const Tensor& b);
 
 // Tolerances by dtype: exact for integers and bool, a few ulps of the dtype for floats.
 struct Tolerance {

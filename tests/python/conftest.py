@@ -113,6 +113,27 @@ def client_of_own_server(tmp_path_factory, name: str, args=()):
         proc.stop()
 
 
+@pytest.fixture(scope="module")
+def unfused(tmp_path_factory):
+    """A client of a server started with --fusion=off (programs compiled as written), for the
+    fusion tests of one module to compare against."""
+    with client_of_own_server(tmp_path_factory, "unfused", ["--fusion=off"]) as client:
+        yield client
+
+
+@pytest.fixture
+def gpu_device(client):
+    """The accelerator device tests name (TENSORD_TEST_GPU_DEVICE, default opencl:0): a test
+    using it skips on a server without it, or fails where TENSORD_REQUIRE_GPU is set (CI)."""
+    device = os.environ.get("TENSORD_TEST_GPU_DEVICE", "opencl:0")
+    names = [d["name"] for d in client.devices()]
+    if device not in names:
+        if os.environ.get("TENSORD_REQUIRE_GPU"):
+            pytest.fail(f"the server has no device {device} (devices: {names})")
+        pytest.skip(f"the server has no device {device}")
+    return device
+
+
 @pytest.fixture(scope="session")
 def server(tmp_path_factory):
     binary = server_binary()

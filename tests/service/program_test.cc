@@ -149,6 +149,26 @@ TEST_F(ProgramTest, ALinearBiasAndReluRunAsOneFusedOp) {
   EXPECT_TRUE(r.outputs(product).empty()) << "a folded call has no output";
 }
 
+// x * w + 0.5, then relu: one fused_elementwise call, computing what the calls compute.
+TEST_F(ProgramTest, APointwiseTreeRunsAsOneFusedElementwiseCall) {
+  REQUIRE_OPS("mul", "add", "relu");
+  const tc::HostTensor xv(std::vector<float>{1, -2, 3, 0.25f}, {2, 2});
+  const tc::HostTensor wv(std::vector<float>{2, 1}, {2});
+  tc::ProgramBuilder b = session().NewProgram();
+  tc::CallRef product = b.Add("mul", {b.Parameter(xv, "x"), b.Parameter(wv, "w")});
+  tc::CallRef added = b.Add("add", {product.out(0), 0.5});
+  tc::CallRef relu = b.Add("relu", {added.out(0)}, {}, {/*fetch=*/true});
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  EXPECT_EQ(p.fused_calls(), 1);
+  for (const tc::CallRef& c : {product, added, relu}) {
+    EXPECT_EQ(p.fused_op(c), "fused_elementwise");
+  }
+  ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, p.Run({xv, wv}));
+  // [2, -2, 6, 0.25] + 0.5, then relu.
+  EXPECT_THAT(r.value(relu).ToDoubles(), ElementsAre(2.5, 0, 6.5, 0.75));
+  EXPECT_TRUE(r.outputs(added).empty()) << "a folded call has no output";
+}
+
 TEST_F(ProgramTest, UnmarkedUseOnTheDifferentiatedPathFailsAtCompileNamingTheCall) {
   REQUIRE_OPS("relu", "assign", "sum");
   ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());

@@ -7,20 +7,20 @@
 #include <vector>
 
 #include "server/backends/cpu/activation_kernels.h"
+#include "server/backends/cpu/pointwise_functions.h"
 
 namespace tensord::cpu {
 namespace {
 
-constexpr double kSqrt1_2 = 0.70710678118654752440;      // 1/sqrt(2)
-constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1/sqrt(2*pi)
-constexpr double kSqrt2OverPi = 0.79788456080286535588;  // sqrt(2/pi)
-constexpr double kGeluKappa = 0.044715;
+using pointwise::kGeluKappa;
+using pointwise::kInvSqrt2Pi;
+using pointwise::kSqrt1_2;
+using pointwise::kSqrt2OverPi;
 
 absl::Status Relu(KernelCall& c) {
   VisitDType<kFI>(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
-    // NaN stays NaN (x < 0 is false for it), as with torch.relu.
-    UnaryLoop<T, T>(c.inputs[0], c.outputs[0], [](T x) { return x < T(0) ? T(0) : x; });
+    UnaryLoop<T, T>(c.inputs[0], c.outputs[0], pointwise::Relu{});
   });
   return absl::OkStatus();
 }
@@ -43,18 +43,9 @@ absl::Status FloatFunction(KernelCall& c, Op op) {
 // Two loops rather than a per-element branch on the approximation.
 absl::Status Gelu(KernelCall& c) {
   if (c.attrs.GetString("approximate") == "tanh") {
-    return FloatUnary(c, [](auto tag) {
-      using T = decltype(tag);
-      return [](T x) {
-        const T inner = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
-        return T(0.5) * x * (T(1) + std::tanh(inner));
-      };
-    });
+    return FloatUnary(c, [](auto) { return pointwise::GeluTanh{}; });
   }
-  return FloatUnary(c, [](auto tag) {
-    using T = decltype(tag);
-    return [](T x) { return T(0.5) * x * (T(1) + std::erf(x * T(kSqrt1_2))); };
-  });
+  return FloatUnary(c, [](auto) { return pointwise::Gelu{}; });
 }
 
 absl::Status GeluBackward(KernelCall& c) {
@@ -111,10 +102,8 @@ void RegisterActivationKernels(KernelTable& t) {
     });
   });
 
-  t.Add("sigmoid", "loop_sigmoid", kAll, [](KernelCall& c) {
-    return FloatFunction(c,
-                         [](auto x) { return decltype(x)(1) / (decltype(x)(1) + std::exp(-x)); });
-  });
+  t.Add("sigmoid", "loop_sigmoid", kAll,
+        [](KernelCall& c) { return FloatFunction(c, pointwise::Sigmoid{}); });
   t.Add("sigmoid_backward", "loop_sigmoid_backward", kFloat, [](KernelCall& c) {
     return FloatBinary(c, [](auto tag) {
       using T = decltype(tag);
@@ -123,7 +112,7 @@ void RegisterActivationKernels(KernelTable& t) {
   });
 
   t.Add("tanh", "loop_tanh", kAll,
-        [](KernelCall& c) { return FloatFunction(c, [](auto x) { return std::tanh(x); }); });
+        [](KernelCall& c) { return FloatFunction(c, pointwise::Tanh{}); });
   t.Add("tanh_backward", "loop_tanh_backward", kFloat, [](KernelCall& c) {
     return FloatBinary(c, [](auto tag) {
       using T = decltype(tag);
@@ -134,12 +123,8 @@ void RegisterActivationKernels(KernelTable& t) {
   t.Add("gelu", "loop_gelu", kFloat, Gelu);
   t.Add("gelu_backward", "loop_gelu_backward", kFloat, GeluBackward);
 
-  t.Add("silu", "loop_silu", kFloat, [](KernelCall& c) {
-    return FloatUnary(c, [](auto tag) {
-      using T = decltype(tag);
-      return [](T x) { return x / (T(1) + std::exp(-x)); };
-    });
-  });
+  t.Add("silu", "loop_silu", kFloat,
+        [](KernelCall& c) { return FloatUnary(c, [](auto) { return pointwise::Silu{}; }); });
   t.Add("silu_backward", "loop_silu_backward", kFloat, [](KernelCall& c) {
     return FloatBinary(c, [](auto tag) {
       using T = decltype(tag);
@@ -158,8 +143,7 @@ void RegisterActivationKernels(KernelTable& t) {
     const double slope = c.attrs.GetFloat("negative_slope");
     return FloatUnary(c, [slope](auto tag) {
       using T = decltype(tag);
-      const T a = T(slope);
-      return [a](T x) { return x > T(0) ? x : x * a; };
+      return pointwise::LeakyRelu<T>{T(slope)};
     });
   });
   t.Add("leaky_relu_backward", "loop_leaky_relu_backward", kFloat, [](KernelCall& c) {
@@ -175,8 +159,7 @@ void RegisterActivationKernels(KernelTable& t) {
     const double alpha = c.attrs.GetFloat("alpha");
     return FloatUnary(c, [alpha](auto tag) {
       using T = decltype(tag);
-      const T a = T(alpha);
-      return [a](T x) { return x > T(0) ? x : a * std::expm1(x); };
+      return pointwise::Elu<T>{T(alpha)};
     });
   });
   t.Add("elu_backward", "loop_elu_backward", kFloat, [](KernelCall& c) {

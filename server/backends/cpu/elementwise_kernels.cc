@@ -9,6 +9,7 @@
 #include "server/backends/cpu/elementwise_dispatch.h"
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/loops.h"
+#include "server/backends/cpu/pointwise_functions.h"
 #include "server/ops/elementwise.h"
 
 namespace tensord::cpu {
@@ -26,12 +27,11 @@ absl::Status AddKernel(KernelCall& c, double sign) {
     if constexpr (std::is_same_v<T, bool>) {
       BinaryLoop<T, T, T>(a, b, out, [](bool x, bool y) { return x || y; });
     } else if (alpha == 1.0) {
-      BinaryLoop<T, T, T>(a, b, out, [](T x, T y) { return WrapAdd(x, y); });
+      BinaryLoop<T, T, T>(a, b, out, pointwise::Add{});
     } else if (alpha == -1.0) {
-      BinaryLoop<T, T, T>(a, b, out, [](T x, T y) { return WrapSub(x, y); });
+      BinaryLoop<T, T, T>(a, b, out, pointwise::Sub{});
     } else {
-      const T s = SaturateCast<T>(alpha);
-      BinaryLoop<T, T, T>(a, b, out, [s](T x, T y) { return WrapAdd(x, WrapMul(s, y)); });
+      BinaryLoop<T, T, T>(a, b, out, pointwise::AddScaled<T>{SaturateCast<T>(alpha)});
     }
   });
   return absl::OkStatus();
@@ -44,8 +44,7 @@ absl::Status MulKernel(KernelCall& c) {
       BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0],
                           [](bool x, bool y) { return x && y; });
     } else {
-      BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0],
-                          [](T x, T y) { return WrapMul(x, y); });
+      BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], pointwise::Mul{});
     }
   });
   return absl::OkStatus();
@@ -88,7 +87,7 @@ absl::Status DivKernel(KernelCall& c) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
       if (mode.empty()) {
-        BinaryLoop<T, T, T>(a, b, out, [](T x, T y) { return x / y; });
+        BinaryLoop<T, T, T>(a, b, out, pointwise::Div{});
       } else if (mode == "trunc") {
         BinaryLoop<T, T, T>(a, b, out, [](T x, T y) { return std::trunc(x / y); });
       } else {
@@ -168,7 +167,7 @@ absl::Status PowKernel(KernelCall& c) {
 absl::Status MaximumKernel(KernelCall& c) {
   VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
-    BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], MaxNaN<T>);
+    BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], pointwise::Maximum{});
   });
   return absl::OkStatus();
 }
@@ -176,7 +175,7 @@ absl::Status MaximumKernel(KernelCall& c) {
 absl::Status MinimumKernel(KernelCall& c) {
   VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
-    BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], MinNaN<T>);
+    BinaryLoop<T, T, T>(c.inputs[0], c.inputs[1], c.outputs[0], pointwise::Minimum{});
   });
   return absl::OkStatus();
 }
@@ -212,6 +211,7 @@ void RegisterElementwiseKernels(KernelTable& t) {
   RegisterComparisonKernels(t);
   RegisterBinaryFunctionKernels(t);
   RegisterUnaryTranscendentalKernels(t);
+  RegisterFusedElementwiseKernels(t);
 }
 
 }  // namespace tensord::cpu

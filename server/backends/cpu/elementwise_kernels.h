@@ -17,6 +17,7 @@ void RegisterComparisonKernels(KernelTable& t);      // elementwise_compare_kern
 void RegisterBinaryFunctionKernels(KernelTable& t);  // elementwise_binary_function_kernels.cc
 // elementwise_unary_transcendental_kernels.cc
 void RegisterUnaryTranscendentalKernels(KernelTable& t);
+void RegisterFusedElementwiseKernels(KernelTable& t);  // fused_elementwise_kernels.cc
 
 // Output dtype equals input dtype: out = Op{}(x) over the dtypes in kSet.
 template <uint32_t kSet, typename Op>

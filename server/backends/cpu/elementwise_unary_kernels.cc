@@ -7,62 +7,11 @@
 #include "server/backends/cpu/elementwise_dispatch.h"
 #include "server/backends/cpu/elementwise_kernels.h"
 #include "server/backends/cpu/loops.h"
+#include "server/backends/cpu/pointwise_functions.h"
 
 namespace tensord::cpu {
 namespace {
 
-struct NegOp {
-  template <typename T>
-  T operator()(T x) const {
-    return WrapNeg(x);
-  }
-};
-struct AbsOp {
-  template <typename T>
-  T operator()(T x) const {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::abs(x);
-    } else {
-      return x < 0 ? WrapNeg(x) : x;
-    }
-  }
-};
-struct SquareOp {
-  template <typename T>
-  T operator()(T x) const {
-    return WrapMul(x, x);
-  }
-};
-struct ExpOp {
-  template <typename T>
-  T operator()(T x) const {
-    return std::exp(x);
-  }
-};
-struct LogOp {
-  template <typename T>
-  T operator()(T x) const {
-    return std::log(x);
-  }
-};
-struct SqrtOp {
-  template <typename T>
-  T operator()(T x) const {
-    return std::sqrt(x);
-  }
-};
-struct RsqrtOp {
-  template <typename T>
-  T operator()(T x) const {
-    return T(1) / std::sqrt(x);
-  }
-};
-struct ReciprocalOp {
-  template <typename T>
-  T operator()(T x) const {
-    return T(1) / x;
-  }
-};
 // PyTorch's sign: NaN and -0.0 give 0; bool is the identity.
 struct SignOp {
   template <typename T>
@@ -178,7 +127,7 @@ absl::Status ClampKernel(KernelCall& c) {
     using T = decltype(tag);
     if (out.dtype() == x.dtype()) {
       const T l = SaturateCast<T>(lo), h = SaturateCast<T>(hi);
-      UnaryLoop<T, T>(x, out, [l, h](T v) { return std::min(std::max(v, l), h); });
+      UnaryLoop<T, T>(x, out, pointwise::Clamp<T>{l, h});
     } else {
       const float l = static_cast<float>(lo), h = static_cast<float>(hi);
       UnaryLoop<T, float>(x, out,
@@ -191,14 +140,14 @@ absl::Status ClampKernel(KernelCall& c) {
 }  // namespace
 
 void RegisterUnaryMathKernels(KernelTable& t) {
-  t.Add("neg", "loop_neg", kFloatInt, SameDTypeKernel<kFI, NegOp>);
-  t.Add("abs", "loop_abs", kFloatInt, SameDTypeKernel<kFI, AbsOp>);
-  t.Add("square", "loop_square", kFloatInt, SameDTypeKernel<kFI, SquareOp>);
-  t.Add("exp", "loop_exp", kAll, FloatFunctionKernel<ExpOp>);
-  t.Add("log", "loop_log", kAll, FloatFunctionKernel<LogOp>);
-  t.Add("sqrt", "loop_sqrt", kAll, FloatFunctionKernel<SqrtOp>);
-  t.Add("rsqrt", "loop_rsqrt", kAll, FloatFunctionKernel<RsqrtOp>);
-  t.Add("reciprocal", "loop_reciprocal", kAll, FloatFunctionKernel<ReciprocalOp>);
+  t.Add("neg", "loop_neg", kFloatInt, SameDTypeKernel<kFI, pointwise::Neg>);
+  t.Add("abs", "loop_abs", kFloatInt, SameDTypeKernel<kFI, pointwise::Abs>);
+  t.Add("square", "loop_square", kFloatInt, SameDTypeKernel<kFI, pointwise::Square>);
+  t.Add("exp", "loop_exp", kAll, FloatFunctionKernel<pointwise::Exp>);
+  t.Add("log", "loop_log", kAll, FloatFunctionKernel<pointwise::Log>);
+  t.Add("sqrt", "loop_sqrt", kAll, FloatFunctionKernel<pointwise::Sqrt>);
+  t.Add("rsqrt", "loop_rsqrt", kAll, FloatFunctionKernel<pointwise::Rsqrt>);
+  t.Add("reciprocal", "loop_reciprocal", kAll, FloatFunctionKernel<pointwise::Reciprocal>);
   t.Add("sign", "loop_sign", kAll, SameDTypeKernel<kFIB, SignOp>);
   t.Add("floor", "loop_floor", kFloatInt, SameDTypeKernel<kFI, RoundingOp<Rounding::kFloor>>);
   t.Add("ceil", "loop_ceil", kFloatInt, SameDTypeKernel<kFI, RoundingOp<Rounding::kCeil>>);

@@ -21,25 +21,6 @@
 namespace tensord::gpu {
 namespace {
 
-using gpu::ComputeIn;
-
-// The compute dtype of an elementwise call and its expression, or nullopt.
-struct ElementwisePlan {
-  gpu::ElementwiseExpr expr;
-  DType compute;
-};
-std::optional<ElementwisePlan> PlanElementwise(const ElementwiseForm& form, const Attrs& attrs,
-                                               DType first_input, DType output) {
-  for (DType compute : {output, first_input}) {
-    std::optional<gpu::ElementwiseExpr> e = gpu::ExprOf(form, attrs, compute);
-    if (!e) continue;
-    const DType want = e->compute == ComputeIn::kOutput ? output : first_input;
-    if (want != compute) continue;
-    return ElementwisePlan{*e, compute};
-  }
-  return std::nullopt;
-}
-
 std::vector<int64_t> PermutedStrides(const Tensor& x, const std::vector<int64_t>& perm) {
   const std::vector<int64_t> in = ContiguousStrides(x.shape());
   std::vector<int64_t> out(perm.size());
@@ -158,6 +139,7 @@ void RegisterElementwiseKernels(GpuKernelTable& t) {
   const auto add = [&t](const std::string& op, Divides divides) {
     const ElementwiseForm* form = FindElementwiseForm(op);
     GpuKernel k = KernelOf(RunElementwise, form, divides);
+    k.form = form;
     k.supports = [form](const KernelQuery& q, const DeviceRuntime& device) {
       if (q.outputs.empty()) return false;
       const std::optional<ElementwisePlan> plan =

@@ -28,6 +28,7 @@ const GpuKernelTable& GpuKernelTable::Get() {
     RegisterOptimizerKernels(*t);
     RegisterSelectKernels(*t);
     RegisterElementwiseKernels(*t);
+    RegisterFusedElementwiseKernels(*t);
     return t;
   }();
   return *table;

@@ -15,6 +15,8 @@
 
 namespace tensord::gpu {
 
+struct ElementwiseForm;  // codegen/elementwise_exprs.h
+
 using GpuKernelFn = std::function<absl::Status(KernelCall& call, DeviceRuntime& device)>;
 // Whether the kernel runs a call described with everything the dispatcher knows (attributes,
 // input and output metadata) on `device`, beyond the rules every kernel shares.
@@ -30,6 +32,9 @@ struct GpuKernel {
   bool needs_fp64 = false;
   // Null: every call the rules above admit.
   GpuPredicate supports;
+  // The generated map it runs (elementwise_kernels.cc), or null: a step of a fused expression
+  // computes that same map (fused_elementwise_kernels.cc).
+  const ElementwiseForm* form = nullptr;
 };
 
 // The kernel that runs fn(call, device, bound...): what tells a family's ops apart, bound at
@@ -68,6 +73,7 @@ class GpuKernelTable {
 // elementwise maps last, for the ops no other family runs (elementwise_kernels.cc).
 void RegisterCopyKernels(GpuKernelTable& t);
 void RegisterElementwiseKernels(GpuKernelTable& t);
+void RegisterFusedElementwiseKernels(GpuKernelTable& t);  // after the elementwise maps
 void RegisterLayoutKernels(GpuKernelTable& t);
 void RegisterIndexingKernels(GpuKernelTable& t);
 void RegisterReductionKernels(GpuKernelTable& t);

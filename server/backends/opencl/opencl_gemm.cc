@@ -28,6 +28,10 @@ const gpu::Dialect& Dialect() {
   static const gpu::Dialect* d = [] {
     auto* c = new gpu::Dialect;
     c->kernel = "__kernel void";
+    // No fused multiply-add contraction (NVRTC's --fmad=false likewise): each product is
+    // rounded where the CPU loops round it, and a fused expression's steps give the values
+    // their own kernels store.
+    c->preamble = "#pragma OPENCL FP_CONTRACT OFF\n";
     c->global = "__global";
     c->global_id = "get_global_id(0)";
     c->int64 = "long";

@@ -465,4 +465,16 @@ std::optional<ElementwiseExpr> ExprOf(const ElementwiseForm& form, const Attrs& 
   return form.form ? form.form(attrs, compute) : FromEntry(*form.entry, attrs, compute);
 }
 
+std::optional<ElementwisePlan> PlanElementwise(const ElementwiseForm& form, const Attrs& attrs,
+                                               DType first_input, DType output) {
+  for (DType compute : {output, first_input}) {
+    std::optional<ElementwiseExpr> e = ExprOf(form, attrs, compute);
+    if (!e) continue;
+    const DType want = e->compute == ComputeIn::kOutput ? output : first_input;
+    if (want != compute) continue;
+    return ElementwisePlan{*e, compute};
+  }
+  return std::nullopt;
+}
+
 }  // namespace tensord::gpu

@@ -43,4 +43,13 @@ const ElementwiseForm* FindElementwiseForm(const std::string& op);
 std::optional<ElementwiseExpr> ExprOf(const ElementwiseForm& form, const Attrs& attrs,
                                       DType compute);
 
+// What a call of the form computes: its expression and compute dtype (the output's, or for
+// comparisons and predicates the first input's), or nullopt when the form has none for it.
+struct ElementwisePlan {
+  ElementwiseExpr expr;
+  DType compute;
+};
+std::optional<ElementwisePlan> PlanElementwise(const ElementwiseForm& form, const Attrs& attrs,
+                                               DType first_input, DType output);
+
 }  // namespace tensord::gpu

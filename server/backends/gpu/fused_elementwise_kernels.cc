@@ -1,0 +1,130 @@
+// The GPU kernel of fused_elementwise (server/ops/elementwise_fusion.h): one generated kernel
+// for the whole expression (codegen/fused_elementwise_source.h), each step the expression of
+// the map its own call would have run, in the same compute dtype. A step is accepted only where
+// that call would have run a generated map here (no other family's kernel) whose expression
+// the device compiles; kernels are compiled without contraction, so each intermediate value is
+// the one that call would have stored.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/gpu/codegen/fused_elementwise_source.h"
+#include "server/backends/gpu/kernel_table.h"
+#include "server/backends/gpu/launch.h"
+#include "server/ops/elementwise_fusion.h"
+#include "server/ops/registry.h"
+
+namespace tensord::gpu {
+namespace {
+
+using fusion::Step;
+
+// The steps as the kernel computes them in `dtype` on `device`, or nullopt when a step's own
+// call would not run a generated map there.
+std::optional<std::vector<FusedStep>> PlanSteps(const std::vector<Step>& steps, DType dtype,
+                                                const DeviceRuntime& device) {
+  const GpuKernelTable& table = GpuKernelTable::Get();
+  std::vector<FusedStep> out;
+  for (const Step& s : steps) {
+    FusedStep f;
+    if (s.input) {
+      f.input = s.index;
+      out.push_back(std::move(f));
+      continue;
+    }
+    absl::StatusOr<const OpDef*> def = OpRegistry::Builtin().Find(fusion::OpOf(s.fn));
+    if (!def.ok()) return std::nullopt;
+    const GpuKernel* kernel = table.Find(**def);
+    if (kernel == nullptr || kernel->form == nullptr) return std::nullopt;
+    absl::StatusOr<Attrs> attrs = ValidateAttrs((*def)->name, (*def)->attrs, fusion::StepAttrs(s));
+    if (!attrs.ok()) return std::nullopt;
+    std::optional<ElementwisePlan> plan = PlanElementwise(*kernel->form, *attrs, dtype, dtype);
+    if (!plan || plan->compute != dtype || plan->expr.arity != fusion::Arity(s.fn) ||
+        (!plan->expr.helpers.empty() && !device.has_fp64())) {
+      return std::nullopt;
+    }
+    f.expr = std::move(plan->expr);
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
+  Tensor& out = c.outputs[0];
+  if (out.numel() == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<Step> steps,
+                   fusion::ParseSteps(c.attrs.GetString(fusion::kStepsAttr), c.inputs.size()));
+  std::optional<std::vector<FusedStep>> planned = PlanSteps(steps, out.dtype(), device);
+  if (!planned) {
+    return Error(Reason::kInternal,
+                 absl::StrCat(device.name(), ": ", fusion::kElementwiseOp,
+                              " was given a call it refuses when planned"),
+                 {{"op", fusion::kElementwiseOp}, {"device", device.name()}});
+  }
+  FusedElementwiseKernel k;
+  k.steps = *std::move(planned);
+  k.dtype = out.dtype();
+  std::vector<Shape> shapes;
+  for (const Tensor& t : c.inputs) {
+    k.inputs.push_back(t.dtype());
+    k.by_value.push_back(IsNumberOperand(t));
+    shapes.push_back(t.shape());
+  }
+  std::vector<DType> dtypes = k.inputs;
+  dtypes.push_back(k.dtype);
+  k.name = KernelName(fusion::kElementwiseOp, dtypes);
+  // Compiled once per expression: its steps' expressions and what each pushes.
+  std::string key = k.name;
+  for (size_t i = 0; i < k.inputs.size(); ++i) absl::StrAppend(&key, k.by_value[i] ? "v" : "b");
+  for (const FusedStep& s : k.steps) {
+    absl::StrAppend(&key, "|", s.input >= 0 ? absl::StrCat("$", s.input) : s.expr.expr);
+  }
+  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(key, k.name, [&k](const Dialect& dialect) {
+    return RenderFusedElementwise(dialect, k);
+  }));
+  std::vector<Operand> operands(c.inputs.size());
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (!k.by_value[i]) {
+      ASSIGN_OR_RETURN(operands[i], Operand::Of(c.inputs[i], device));
+    }
+  }
+  const Geometry geometry = BroadcastGeometry(out.shape(), shapes);
+  ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, geometry.Flat()));
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  return SetAndLaunch(device, built, k.name, out.numel(), [&](Args& args) {
+    args.AddMem(out_arg);
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      if (k.by_value[i]) {
+        args.Bytes(c.inputs[i].raw(), c.inputs[i].nbytes());
+      } else {
+        args.AddMem(operands[i]);
+      }
+    }
+    args.AddMem(geometry_arg)
+        .Add(static_cast<int64_t>(out.numel()))
+        .Add(static_cast<int32_t>(geometry.shape.size()));
+    for (const FusedStep& s : k.steps) {
+      for (double v : s.expr.scalars) args.AddScalar(k.dtype, v);
+    }
+  });
+}
+
+}  // namespace
+
+void RegisterFusedElementwiseKernels(GpuKernelTable& t) {
+  GpuKernel k = KernelOf(RunFused);
+  k.supports = [](const KernelQuery& q, const DeviceRuntime& device) {
+    if (q.outputs.size() != 1) return false;
+    const DType dtype = q.outputs[0].dtype;
+    for (const TensorMeta& m : q.inputs) {
+      if (m.dtype != dtype) return false;
+    }
+    absl::StatusOr<std::vector<Step>> steps =
+        fusion::ParseSteps(q.attrs->GetString(fusion::kStepsAttr), q.inputs.size());
+    return steps.ok() && PlanSteps(*steps, dtype, device).has_value();
+  };
+  t.Add(fusion::kElementwiseOp, std::move(k));
+}
+
+}  // namespace tensord::gpu

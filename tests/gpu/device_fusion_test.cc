@@ -1,0 +1,79 @@
+// fused_elementwise on the device under test: an expression is one generated kernel whose
+// result is, bit for bit, what its steps' calls give one by one on the same device (kernels are
+// compiled without contraction), and agrees with the CPU's fused kernel within the device's
+// float tolerances.
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/ops/elementwise_fusion.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord::testing {
+namespace {
+
+// `steps` over `inputs` on `device`: as one fused call, and call by call. Both on the host.
+std::optional<std::pair<Tensor, Tensor>> FusedAndStepwise(const std::string& device,
+                                                          const std::string& steps,
+                                                          const std::vector<Tensor>& inputs) {
+  CallEnv env;
+  env.no_grad = true;
+  env.device = device;
+  std::vector<Tensor> moved;
+  for (const Tensor& t : inputs) moved.push_back(t.wrapped_number() ? t : MoveTo(t, device));
+  auto fused =
+      DeviceDispatcher().Call(fusion::kElementwiseOp, moved, {{fusion::kStepsAttr, steps}}, env);
+  EXPECT_TRUE(fused.ok()) << fused.status();
+  auto parsed = fusion::ParseSteps(steps, inputs.size());
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  if (!fused.ok() || !parsed.ok()) return std::nullopt;
+  std::vector<Tensor> stack;
+  for (const fusion::Step& s : *parsed) {
+    if (s.input) {
+      stack.push_back(moved[s.index]);
+      continue;
+    }
+    const size_t arity = static_cast<size_t>(fusion::Arity(s.fn));
+    std::vector<Tensor> operands(stack.end() - arity, stack.end());
+    stack.resize(stack.size() - arity);
+    auto out = DeviceDispatcher().Call(fusion::OpOf(s.fn), operands, fusion::StepAttrs(s), env);
+    EXPECT_TRUE(out.ok()) << fusion::OpOf(s.fn) << ": " << out.status();
+    if (!out.ok()) return std::nullopt;
+    stack.push_back((*out)[0]);
+  }
+  return std::pair{MoveTo((*fused)[0], kHostDevice), MoveTo(stack.back(), kHostDevice)};
+}
+
+TEST(DeviceFusion, AnExpressionGivesItsCallsBitsInOneKernel) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const std::vector<std::string> expressions = {
+      // Broadcast operands, a number, arithmetic and relu.
+      "$0,$1,sub:1,$2,maximum,$1,mul,relu,$3,add:1",
+      // Math functions.
+      "$0,$2,div,exp,$1,$1,mul,add:1,log,sqrt,$0,square,rsqrt,reciprocal,minimum",
+      // Activations, both gelus.
+      "$0,sigmoid,$1,tanh,mul,$2,silu,sub:1,gelu,$0,gelu_tanh,add:1",
+      // Functions with parameters.
+      "$0,leaky_relu:0.2,elu:0.7,clamp:-0.5:inf,$1,add:2.5,$2,sub:0.5,neg,abs,$3,mul",
+  };
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    const std::vector<Tensor> inputs = {Random(dtype, {4, 1, 5}, 70, -3, 3),
+                                        Random(dtype, {3, 1}, 71, -3, 3),
+                                        Random(dtype, {5}, 72, 0.1, 2), ScalarOperand(0.5)};
+    for (const std::string& steps : expressions) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dtype), " ", steps));
+      const auto both = FusedAndStepwise(device, steps, inputs);
+      ASSERT_TRUE(both.has_value());
+      EXPECT_TRUE(SameBytes(both->first, both->second));
+      EXPECT_TRUE(SameOnDevice(device, fusion::kElementwiseOp, inputs,
+                               {{fusion::kStepsAttr, steps}}, /*loose=*/8));
+    }
+  }
+  EXPECT_EQ(UnsupportedCalls().count(absl::StrCat(fusion::kElementwiseOp, ":f32")), 0u);
+}
+
+}  // namespace
+}  // namespace tensord::testing
