@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -181,6 +182,20 @@ absl::StatusOr<std::vector<Step>> ParseSteps(const std::string& text, size_t inp
   }
   if (depth != 1) return StepsError(absl::StrCat("leaves ", depth, " values, not one"));
   return steps;
+}
+
+absl::StatusOr<std::shared_ptr<const std::vector<Step>>> CachedSteps(const std::string& text,
+                                                                     size_t inputs) {
+  constexpr size_t kMaxEntries = 256;
+  thread_local absl::flat_hash_map<std::string, std::shared_ptr<const std::vector<Step>>> cache;
+  std::string key = absl::StrCat(inputs, "|", text);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  ASSIGN_OR_RETURN(std::vector<Step> steps, ParseSteps(text, inputs));
+  if (cache.size() >= kMaxEntries) cache.clear();
+  auto parsed = std::make_shared<const std::vector<Step>>(std::move(steps));
+  cache.emplace(std::move(key), parsed);
+  return parsed;
 }
 
 void RegisterElementwiseFusionOp(OpRegistry& r) {

@@ -11,6 +11,7 @@
 // "sub:1", "leaky_relu:0.01", "elu:1", "clamp:-1:inf".
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,10 @@ std::string FormatSteps(const std::vector<Step>& steps);
 // Parses and checks an expression over `inputs` inputs: every input index in range, every
 // function given its operands, one value left, at most kMaxStackDepth values at once.
 absl::StatusOr<std::vector<Step>> ParseSteps(const std::string& text, size_t inputs);
+// ParseSteps through a small cache per thread: a program's fused call, run again and again,
+// parses its expression once per server thread.
+absl::StatusOr<std::shared_ptr<const std::vector<Step>>> CachedSteps(const std::string& text,
+                                                                     size_t inputs);
 // The most values the expression holds at once.
 int StackDepth(const std::vector<Step>& steps);
 

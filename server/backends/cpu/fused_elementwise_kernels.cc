@@ -137,24 +137,38 @@ struct Leaf {
   std::vector<int64_t> strides;  // per output dim, 0 where broadcast
 };
 
-// Copies the leaf's elements for output elements [start, start + n) into `out`.
+// Copies the leaf's elements for output elements [start, start + n) into `out`, a run along
+// the last dim at a time (a copy where the leaf has that dim, a fill where it is broadcast).
 template <typename T>
 void Gather(const Leaf<T>& leaf, const Shape& shape, int64_t start, int64_t n, T* out) {
   const int rank = static_cast<int>(shape.size());
+  const int last = rank - 1;
   std::vector<int64_t> index(rank);
   int64_t offset = 0, rest = start;
-  for (int d = rank - 1; d >= 0; --d) {
+  for (int d = last; d >= 0; --d) {
     index[d] = rest % shape[d];
     rest /= shape[d];
     offset += index[d] * leaf.strides[d];
   }
-  for (int64_t i = 0; i < n; ++i) {
-    out[i] = leaf.data[offset];
-    for (int d = rank - 1; d >= 0; --d) {
-      offset += leaf.strides[d];
-      if (++index[d] < shape[d]) break;
-      offset -= leaf.strides[d] * shape[d];
+  const int64_t step = leaf.strides[last];
+  for (int64_t done = 0; done < n;) {
+    const int64_t run = std::min(n - done, shape[last] - index[last]);
+    const T* src = leaf.data + offset;
+    if (step == 0) {
+      std::fill(out + done, out + done + run, src[0]);
+    } else if (step == 1) {
+      std::copy(src, src + run, out + done);
+    } else {
+      for (int64_t i = 0; i < run; ++i) out[done + i] = src[i * step];
+    }
+    done += run;
+    offset += run * step;
+    index[last] += run;
+    // Past the end of the last dim: carry into the outer ones.
+    for (int d = last; d > 0 && index[d] == shape[d]; --d) {
+      offset += leaf.strides[d - 1] - shape[d] * leaf.strides[d];
       index[d] = 0;
+      ++index[d - 1];
     }
   }
 }
@@ -174,7 +188,9 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
       leaves[k].strides = BroadcastStrides(in.shape(), shape);
     }
   }
-  std::vector<T> buffers(static_cast<size_t>(fusion::kMaxStackDepth) * kTile);
+  // A tile buffer per stack value, no longer than the output.
+  const int64_t tile = std::min(kTile, std::max<int64_t>(total, 1));
+  std::vector<T> buffers(static_cast<size_t>(fusion::StackDepth(steps) * tile));
   Value<T> stack[fusion::kMaxStackDepth];
   T* out = out_tensor.data<T>();
   for (int64_t start = 0; start < total; start += kTile) {
@@ -185,7 +201,7 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
       const bool last = i + 1 == steps.size();
       if (s.input) {
         const Leaf<T>& leaf = leaves[s.index];
-        T* buf = buffers.data() + depth * kTile;
+        T* buf = buffers.data() + depth * tile;
         if (leaf.full) {
           stack[depth] = {leaf.data + start, false};
         } else if (leaf.scalar) {
@@ -200,7 +216,7 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
       const int arity = fusion::Arity(s.fn);
       const int at = depth - arity;
       // The last step writes the output itself.
-      T* target = last ? out + start : buffers.data() + at * kTile;
+      T* target = last ? out + start : buffers.data() + at * tile;
       stack[at] = arity == 1 ? Apply1<T>(s, stack[at], target, n)
                              : Apply2<T>(s, stack[at], stack[at + 1], target, n);
       depth = at + 1;
@@ -215,9 +231,9 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
 }
 
 absl::Status RunFused(KernelCall& c) {
-  ASSIGN_OR_RETURN(std::vector<Step> steps,
-                   fusion::ParseSteps(c.attrs.GetString(fusion::kStepsAttr), c.inputs.size()));
-  VisitDType<kF>(c.outputs[0].dtype(), [&](auto tag) { Evaluate<decltype(tag)>(steps, c); });
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<Step>> steps,
+                   fusion::CachedSteps(c.attrs.GetString(fusion::kStepsAttr), c.inputs.size()));
+  VisitDType<kF>(c.outputs[0].dtype(), [&](auto tag) { Evaluate<decltype(tag)>(*steps, c); });
   return absl::OkStatus();
 }
 

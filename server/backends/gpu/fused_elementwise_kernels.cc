@@ -53,9 +53,9 @@ std::optional<std::vector<FusedStep>> PlanSteps(const std::vector<Step>& steps, 
 absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   Tensor& out = c.outputs[0];
   if (out.numel() == 0) return absl::OkStatus();
-  ASSIGN_OR_RETURN(std::vector<Step> steps,
-                   fusion::ParseSteps(c.attrs.GetString(fusion::kStepsAttr), c.inputs.size()));
-  std::optional<std::vector<FusedStep>> planned = PlanSteps(steps, out.dtype(), device);
+  ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<Step>> steps,
+                   fusion::CachedSteps(c.attrs.GetString(fusion::kStepsAttr), c.inputs.size()));
+  std::optional<std::vector<FusedStep>> planned = PlanSteps(*steps, out.dtype(), device);
   if (!planned) {
     return Error(Reason::kInternal,
                  absl::StrCat(device.name(), ": ", fusion::kElementwiseOp,
