@@ -9,6 +9,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -48,6 +49,9 @@ constexpr size_t kSegmentBytes = size_t{1} << 20;
 constexpr size_t kMaxGroupNameBytes = 256;
 
 using Clock = std::chrono::steady_clock;
+// How long a rank that saw a collective fail while data moved waits for the others to say in
+// the store that they are alive (they notice within milliseconds of it).
+constexpr int64_t kAliveGraceMs = 2000;
 
 // One TCP device per address, shared by every group of the process. Without an address, the
 // machine's host name, or the loopback address where the host name does not resolve (a
@@ -116,8 +120,11 @@ void DivideBy(void* data, size_t n, int world) {
 class GlooProcessGroup final : public ProcessGroup {
  public:
   GlooProcessGroup(GroupOptions options, std::shared_ptr<gloo::Context> context,
-                   std::chrono::milliseconds timeout)
-      : ProcessGroup(std::move(options)), context_(std::move(context)), timeout_(timeout) {}
+                   std::chrono::milliseconds timeout, std::unique_ptr<GroupStore> store)
+      : ProcessGroup(std::move(options)),
+        context_(std::move(context)),
+        timeout_(timeout),
+        store_(std::move(store)) {}
 
   std::string backend() const override { return "gloo"; }
   bool Serves(const std::string& kind) const override { return kind == "cpu"; }
@@ -150,7 +157,11 @@ class GlooProcessGroup final : public ProcessGroup {
     try {
       Move(call, seq);
     } catch (const std::exception& e) {
-      return Break(op, -1, e.what());
+      const std::string what = e.what();
+      // Closing this rank's connections first makes the peers still moving data fail now
+      // too, so that each of them looks for the missing rank at the same time.
+      context_.reset();
+      return Break(op, MissingPeer(seq), what);
     }
     return absl::OkStatus();
   }
@@ -241,6 +252,37 @@ class GlooProcessGroup final : public ProcessGroup {
       ASSIGN_OR_RETURN(all[r], Decode(in[r]));
     }
     return all;
+  }
+
+  // After a failure while the data moved, which no connection error attributes to a rank:
+  // every rank still alive says so in the rendezvous store, and the first rank that does not
+  // within a grace period (a live one notices at once: the failing ranks close their
+  // connections) is the one that broke the collective; -1 when all answer or the store fails.
+  int MissingPeer(uint32_t seq) {
+    if (store_ == nullptr) return -1;
+    const std::string prefix = absl::StrCat("alive/", seq, "/");
+    const auto deadline =
+        Clock::now() + std::min(timeout_, std::chrono::milliseconds(kAliveGraceMs));
+    std::vector<bool> seen(size(), false);
+    seen[rank()] = true;
+    try {
+      store_->set(absl::StrCat(prefix, rank()), {'1'});
+      while (true) {
+        int missing = -1;
+        for (int r = 0; r < size(); ++r) {
+          if (!seen[r]) seen[r] = store_->Has(absl::StrCat(prefix, r));
+          if (!seen[r] && missing < 0) missing = r;
+        }
+        if (missing < 0 || Clock::now() >= deadline) return missing;
+        {
+          absl::MutexLock lock(&mu_);
+          if (aborted_) return missing;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    } catch (const std::exception&) {
+      return -1;
+    }
   }
 
   absl::Status Break(const std::string& op, int peer, const std::string& what,
@@ -403,6 +445,7 @@ class GlooProcessGroup final : public ProcessGroup {
 
   std::shared_ptr<gloo::Context> context_;
   const std::chrono::milliseconds timeout_;
+  const std::unique_ptr<GroupStore> store_;  // the rendezvous store, kept for MissingPeer
   uint32_t seq_ = 0;  // the tag of the next collective; the same on every rank
   std::atomic<bool> broken_{false};
   std::string broken_reason_;
@@ -485,8 +528,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& opti
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.world_size);
     context->setTimeout(config.timeout);
     context->connectFullMesh(*store, device);
-    return std::shared_ptr<ProcessGroup>(
-        std::make_shared<GlooProcessGroup>(options, std::move(context), config.timeout));
+    return std::shared_ptr<ProcessGroup>(std::make_shared<GlooProcessGroup>(
+        options, std::move(context), config.timeout, std::move(store)));
   } catch (const std::exception& e) {
     Metadata err = md;
     err["cause"] = "rendezvous";

@@ -487,6 +487,52 @@ def test_a_killed_rank_fails_the_others_at_once(tmp_path_factory, tmp_path):
             p.stop()
 
 
+def test_a_rank_killed_while_data_moves_is_named(tmp_path_factory, tmp_path):
+    """Three ranks all-reduce a large tensor and rank 2 is killed while the data moves. No
+    connection error says which rank died (a rank sees its neighbour's connection close): the
+    survivors find it through the rendezvous store, fail with PEER_UNAVAILABLE naming rank 2,
+    and serve on."""
+    procs = start_servers(tmp_path_factory, 3, "datakill")
+    clients = [tensord.connect(p.address) for p in procs]
+    try:
+        sessions = [c.session() for c in clients]
+        name = f"d-{uuid.uuid4().hex[:8]}"
+        values(run_ranks(lambda r, s: s.join_group(name, r, 3, f"file://{tmp_path}"), sessions))
+        # A size whose all_reduce takes long enough to be killed in the middle of.
+        n = 1 << 25
+        while True:
+            big = [s.tensor(np.ones(n, np.float32)) for s in sessions]
+            took = float("inf")
+            for _ in range(2):  # the first run also pages its buffers in
+                started = time.monotonic()
+                values(run_ranks(lambda r, s: s.op("all_reduce", big[r]).shape, sessions))
+                took = min(took, time.monotonic() - started)
+            if took > 0.3 or n >= 1 << 27:
+                break
+            n *= 2
+        assert took > 0.15, f"an all_reduce of {n} f32 took only {took:.2f} s"
+        with concurrent.futures.ThreadPoolExecutor(3) as pool:
+            futures = [pool.submit(lambda r=r: sessions[r].op("all_reduce", big[r]).shape)
+                       for r in range(3)]
+            time.sleep(took / 3)
+            procs[2].proc.send_signal(signal.SIGKILL)
+            errors = []
+            for f in futures[:2]:
+                with pytest.raises(tensord.TensordError) as err:
+                    f.result(timeout=TIMEOUT_S + 10)
+                errors.append(err.value)
+        for err in errors:
+            assert err.reason == "PEER_UNAVAILABLE", err
+            assert err.metadata["peer_rank"] == "2", err
+        np.testing.assert_array_equal(sessions[0].op("add", sessions[0].tensor(np.ones(2)),
+                                                     1.0).numpy(), [2, 2])
+    finally:
+        for c in clients:
+            c.close()
+        for p in procs:
+            p.stop()
+
+
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs Debian's redis-server")
 def test_redis_rendezvous(servers, tmp_path):
     port = _free_port()
