@@ -27,16 +27,19 @@ void FillOutcome(std::vector<CallOutcome>& calls,
   }
 }
 
-// The bytes of the literals a program's calls name (they live in its stored request).
+// The bytes of the literals a program names, its parameters' examples included (they live in
+// its stored request).
 int64_t LiteralBytes(const ProgramSpec& spec) {
   int64_t bytes = 0;
+  auto add = [&bytes](const OperandSpec& o) {
+    if (const auto* l = std::get_if<OperandSpec::Literal>(&o.source)) {
+      bytes += static_cast<int64_t>(l->data.size());
+    }
+  };
+  for (const ParameterSpec& p : spec.parameters) add(p.example);
   for (const std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
     for (const CallSpec& c : *calls) {
-      for (const OperandSpec& o : c.inputs) {
-        if (const auto* l = std::get_if<OperandSpec::Literal>(&o.source)) {
-          bytes += static_cast<int64_t>(l->data.size());
-        }
-      }
+      for (const OperandSpec& o : c.inputs) add(o);
     }
   }
   return bytes;

@@ -385,6 +385,27 @@ TEST_F(ProgramTest, ProgramsCountAgainstTheMemoryQuota) {
   EXPECT_EQ(after, before) << "a refused compile holds nothing";
 }
 
+// A fused program keeps its calls as written too (a failing run runs them): their structures
+// count against the quota, the literals they share with the fused calls once.
+TEST_F(ProgramTest, AFusedProgramCountsItsLiteralsOnce) {
+  REQUIRE_OPS("add", "relu");
+  ASSERT_OK_AND_ASSIGN(tc::Session s, client().CreateSession({"", 0, /*quota=*/4 << 20}));
+  const tc::HostTensor mib(std::vector<float>(1 << 18, 1.0f));  // 1 MiB
+  tc::ProgramBuilder b = s.NewProgram(0, /*no_grad=*/true);
+  tc::CallRef sum = b.Add("add", {b.Parameter(mib), mib});
+  b.Add("relu", {sum.out(0)}, {}, {/*fetch=*/false});
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo empty, s.Info());
+  ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+  EXPECT_EQ(p.fused_calls(), 1);
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo holding, s.Info());
+  EXPECT_GE(holding.memory_used_bytes, empty.memory_used_bytes + (2u << 20));
+  EXPECT_LT(holding.memory_used_bytes, empty.memory_used_bytes + (3u << 20));
+  ASSERT_OK(p.Release());
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo released, s.Info());
+  EXPECT_EQ(released.memory_used_bytes, empty.memory_used_bytes);
+  ASSERT_OK(s.Close());
+}
+
 TEST_F(ProgramTest, CallsPerProgramAreLimited) {
   v1::CompileProgramRequest req;
   req.set_session_id(session().id());
