@@ -279,6 +279,15 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   return steps;
 }
 
+bool HasCollective(const ProgramSpec& spec) {
+  for (const std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
+    for (const CallSpec& c : *calls) {
+      if (c.def != nullptr && c.def->collective != CollectiveKind::kNone) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
@@ -335,7 +344,9 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
     if (n > 0 && RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
                           cancelled, limits, {})
                      .ok()) {
-      program->unfused = std::make_unique<ProgramSpec>(std::move(spec));
+      // Kept to run a failing run again, except in a program with collectives: there a rank
+      // that ran them twice would pair its second run with its peers' next collectives.
+      if (!HasCollective(spec)) program->unfused = std::make_unique<ProgramSpec>(std::move(spec));
       spec = std::move(fused);
       program->fused_calls = n;
     }
