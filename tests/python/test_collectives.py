@@ -3,6 +3,7 @@ collective against numpy, f64 gradients of each across the group by central diff
 group's own forward, both autodiff failures typed on every rank, mismatches, a rank that never
 arrives, a rank killed mid-collective, and a session closed while it waits for its peers."""
 import concurrent.futures
+import contextlib
 import shutil
 import socket
 import signal
@@ -61,6 +62,28 @@ def values(results):
         if isinstance(r, BaseException):
             raise r
     return results
+
+
+@contextlib.contextmanager
+def own_group(tmp_path_factory, tmp_path, n, name):
+    """n servers of the test's own, a session on each joined as one group through a file
+    rendezvous: yields (server processes, sessions); everything stops afterwards."""
+    procs = start_servers(tmp_path_factory, n, name)
+    clients = [tensord.connect(p.address) for p in procs]
+    try:
+        sessions = [c.session() for c in clients]
+        group = f"{name}-{uuid.uuid4().hex[:8]}"
+        values(run_ranks(lambda r, s: s.join_group(group, r, n, f"file://{tmp_path}"), sessions))
+        yield procs, sessions
+    finally:
+        for c in clients:
+            c.close()
+        for p in procs:
+            p.stop()
+
+
+def assert_serves_on(sess):
+    np.testing.assert_array_equal(sess.op("add", sess.tensor(np.ones(2)), 1.0).numpy(), [2, 2])
 
 
 @pytest.fixture
@@ -456,12 +479,7 @@ def test_a_stopping_server_ends_its_waits_for_peers(tmp_path_factory, tmp_path):
 
 
 def test_a_killed_rank_fails_the_others_at_once(tmp_path_factory, tmp_path):
-    procs = start_servers(tmp_path_factory, 2, "killed")
-    clients = [tensord.connect(p.address) for p in procs]
-    try:
-        sessions = [c.session() for c in clients]
-        name = f"k-{uuid.uuid4().hex[:8]}"
-        values(run_ranks(lambda r, s: s.join_group(name, r, 2, f"file://{tmp_path}"), sessions))
+    with own_group(tmp_path_factory, tmp_path, 2, "killed") as (procs, sessions):
         all_reduce_works_n = values(run_ranks(
             lambda r, s: s.op("all_reduce", s.tensor(np.ones(2))).numpy(), sessions))
         np.testing.assert_array_equal(all_reduce_works_n[0], [2, 2])
@@ -477,14 +495,7 @@ def test_a_killed_rank_fails_the_others_at_once(tmp_path_factory, tmp_path):
         assert err.value.metadata["peer_rank"] == "1"
         assert err.value.metadata["cause"] == "connection", err.value
         assert time.monotonic() - started < TIMEOUT_S
-        # The surviving server serves on.
-        np.testing.assert_array_equal(sessions[0].op("add", sessions[0].tensor(np.ones(2)),
-                                                     1.0).numpy(), [2, 2])
-    finally:
-        for c in clients:
-            c.close()
-        for p in procs:
-            p.stop()
+        assert_serves_on(sessions[0])
 
 
 def test_a_rank_killed_while_data_moves_is_named(tmp_path_factory, tmp_path):
@@ -492,12 +503,7 @@ def test_a_rank_killed_while_data_moves_is_named(tmp_path_factory, tmp_path):
     connection error says which rank died (a rank sees its neighbour's connection close): the
     survivors find it through the rendezvous store, fail with PEER_UNAVAILABLE naming rank 2,
     and serve on."""
-    procs = start_servers(tmp_path_factory, 3, "datakill")
-    clients = [tensord.connect(p.address) for p in procs]
-    try:
-        sessions = [c.session() for c in clients]
-        name = f"d-{uuid.uuid4().hex[:8]}"
-        values(run_ranks(lambda r, s: s.join_group(name, r, 3, f"file://{tmp_path}"), sessions))
+    with own_group(tmp_path_factory, tmp_path, 3, "datakill") as (procs, sessions):
         # A size whose all_reduce takes long enough to be killed in the middle of.
         n = 1 << 25
         while True:
@@ -524,13 +530,7 @@ def test_a_rank_killed_while_data_moves_is_named(tmp_path_factory, tmp_path):
         for err in errors:
             assert err.reason == "PEER_UNAVAILABLE", err
             assert err.metadata["peer_rank"] == "2", err
-        np.testing.assert_array_equal(sessions[0].op("add", sessions[0].tensor(np.ones(2)),
-                                                     1.0).numpy(), [2, 2])
-    finally:
-        for c in clients:
-            c.close()
-        for p in procs:
-            p.stop()
+        assert_serves_on(sessions[0])
 
 
 @pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs Debian's redis-server")

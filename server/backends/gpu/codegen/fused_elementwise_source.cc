@@ -33,35 +33,16 @@ std::string RenderFusedElementwise(const Dialect& d, const FusedElementwiseKerne
     absl::StrAppend(&s, "T td_step", j, "(", absl::StrJoin(params, ", "), ") {\n  return (",
                     step.expr.expr, ");\n}\n");
   }
-  absl::StrAppend(&s, d.kernel, " ", k.name, "(", d.global, " ", StorageType(d, k.dtype), "* out");
-  auto by_value = [&k](size_t i) { return i < k.by_value.size() && k.by_value[i]; };
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    if (by_value(i)) {
-      absl::StrAppend(&s, ", const ", StorageType(d, k.inputs[i]), " in", i);
-    } else {
-      absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.inputs[i]), "* in", i);
-    }
-  }
-  absl::StrAppend(&s, ", ", d.global, " const ", d.int64, "* geom, const ", d.int64,
-                  " n, const int rank");
+  absl::StrAppend(&s, d.kernel, " ", k.name, "(", d.global, " ", StorageType(d, k.dtype), "* out",
+                  MapInputParams(d, k.inputs, k.by_value));
   for (size_t j = 0; j < k.steps.size(); ++j) {
     for (size_t m = 0; k.steps[j].input < 0 && m < k.steps[j].expr.scalars.size(); ++m) {
       absl::StrAppend(&s, ", const T p", j, "_", m);
     }
   }
-  absl::StrAppend(&s, ") {\n  const ", d.int64, " i = ", d.global_id, ";\n  if (i >= n) return;\n");
-  std::vector<std::string> offsets, strides;
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    offsets.push_back(absl::StrCat("o", i));
-    strides.push_back(absl::StrCat("geom[rank * ", i + 1, " + "));
-    absl::StrAppend(&s, "  ", d.int64, " o", i, " = 0;\n");
-  }
-  if (!k.inputs.empty()) absl::StrAppend(&s, OffsetLoop("i", "rank", "geom[", offsets, strides, d));
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const std::string element =
-        by_value(i) ? absl::StrCat("in", i) : absl::StrCat("in", i, "[o", i, "]");
-    absl::StrAppend(&s, "  const T x", i, " = (T)(", Load(k.inputs[i], element), ");\n");
-  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < k.inputs.size(); ++i) names.push_back(absl::StrCat("x", i));
+  absl::StrAppend(&s, ") {\n", MapLoads(d, k.inputs, k.by_value, names));
   std::vector<std::string> stack;
   for (size_t j = 0; j < k.steps.size(); ++j) {
     const FusedStep& step = k.steps[j];

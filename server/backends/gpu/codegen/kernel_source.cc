@@ -156,6 +156,41 @@ std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
   return out;
 }
 
+std::string MapInputParams(const Dialect& d, const std::vector<DType>& inputs,
+                           const std::vector<bool>& by_value) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i < by_value.size() && by_value[i]) {
+      absl::StrAppend(&s, ", const ", StorageType(d, inputs[i]), " in", i);
+    } else {
+      absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, inputs[i]), "* in", i);
+    }
+  }
+  absl::StrAppend(&s, ", ", d.global, " const ", d.int64, "* geom, const ", d.int64,
+                  " n, const int rank");
+  return s;
+}
+
+std::string MapLoads(const Dialect& d, const std::vector<DType>& inputs,
+                     const std::vector<bool>& by_value, const std::vector<std::string>& names) {
+  std::string s =
+      absl::StrCat("  const ", d.int64, " i = ", d.global_id, ";\n  if (i >= n) return;\n");
+  std::vector<std::string> offsets, strides;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    offsets.push_back(absl::StrCat("o", i));
+    strides.push_back(absl::StrCat("geom[rank * ", i + 1, " + "));
+    absl::StrAppend(&s, "  ", d.int64, " o", i, " = 0;\n");
+  }
+  if (!inputs.empty()) absl::StrAppend(&s, OffsetLoop("i", "rank", "geom[", offsets, strides, d));
+  for (size_t i = 0; i < inputs.size() && i < names.size(); ++i) {
+    const std::string element = i < by_value.size() && by_value[i]
+                                    ? absl::StrCat("in", i)
+                                    : absl::StrCat("in", i, "[o", i, "]");
+    absl::StrAppend(&s, "  const T ", names[i], " = (T)(", Load(inputs[i], element), ");\n");
+  }
+  return s;
+}
+
 std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   std::vector<DType> all = k.inputs;
   all.push_back(k.output);
@@ -166,32 +201,10 @@ std::string RenderElementwise(const Dialect& d, const ElementwiseKernel& k) {
   // UT: the unsigned type of an integer T, for arithmetic that wraps.
   const std::string UT = k.compute == DType::kI64 ? d.uint64 : "uint";
   absl::StrAppend(&s, k.helpers, "#define T ", T, "\n#define UT ", UT, "\n", d.kernel, " ", k.name,
-                  "(", d.global, " ", StorageType(d, k.output), "* out");
-  auto by_value = [&k](size_t i) { return i < k.by_value.size() && k.by_value[i]; };
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    if (by_value(i)) {
-      absl::StrAppend(&s, ", const ", StorageType(d, k.inputs[i]), " in", i);
-    } else {
-      absl::StrAppend(&s, ", ", d.global, " const ", StorageType(d, k.inputs[i]), "* in", i);
-    }
-  }
-  absl::StrAppend(&s, ", ", d.global, " const ", d.int64, "* geom, const ", d.int64,
-                  " n, const int rank");
+                  "(", d.global, " ", StorageType(d, k.output), "* out",
+                  MapInputParams(d, k.inputs, k.by_value));
   for (int i = 0; i < k.num_scalars; ++i) absl::StrAppend(&s, ", const T s", i);
-  absl::StrAppend(&s, ") {\n  const ", d.int64, " i = ", d.global_id, ";\n  if (i >= n) return;\n");
-  std::vector<std::string> offsets, strides;
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    offsets.push_back(absl::StrCat("o", i));
-    strides.push_back(absl::StrCat("geom[rank * ", i + 1, " + "));
-    absl::StrAppend(&s, "  ", d.int64, " o", i, " = 0;\n");
-  }
-  if (!k.inputs.empty()) absl::StrAppend(&s, OffsetLoop("i", "rank", "geom[", offsets, strides, d));
-  const char* names[] = {"a", "b", "c", "d"};
-  for (size_t i = 0; i < k.inputs.size() && i < 4; ++i) {
-    const std::string element =
-        by_value(i) ? absl::StrCat("in", i) : absl::StrCat("in", i, "[o", i, "]");
-    absl::StrAppend(&s, "  const T ", names[i], " = (T)(", Load(k.inputs[i], element), ");\n");
-  }
+  absl::StrAppend(&s, ") {\n", MapLoads(d, k.inputs, k.by_value, {"a", "b", "c", "d"}));
   absl::StrAppend(&s, "  out[i] = ", Store(d, k.output, absl::StrCat("(", k.expr, ")")), ";\n}\n");
   return s;
 }

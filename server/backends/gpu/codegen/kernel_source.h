@@ -54,6 +54,14 @@ struct ElementwiseKernel {
   std::string helpers;  // functions in double the expression calls
 };
 std::string RenderElementwise(const Dialect& dialect, const ElementwiseKernel& k);
+// What the map templates share: the parameters after `out` (each input by value, a number
+// operand, or as a buffer; the geometry, n and rank), and the body's start (the item's index
+// `i`, returning past n; each input's offset `o<k>` along the geometry; the first
+// names.size() inputs loaded as T into `names`).
+std::string MapInputParams(const Dialect& dialect, const std::vector<DType>& inputs,
+                           const std::vector<bool>& by_value);
+std::string MapLoads(const Dialect& dialect, const std::vector<DType>& inputs,
+                     const std::vector<bool>& by_value, const std::vector<std::string>& names);
 
 // flag[0] = 1 when any of the n elements of x is zero (every writer writes the same value).
 // Arguments: flag (int), x, n. The device-side check of a divisor before an integer division.
