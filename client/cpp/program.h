@@ -55,8 +55,9 @@ class Program {
   // Compiled dtype and shape of call `call`'s outputs (forward calls, then updates).
   const std::vector<TensorInfo>& compiled(CallRef call) const { return compiled_.at(call.index()); }
   // The fused op the server computes call `call` in (a product with the bias, activation or
-  // residual add after it), or "" when the call runs as written; and how many fused ops the
-  // program runs (none on a server started with --fusion=off).
+  // residual add after it: fused_linear, ...; a tree of pointwise calls: fused_elementwise),
+  // or "" when the call runs as written; and how many fused calls the program runs (none on a
+  // server started with --fusion=off).
   const std::string& fused_op(CallRef call) const { return fused_ops_.at(call.index()); }
   int fused_calls() const { return fused_calls_; }
   // One operand per parameter (a tensor, a literal or a number of its example's kind).

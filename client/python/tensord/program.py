@@ -214,8 +214,9 @@ class Program:
         # Per call (forward, then updates): its outputs' TensorInfo (dtype, shape).
         self.compiled = [list(c.outputs) for c in resp.calls]
         # Per call: the fused op the server computes it in ("" when it runs as written), and
-        # how many fused ops the program runs (a product with the bias, activation or
-        # residual add after it; none on a server started with --fusion=off).
+        # how many fused calls the program runs (a product with the bias, activation or
+        # residual add after it: fused_linear, fused_conv2d, ...; a tree of pointwise calls:
+        # fused_elementwise; none on a server started with --fusion=off).
         self.fused_ops = [c.fused_op for c in resp.calls]
         self.fused_calls = resp.fused_calls
         self.released = False
