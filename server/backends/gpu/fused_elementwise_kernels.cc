@@ -4,10 +4,12 @@
 // that call would have run a generated map here (no other family's kernel) whose expression
 // the device compiles; kernels are compiled without contraction, so each intermediate value is
 // the one that call would have stored.
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/fused_elementwise_source.h"
 #include "server/backends/gpu/kernel_table.h"
@@ -50,20 +52,40 @@ std::optional<std::vector<FusedStep>> PlanSteps(const std::vector<Step>& steps, 
   return out;
 }
 
+// PlanSteps through a small cache per thread, keyed by device, dtype and expression: a
+// program's fused call, launched again and again, plans its steps once per server thread.
+std::shared_ptr<const std::vector<FusedStep>> CachedPlan(const std::vector<Step>& steps,
+                                                         const std::string& text, DType dtype,
+                                                         const DeviceRuntime& device) {
+  constexpr size_t kMaxEntries = 256;
+  thread_local absl::flat_hash_map<std::string, std::shared_ptr<const std::vector<FusedStep>>>
+      cache;
+  std::string key = absl::StrCat(device.name(), "|", DTypeName(dtype), "|", text);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  std::optional<std::vector<FusedStep>> planned = PlanSteps(steps, dtype, device);
+  if (!planned) return nullptr;
+  if (cache.size() >= kMaxEntries) cache.clear();
+  auto shared = std::make_shared<const std::vector<FusedStep>>(*std::move(planned));
+  cache.emplace(std::move(key), shared);
+  return shared;
+}
+
 absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   Tensor& out = c.outputs[0];
   if (out.numel() == 0) return absl::OkStatus();
+  const std::string text = c.attrs.GetString(fusion::kStepsAttr);
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<Step>> steps,
-                   fusion::CachedSteps(c.attrs.GetString(fusion::kStepsAttr), c.inputs.size()));
-  std::optional<std::vector<FusedStep>> planned = PlanSteps(*steps, out.dtype(), device);
-  if (!planned) {
+                   fusion::CachedSteps(text, c.inputs.size()));
+  std::shared_ptr<const std::vector<FusedStep>> planned =
+      CachedPlan(*steps, text, out.dtype(), device);
+  if (planned == nullptr) {
     return Error(Reason::kInternal,
                  absl::StrCat(device.name(), ": ", fusion::kElementwiseOp,
                               " was given a call it refuses when planned"),
                  {{"op", fusion::kElementwiseOp}, {"device", device.name()}});
   }
-  FusedElementwiseKernel k;
-  k.steps = *std::move(planned);
+  FusedElementwiseKernel k;  // its steps are `planned`'s, copied only to render a source
   k.dtype = out.dtype();
   std::vector<Shape> shapes;
   for (const Tensor& t : c.inputs) {
@@ -77,12 +99,15 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   // Compiled once per expression: its steps' expressions and what each pushes.
   std::string key = k.name;
   for (size_t i = 0; i < k.inputs.size(); ++i) absl::StrAppend(&key, k.by_value[i] ? "v" : "b");
-  for (const FusedStep& s : k.steps) {
+  for (const FusedStep& s : *planned) {
     absl::StrAppend(&key, "|", s.input >= 0 ? absl::StrCat("$", s.input) : s.expr.expr);
   }
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(key, k.name, [&k](const Dialect& dialect) {
-    return RenderFusedElementwise(dialect, k);
-  }));
+  ASSIGN_OR_RETURN(CompiledKernel * built,
+                   device.Kernel(key, k.name, [&k, &planned](const Dialect& dialect) {
+                     FusedElementwiseKernel full = k;
+                     full.steps = *planned;
+                     return RenderFusedElementwise(dialect, full);
+                   }));
   std::vector<Operand> operands(c.inputs.size());
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     if (!k.by_value[i]) {
@@ -104,7 +129,7 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
     args.AddMem(geometry_arg)
         .Add(static_cast<int64_t>(out.numel()))
         .Add(static_cast<int32_t>(geometry.shape.size()));
-    for (const FusedStep& s : k.steps) {
+    for (const FusedStep& s : *planned) {
       for (double v : s.expr.scalars) args.AddScalar(k.dtype, v);
     }
   });
