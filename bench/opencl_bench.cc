@@ -75,7 +75,7 @@ int Main(bool quick) {
       d.Call("mm", {a, b}, {}, env).value();
       Sync(d, dev);
     });
-    cl_command_queue q = cl->queue();
+    cl_command_queue q = cl->CurrentQueue().value();
     const double direct = MedianSeconds(1, reps, [&] {
       clblast::Gemm<float>(clblast::Layout::kRowMajor, clblast::Transpose::kNo,
                            clblast::Transpose::kNo, n, n, n, 1.0f,

@@ -67,8 +67,11 @@ Session::Session(std::string id, SessionConfig config)
       account_(std::make_shared<MemoryAccount>(config_.quota_bytes)) {}
 
 Session::~Session() {
-  absl::MutexLock lock(&mu_);
-  Clear();
+  {
+    absl::MutexLock lock(&mu_);
+    Clear();
+  }
+  EndStream(stream_);
 }
 
 absl::Status Session::CheckLive() const {

@@ -18,6 +18,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/autodiff/tape.h"
+#include "server/core/stream_scope.h"
 #include "server/core/tensor.h"
 #include "server/distributed/process_group.h"
 
@@ -46,6 +47,8 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   const std::string& id() const { return id_; }
+  // The stream its calls' device work runs on (stream_scope.h): a queue of its own on a GPU.
+  uint64_t stream() const { return stream_; }
   const std::string& tenant() const { return config_.tenant; }
   const std::string& device() const { return config_.device; }
   absl::Duration ttl() const { return config_.ttl; }
@@ -135,6 +138,7 @@ class Session {
   friend class SessionManager;
 
   const std::string id_;
+  const uint64_t stream_ = NewStream();
   const SessionConfig config_;
   const std::shared_ptr<MemoryAccount> account_;
   mutable absl::Mutex mu_;
@@ -169,11 +173,12 @@ struct SessionUsage {
   int64_t open_contexts = 0;
 };
 
-// Keeps a session from being collected while a call uses it, and marks it used when done.
+// Keeps a session from being collected while a call uses it, and marks it used when done. The
+// calling thread's device work runs on the session's stream while the reference lives.
 class SessionRef {
  public:
   SessionRef(SessionManager* manager, std::shared_ptr<Session> session)
-      : manager_(manager), session_(std::move(session)) {}
+      : manager_(manager), session_(std::move(session)), stream_(session_->stream()) {}
   SessionRef(SessionRef&& other) noexcept = default;
   SessionRef& operator=(SessionRef&&) = delete;
   SessionRef(const SessionRef&) = delete;
@@ -185,6 +190,7 @@ class SessionRef {
  private:
   SessionManager* manager_;
   std::shared_ptr<Session> session_;
+  StreamScope stream_;
 };
 
 class SessionManager {

@@ -4,9 +4,11 @@
 // A runtime is one device; its blocks are opaque handles (an OpenCL cl_mem, a CUDA device
 // pointer), and nothing above it includes a vendor header.
 //
-// Ordering: a runtime runs what it is given in the order given (one in-order queue or stream
-// per device), so a block freed after a launch may be handed out again at once, and a read
-// sees every launch enqueued before it.
+// Ordering: a runtime runs what one stream (server/core/stream_scope.h: the calling thread's)
+// gives it in the order given, on an in-order queue of that stream's, so a read sees every
+// launch the stream enqueued before it. Blocks that cross streams are ordered by the runtime
+// (server/core/device_stream_order.h), so a block freed after a launch may be handed out again
+// at once, to any stream.
 #pragma once
 
 #include <cstdint>

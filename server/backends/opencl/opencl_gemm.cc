@@ -1,4 +1,4 @@
-// The OpenCL runtime's GEMM: CLBlast's strided batched GEMM on the device's queue, and the
+// The OpenCL runtime's GEMM: CLBlast's strided batched GEMM on the calling stream's queue, and the
 // OpenCL C dialect the generated kernels are rendered in.
 #include <clblast.h>
 
@@ -61,9 +61,10 @@ absl::Status ClDevice::Gemm(const gpu::GemmShape& shape, const void* a, const vo
   cl_mem am = static_cast<cl_mem>(const_cast<void*>(a));
   cl_mem bm = static_cast<cl_mem>(const_cast<void*>(b));
   cl_mem cm = static_cast<cl_mem>(c);
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor({a, b, c}));
   const clblast::StatusCode status = shape.dtype == DType::kF64
-                                         ? StridedBatched<double>(shape, am, bm, cm, queue_)
-                                         : StridedBatched<float>(shape, am, bm, cm, queue_);
+                                         ? StridedBatched<double>(shape, am, bm, cm, queue)
+                                         : StridedBatched<float>(shape, am, bm, cm, queue);
   if (status != clblast::StatusCode::kSuccess) {
     return Error(
         Reason::kInternal,

@@ -4,8 +4,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
+#include "server/core/stream_scope.h"
 
 namespace tensord::opencl {
 namespace {
@@ -69,8 +71,12 @@ ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
     : name_(std::move(name)),
       platform_(platform),
       id_(id),
+      order_([this](uint64_t from, uint64_t to) { return Wait(from, to); }),
       blocks_([this](size_t bytes) { return NewBuffer(bytes); },
-              [](void* block, size_t) { clReleaseMemObject(static_cast<cl_mem>(block)); }) {
+              [this](void* block, size_t) {
+                order_.Forget(block);
+                clReleaseMemObject(static_cast<cl_mem>(block));
+              }) {
   description_ = absl::StrCat(DeviceString(id, CL_DEVICE_NAME), ", ",
                               PlatformString(platform, CL_PLATFORM_NAME), ", ",
                               DeviceString(id, CL_DEVICE_VERSION));
@@ -103,6 +109,10 @@ ClDevice::~ClDevice() {
     absl::MutexLock lock(&staging_mu_);
     if (staging_) clReleaseMemObject(staging_);
   }
+  {
+    absl::MutexLock lock(&queues_mu_);
+    for (auto& [stream, queue] : queues_) clReleaseCommandQueue(queue);
+  }
   if (queue_) clReleaseCommandQueue(queue_);
   if (context_) clReleaseContext(context_);
 }
@@ -114,7 +124,69 @@ absl::Status ClDevice::Open() {
   queue_ = clCreateCommandQueue(context_, id_, 0, &err);
   if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
   staged_ = StagingSetting(/*otherwise=*/!cpu_);
+  std::weak_ptr<gpu::DeviceRuntime> self = weak_from_this();
+  OnStreamEnd([self, this](uint64_t stream) {
+    if (std::shared_ptr<gpu::DeviceRuntime> alive = self.lock()) EndStream(stream);
+  });
   return absl::OkStatus();
+}
+
+absl::StatusOr<cl_command_queue> ClDevice::StreamQueue(uint64_t stream, bool make) {
+  if (stream == kDefaultStream) return queue_;
+  absl::MutexLock lock(&queues_mu_);
+  auto it = queues_.find(stream);
+  if (it != queues_.end()) return it->second;
+  if (!make) return nullptr;
+  cl_int err = CL_SUCCESS;
+  cl_command_queue queue = clCreateCommandQueue(context_, id_, 0, &err);
+  if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
+  queues_.emplace(stream, queue);
+  return queue;
+}
+
+absl::StatusOr<cl_command_queue> ClDevice::CurrentQueue() {
+  return StreamQueue(StreamScope::Current(), /*make=*/true);
+}
+
+size_t ClDevice::stream_queues() const {
+  absl::MutexLock lock(&queues_mu_);
+  return queues_.size();
+}
+
+absl::StatusOr<cl_command_queue> ClDevice::QueueFor(absl::Span<const void* const> blocks) {
+  const uint64_t stream = StreamScope::Current();
+  RETURN_IF_ERROR(order_.Use(blocks, stream));
+  return StreamQueue(stream, /*make=*/true);
+}
+
+absl::Status ClDevice::Wait(uint64_t from, uint64_t to) {
+  ASSIGN_OR_RETURN(cl_command_queue before, StreamQueue(from, /*make=*/false));
+  if (before == nullptr) return absl::OkStatus();  // ended: its work is done
+  ASSIGN_OR_RETURN(cl_command_queue after, StreamQueue(to, /*make=*/true));
+  cl_event marker = nullptr;
+  cl_int err = clEnqueueMarkerWithWaitList(before, 0, nullptr, &marker);
+  if (err == CL_SUCCESS) {
+    err = clEnqueueBarrierWithWaitList(after, 1, &marker, nullptr);
+    clReleaseEvent(marker);
+  }
+  if (err != CL_SUCCESS) return ClError(err, "ordering two queues", name_);
+  // A marker is only submitted once its queue is flushed; the waiting queue may block on it.
+  clFlush(before);
+  return absl::OkStatus();
+}
+
+void ClDevice::EndStream(uint64_t stream) {
+  cl_command_queue queue = nullptr;
+  {
+    absl::MutexLock lock(&queues_mu_);
+    auto it = queues_.find(stream);
+    if (it == queues_.end()) return;
+    queue = it->second;
+    queues_.erase(it);
+  }
+  // Blocks this stream named last may be handed to another at once: its work must be done.
+  clFinish(queue);
+  clReleaseCommandQueue(queue);
 }
 
 absl::StatusOr<void*> ClDevice::NewBuffer(size_t bytes) {
@@ -128,7 +200,13 @@ absl::StatusOr<void*> ClDevice::NewBuffer(size_t bytes) {
 
 absl::StatusOr<void*> ClDevice::Allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  return blocks_.Allocate(bytes);
+  ASSIGN_OR_RETURN(void* block, blocks_.Allocate(bytes));
+  absl::Status ordered = order_.Allocated(block, StreamScope::Current());
+  if (!ordered.ok()) {
+    blocks_.Free(block, bytes);
+    return ordered;
+  }
+  return block;
 }
 
 void ClDevice::Free(void* block, size_t bytes) {
@@ -235,6 +313,11 @@ absl::Status ClDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArg
                                int local) {
   if (n <= 0) return absl::OkStatus();
   auto* built = static_cast<BuiltKernel*>(kernel);
+  absl::InlinedVector<const void*, 8> blocks;
+  for (const gpu::KernelArgs::Arg& a : args.args()) {
+    if (a.is_block) blocks.push_back(a.block);
+  }
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor(blocks));
   // Arguments belong to the kernel object, shared by every caller: set and enqueue as one.
   absl::MutexLock lock(&built->mu);
   cl_uint index = 0;
@@ -253,7 +336,7 @@ absl::Status ClDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArg
   }
   const size_t global = static_cast<size_t>(n);
   const size_t group = static_cast<size_t>(local);
-  cl_int err = clEnqueueNDRangeKernel(queue_, built->kernel, 1, nullptr, &global,
+  cl_int err = clEnqueueNDRangeKernel(queue, built->kernel, 1, nullptr, &global,
                                       local > 0 ? &group : nullptr, 0, nullptr, nullptr);
   if (err != CL_SUCCESS) return ClError(err, "clEnqueueNDRangeKernel " + built->name, name_);
   return absl::OkStatus();
@@ -264,7 +347,8 @@ absl::Status ClDevice::Write(void* block, size_t offset, const void* src, size_t
   if (staged_ && bytes >= kStagedFrom) {
     return StagedWrite(static_cast<cl_mem>(block), offset, static_cast<const char*>(src), bytes);
   }
-  cl_int err = clEnqueueWriteBuffer(queue_, static_cast<cl_mem>(block), CL_TRUE, offset, bytes, src,
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor({block}));
+  cl_int err = clEnqueueWriteBuffer(queue, static_cast<cl_mem>(block), CL_TRUE, offset, bytes, src,
                                     0, nullptr, nullptr);
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "writing to the device", name_);
 }
@@ -275,7 +359,8 @@ absl::Status ClDevice::Read(const void* block, size_t offset, void* dst, size_t 
     return StagedRead(static_cast<cl_mem>(const_cast<void*>(block)), offset,
                       static_cast<char*>(dst), bytes);
   }
-  cl_int err = clEnqueueReadBuffer(queue_, static_cast<cl_mem>(const_cast<void*>(block)), CL_TRUE,
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor({block}));
+  cl_int err = clEnqueueReadBuffer(queue, static_cast<cl_mem>(const_cast<void*>(block)), CL_TRUE,
                                    offset, bytes, dst, 0, nullptr, nullptr);
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "reading from the device", name_);
 }
@@ -285,27 +370,29 @@ absl::Status ClDevice::EnsureStaging() {
   cl_int err = CL_SUCCESS;
   staging_ = clCreateBuffer(context_, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, kStagingBytes,
                             nullptr, &err);
-  if (err == CL_SUCCESS) return absl::OkStatus();
+  if (err == CL_SUCCESS) return order_.Allocated(staging_, StreamScope::Current());
   staging_ = nullptr;
   return ClError(err, "allocating the staging buffer", name_);
 }
 
 // The queue is in order: mapping the staging buffer waits for the copy that last read or wrote
 // it, so one buffer serves every chunk, and a Write returns once its last chunk is staged (the
-// copy out of it runs before anything enqueued later).
+// copy out of it runs before anything enqueued later). A stream that takes the buffer over
+// from another waits for that stream's copies first.
 absl::Status ClDevice::StagedWrite(cl_mem block, size_t offset, const char* src, size_t bytes) {
   absl::MutexLock lock(&staging_mu_);
   RETURN_IF_ERROR(EnsureStaging());
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor({staging_, block}));
   cl_int err = CL_SUCCESS;
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kStagingBytes, bytes - done);
-    void* p = clEnqueueMapBuffer(queue_, staging_, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
+    void* p = clEnqueueMapBuffer(queue, staging_, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, n, 0,
                                  nullptr, nullptr, &err);
     if (err != CL_SUCCESS) return ClError(err, "mapping the staging buffer", name_);
     std::memcpy(p, src + done, n);
-    err = clEnqueueUnmapMemObject(queue_, staging_, p, 0, nullptr, nullptr);
+    err = clEnqueueUnmapMemObject(queue, staging_, p, 0, nullptr, nullptr);
     if (err == CL_SUCCESS) {
-      err = clEnqueueCopyBuffer(queue_, staging_, block, 0, offset + done, n, 0, nullptr, nullptr);
+      err = clEnqueueCopyBuffer(queue, staging_, block, 0, offset + done, n, 0, nullptr, nullptr);
     }
     if (err != CL_SUCCESS) return ClError(err, "writing to the device", name_);
     done += n;
@@ -316,16 +403,17 @@ absl::Status ClDevice::StagedWrite(cl_mem block, size_t offset, const char* src,
 absl::Status ClDevice::StagedRead(cl_mem block, size_t offset, char* dst, size_t bytes) {
   absl::MutexLock lock(&staging_mu_);
   RETURN_IF_ERROR(EnsureStaging());
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor({staging_, block}));
   cl_int err = CL_SUCCESS;
   for (size_t done = 0; done < bytes;) {
     const size_t n = std::min(kStagingBytes, bytes - done);
-    err = clEnqueueCopyBuffer(queue_, block, staging_, offset + done, 0, n, 0, nullptr, nullptr);
+    err = clEnqueueCopyBuffer(queue, block, staging_, offset + done, 0, n, 0, nullptr, nullptr);
     if (err != CL_SUCCESS) return ClError(err, "reading from the device", name_);
     void* p =
-        clEnqueueMapBuffer(queue_, staging_, CL_TRUE, CL_MAP_READ, 0, n, 0, nullptr, nullptr, &err);
+        clEnqueueMapBuffer(queue, staging_, CL_TRUE, CL_MAP_READ, 0, n, 0, nullptr, nullptr, &err);
     if (err != CL_SUCCESS) return ClError(err, "mapping the staging buffer", name_);
     std::memcpy(dst + done, p, n);
-    err = clEnqueueUnmapMemObject(queue_, staging_, p, 0, nullptr, nullptr);
+    err = clEnqueueUnmapMemObject(queue, staging_, p, 0, nullptr, nullptr);
     if (err != CL_SUCCESS) return ClError(err, "reading from the device", name_);
     done += n;
   }
@@ -334,13 +422,27 @@ absl::Status ClDevice::StagedRead(cl_mem block, size_t offset, char* dst, size_t
 
 absl::Status ClDevice::CopyOnDevice(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
-  cl_int err = clEnqueueCopyBuffer(queue_, static_cast<cl_mem>(const_cast<void*>(src)),
+  ASSIGN_OR_RETURN(cl_command_queue queue, QueueFor({src, dst}));
+  cl_int err = clEnqueueCopyBuffer(queue, static_cast<cl_mem>(const_cast<void*>(src)),
                                    static_cast<cl_mem>(dst), 0, 0, bytes, 0, nullptr, nullptr);
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "copying on the device", name_);
 }
 
 absl::Status ClDevice::Synchronize() {
-  cl_int err = clFinish(queue_);
+  std::vector<cl_command_queue> queues = {queue_};
+  {
+    absl::MutexLock lock(&queues_mu_);
+    for (auto& [stream, queue] : queues_) {
+      clRetainCommandQueue(queue);
+      queues.push_back(queue);
+    }
+  }
+  cl_int err = CL_SUCCESS;
+  for (size_t i = 0; i < queues.size(); ++i) {
+    const cl_int finished = clFinish(queues[i]);
+    if (err == CL_SUCCESS) err = finished;
+    if (i > 0) clReleaseCommandQueue(queues[i]);
+  }
   return err == CL_SUCCESS ? absl::OkStatus() : ClError(err, "clFinish", name_);
 }
 

@@ -1,7 +1,8 @@
-// The OpenCL runtime: the devices found (one context and one in-order queue each, made once per
-// process), their memory, the kernels built from generated source (cached per source text),
-// CLBlast's GEMM, and the OpenCL C dialect the kernels are rendered in. The only code of the
-// backend that touches the OpenCL API.
+// The OpenCL runtime: the devices found (one context each, made once per process), their
+// queues (an in-order queue per stream, stream_scope.h: one per session that uses the device),
+// their memory, the kernels built from generated source (cached per source text), CLBlast's
+// GEMM, and the OpenCL C dialect the kernels are rendered in. The only code of the backend that
+// touches the OpenCL API.
 #pragma once
 
 #include <CL/cl.h>
@@ -17,8 +18,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "server/backends/gpu/device_runtime.h"
 #include "server/core/device_block_cache.h"
+#include "server/core/device_stream_order.h"
 #include "server/core/tensor.h"
 
 namespace tensord::opencl {
@@ -55,11 +58,16 @@ class ClDevice : public gpu::DeviceRuntime {
   const std::string& description() const { return description_; }
   const std::string& vendor() const { return vendor_; }
   int64_t memory_bytes() const { return memory_bytes_; }
-  cl_command_queue queue() const { return queue_; }
+  // The calling thread's queue (StreamScope): the default queue on stream 0, else the stream's
+  // own, made on first use and released when the stream ends.
+  absl::StatusOr<cl_command_queue> CurrentQueue();
+  // Streams that have a queue of their own now (the default queue not counted).
+  size_t stream_queues() const;
 
   // DeviceMemory: buffers of the device's context, cached for reuse (a freed buffer may be
-  // handed out while kernels queued before still read it: the one in-order queue runs its new
-  // writer after them). A 0-byte block is no buffer at all.
+  // handed out while kernels queued before still read it: its new writer is queued after them,
+  // on the same queue or after a wait for the queue that named it last). A 0-byte block is no
+  // buffer at all.
   absl::StatusOr<void*> Allocate(size_t bytes) override;
   void Free(void* block, size_t bytes) override;
 
@@ -94,6 +102,15 @@ class ClDevice : public gpu::DeviceRuntime {
   bool staged() const { return staged_; }
 
  private:
+  // Orders the calling thread's stream after the streams that named `blocks` last
+  // (device_stream_order.h) and returns its queue.
+  absl::StatusOr<cl_command_queue> QueueFor(absl::Span<const void* const> blocks);
+  // The queue of `stream`, made when `make` and it has none (else nullptr).
+  absl::StatusOr<cl_command_queue> StreamQueue(uint64_t stream, bool make);
+  // Makes `to`'s queue wait for what `from`'s enqueued so far (a marker and a barrier).
+  absl::Status Wait(uint64_t from, uint64_t to);
+  // Finishes and releases the queue of a stream that ended.
+  void EndStream(uint64_t stream);
   // Sets the arguments and enqueues n work items (in groups of `local`, 0: the driver's).
   absl::Status Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, int64_t n,
                        int local);
@@ -114,12 +131,15 @@ class ClDevice : public gpu::DeviceRuntime {
   int max_group_size_ = 1;
   bool cpu_ = false;  // CL_DEVICE_TYPE_CPU
   cl_context context_ = nullptr;
-  cl_command_queue queue_ = nullptr;
+  cl_command_queue queue_ = nullptr;  // stream 0's
+  mutable absl::Mutex queues_mu_;
+  absl::flat_hash_map<uint64_t, cl_command_queue> queues_ ABSL_GUARDED_BY(queues_mu_);
   // Host-allocated (pinned, mapped) memory that transfers of at least kStagedFrom bytes pass
   // through: the driver copies from it by DMA, without staging pageable memory itself.
   bool staged_ = false;
   absl::Mutex staging_mu_;
   cl_mem staging_ ABSL_GUARDED_BY(staging_mu_) = nullptr;
+  DeviceStreamOrder order_;  // before blocks_, whose release forgets blocks here
   DeviceBlockCache blocks_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<BuiltKernel>> kernels_ ABSL_GUARDED_BY(mu_);
