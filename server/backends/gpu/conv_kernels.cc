@@ -76,9 +76,9 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device, ConvCall call) {
   const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
   const std::string name = absl::StrCat("td_conv_", static_cast<int>(pass), "_",
                                         DTypeName(out.dtype()), bias ? "_bias" : "");
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderConv(dialect, name, out.dtype(), pass, bias);
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderConv(dialect, name, out.dtype(), pass, bias);
+                            }};
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, gpu::CorrelationFlat(g)));
   std::vector<Operand> operands;
   std::vector<const Tensor*> args_in = {a, b};
@@ -88,11 +88,12 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device, ConvCall call) {
     operands.push_back(std::move(o));
   }
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
-    args.AddMem(out_arg);
-    for (const Operand& o : operands) args.AddMem(o);
-    args.AddMem(geometry_arg).Add(static_cast<int64_t>(out.numel()));
-  });
+  Launch launch(kernel, out.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg);
+  for (const Operand& o : operands) args.AddMem(o);
+  args.AddMem(geometry_arg).Add(static_cast<int64_t>(out.numel()));
+  return Enqueue(device, launch);
 }
 
 }  // namespace

@@ -102,12 +102,11 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   for (const FusedStep& s : *planned) {
     absl::StrAppend(&key, "|", s.input >= 0 ? absl::StrCat("$", s.input) : s.expr.expr);
   }
-  ASSIGN_OR_RETURN(CompiledKernel * built,
-                   device.Kernel(key, k.name, [&k, &planned](const Dialect& dialect) {
-                     FusedElementwiseKernel full = k;
-                     full.steps = *planned;
-                     return RenderFusedElementwise(dialect, full);
-                   }));
+  const KernelSource kernel{key, k.name, [&k, &planned](const Dialect& dialect) {
+                              FusedElementwiseKernel full = k;
+                              full.steps = *planned;
+                              return RenderFusedElementwise(dialect, full);
+                            }};
   std::vector<Operand> operands(c.inputs.size());
   for (size_t i = 0; i < c.inputs.size(); ++i) {
     if (!k.by_value[i]) {
@@ -117,22 +116,23 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   const Geometry geometry = BroadcastGeometry(out.shape(), shapes);
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, geometry.Flat()));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, k.name, out.numel(), [&](Args& args) {
-    args.AddMem(out_arg);
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      if (k.by_value[i]) {
-        args.Bytes(c.inputs[i].raw(), c.inputs[i].nbytes());
-      } else {
-        args.AddMem(operands[i]);
-      }
+  Launch launch(kernel, out.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg);
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    if (k.by_value[i]) {
+      args.Bytes(c.inputs[i].raw(), c.inputs[i].nbytes());
+    } else {
+      args.AddMem(operands[i]);
     }
-    args.AddMem(geometry_arg)
-        .Add(static_cast<int64_t>(out.numel()))
-        .Add(static_cast<int32_t>(geometry.shape.size()));
-    for (const FusedStep& s : *planned) {
-      for (double v : s.expr.scalars) args.AddScalar(k.dtype, v);
-    }
-  });
+  }
+  args.AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(out.numel()))
+      .Add(static_cast<int32_t>(geometry.shape.size()));
+  for (const FusedStep& s : *planned) {
+    for (double v : s.expr.scalars) args.AddScalar(k.dtype, v);
+  }
+  return Enqueue(device, launch);
 }
 
 }  // namespace

@@ -41,24 +41,25 @@ absl::Status Gather(DeviceRuntime& device, const Tensor& x, const Tensor& index,
   if (out.numel() == 0) return absl::OkStatus();
   const std::string name =
       absl::StrCat("td_gather_", gpu::StorageTag(x.dtype()), "_", DTypeName(index.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderGather(dialect, name, x.dtype(), index.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderGather(dialect, name, x.dtype(), index.dtype());
+                            }};
   const gpu::Geometry g =
       gpu::StridedGeometry(walk, {std::move(x_strides), std::move(index_strides)});
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, g.Flat()));
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand index_arg, Operand::Of(index, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
-    args.AddMem(out_arg)
-        .AddMem(x_arg)
-        .AddMem(index_arg)
-        .AddMem(geometry_arg)
-        .Add(static_cast<int64_t>(out.numel()))
-        .Add(static_cast<int32_t>(g.shape.size()))
-        .Add(static_cast<int64_t>(dim_stride));
-  });
+  Launch launch(kernel, out.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg)
+      .AddMem(x_arg)
+      .AddMem(index_arg)
+      .AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(out.numel()))
+      .Add(static_cast<int32_t>(g.shape.size()))
+      .Add(static_cast<int64_t>(dim_stride));
+  return Enqueue(device, launch);
 }
 
 // What an indexing op reads or writes (bound at registration).
@@ -114,9 +115,9 @@ absl::Status ListedWrite(DeviceRuntime& device, gpu::ListedWrite how, const Tens
   if (n == 0) return absl::OkStatus();
   const std::string name =
       absl::StrCat("td_listed_", static_cast<int>(how), "_", DTypeName(out.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderListedWrite(dialect, name, out.dtype(), how);
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderListedWrite(dialect, name, out.dtype(), how);
+                            }};
   ASSIGN_OR_RETURN(Operand table_arg, Operand::Constants(device, ListsByTarget(n, target, source)));
   ASSIGN_OR_RETURN(Operand src_arg, Operand::Of(src, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
@@ -125,14 +126,12 @@ absl::Status ListedWrite(DeviceRuntime& device, gpu::ListedWrite how, const Tens
     ASSIGN_OR_RETURN(Operand o, Operand::Of(*x, device));
     x_arg.emplace(std::move(o));
   }
-  return SetAndLaunch(device, built, name, n, [&](Args& args) {
-    args.AddMem(out_arg);
-    if (x_arg) args.AddMem(*x_arg);
-    args.AddMem(src_arg)
-        .AddMem(table_arg)
-        .Add(static_cast<int64_t>(n))
-        .AddScalar(out.dtype(), alpha);
-  });
+  Launch launch(kernel, n);
+  Args& args = launch.args;
+  args.AddMem(out_arg);
+  if (x_arg) args.AddMem(*x_arg);
+  args.AddMem(src_arg).AddMem(table_arg).Add(static_cast<int64_t>(n)).AddScalar(out.dtype(), alpha);
+  return Enqueue(device, launch);
 }
 
 // scatter, scatter_add (and gather's gradient): index position p writes src[p] to x at p
@@ -239,17 +238,18 @@ absl::Status RunOneHot(KernelCall& c, DeviceRuntime& device) {
   RETURN_IF_ERROR(Fill(device, 0.0, out));
   if (x.numel() == 0) return absl::OkStatus();
   const std::string name = absl::StrCat("td_one_hot_", DTypeName(x.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderOneHot(dialect, name, x.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderOneHot(dialect, name, x.dtype());
+                            }};
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, x.numel(), [&](Args& args) {
-    args.AddMem(out_arg)
-        .AddMem(x_arg)
-        .Add(static_cast<int64_t>(x.numel()))
-        .Add(static_cast<int64_t>(classes));
-  });
+  Launch launch(kernel, x.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg)
+      .AddMem(x_arg)
+      .Add(static_cast<int64_t>(x.numel()))
+      .Add(static_cast<int64_t>(classes));
+  return Enqueue(device, launch);
 }
 
 }  // namespace

@@ -10,11 +10,14 @@ std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) 
   return name;
 }
 
-absl::Status SetAndLaunch(DeviceRuntime& device, CompiledKernel* built, const std::string& name,
-                          int64_t n, absl::FunctionRef<void(Args&)> set) {
-  Args args;
-  set(args);
-  return device.Launch(built, args, n);
+absl::Status Enqueue(DeviceRuntime& device, const Launch& launch) {
+  const KernelSource& k = launch.kernel;
+  ASSIGN_OR_RETURN(CompiledKernel * built,
+                   device.Kernel(k.key.empty() ? k.name : k.key, k.name, k.render));
+  if (launch.group > 0) {
+    return device.LaunchGroups(built, launch.args, launch.items / launch.group, launch.group);
+  }
+  return device.Launch(built, launch.args, launch.items);
 }
 
 absl::StatusOr<Tensor> ReadToHost(const Tensor& t, DeviceRuntime& device) {
@@ -33,16 +36,16 @@ absl::StatusOr<bool> AnyZero(DeviceRuntime& device, const Tensor& t) {
     return false;
   }
   const std::string name = KernelName("any_zero", {t.dtype()});
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderAnyZero(dialect, name, t.dtype());
-  }));
+  Launch launch(
+      {name, name,
+       [&](const Dialect& dialect) { return gpu::RenderAnyZero(dialect, name, t.dtype()); }},
+      t.numel());
   ASSIGN_OR_RETURN(Operand flag, Operand::Block(device, sizeof(int32_t)));
   const int32_t zero = 0;
   RETURN_IF_ERROR(device.Write(flag.mutable_block(), 0, &zero, sizeof(zero)));
   ASSIGN_OR_RETURN(Operand x, Operand::Of(t, device));
-  RETURN_IF_ERROR(SetAndLaunch(device, built, name, t.numel(), [&](Args& args) {
-    args.AddMem(flag).AddMem(x).Add(static_cast<int64_t>(t.numel()));
-  }));
+  launch.args.AddMem(flag).AddMem(x).Add(static_cast<int64_t>(t.numel()));
+  RETURN_IF_ERROR(Enqueue(device, launch));
   int32_t found = 0;
   RETURN_IF_ERROR(device.Read(flag.block(), 0, &found, sizeof(found)));
   return found != 0;
@@ -72,10 +75,9 @@ absl::Status LaunchMap(DeviceRuntime& device, const std::string& op,
     if (k.by_value[i]) absl::StrAppend(&k.name, "_v", i);
   }
   // The name holds op and dtypes; the expression tells apart an op's attribute forms.
-  ASSIGN_OR_RETURN(
-      CompiledKernel * built,
-      device.Kernel(absl::StrCat(k.name, "|", k.expr), k.name,
-                    [&k](const Dialect& dialect) { return gpu::RenderElementwise(dialect, k); }));
+  Launch launch({absl::StrCat(k.name, "|", k.expr), k.name,
+                 [&k](const Dialect& dialect) { return gpu::RenderElementwise(dialect, k); }},
+                out.numel());
   std::vector<Operand> operands;
   operands.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -87,20 +89,20 @@ absl::Status LaunchMap(DeviceRuntime& device, const std::string& op,
   }
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, geometry.Flat()));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, k.name, out.numel(), [&](Args& args) {
-    args.AddMem(out_arg);
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (k.by_value[i]) {
-        args.Bytes(inputs[i].raw(), inputs[i].nbytes());
-      } else {
-        args.AddMem(operands[i]);
-      }
+  Args& args = launch.args;
+  args.AddMem(out_arg);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (k.by_value[i]) {
+      args.Bytes(inputs[i].raw(), inputs[i].nbytes());
+    } else {
+      args.AddMem(operands[i]);
     }
-    args.AddMem(geometry_arg)
-        .Add(static_cast<int64_t>(out.numel()))
-        .Add(static_cast<int32_t>(geometry.shape.size()));
-    for (double v : expr.scalars) args.AddScalar(compute, v);
-  });
+  }
+  args.AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(out.numel()))
+      .Add(static_cast<int32_t>(geometry.shape.size()));
+  for (double v : expr.scalars) args.AddScalar(compute, v);
+  return Enqueue(device, launch);
 }
 
 absl::Status Copy(DeviceRuntime& device, const std::string& op, const Tensor& in,

@@ -1,13 +1,15 @@
 // Launching the generated kernels on a device runtime: buffer arguments (device blocks, or
-// host number operands copied over), argument lists, and the elementwise map every
-// elementwise op, cast, fill and strided copy runs through.
+// host number operands copied over), argument lists, launches as families plan them (kernel
+// source, arguments, work size) and their one way to the runtime (Enqueue), and the
+// elementwise map every elementwise op, cast, fill and strided copy runs through.
 #pragma once
 
 #include <cstring>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "server/backends/gpu/codegen/elementwise_exprs.h"
 #include "server/backends/gpu/codegen/kernel_source.h"
@@ -129,9 +131,31 @@ absl::StatusOr<Tensor> ReadToHost(const Tensor& t, DeviceRuntime& device);
 // the values themselves for a host number operand.
 absl::StatusOr<bool> AnyZero(DeviceRuntime& device, const Tensor& t);
 
-// Enqueues `built` over `n` work items with the arguments `set` adds.
-absl::Status SetAndLaunch(DeviceRuntime& device, CompiledKernel* built, const std::string& name,
-                          int64_t n, absl::FunctionRef<void(Args&)> set);
+// A generated kernel as a family plans it: what determines its source (`key`: the name when
+// that says it all), its name in the source, and its source rendered in a device's dialect.
+struct KernelSource {
+  std::string key;
+  std::string name;
+  std::function<std::string(const Dialect&)> render;
+};
+
+// One launch as a family plans it: the kernel, its arguments in parameter order (operand
+// blocks and scalars), and its work size: `items` work items, in work groups of `group` that
+// share local memory and barriers when group > 0. A family turns a call into launches (the
+// host-side planning: geometry, tables, index checks, pass sequences) and hands each to
+// Enqueue; nothing else reaches the runtime's compile and launch.
+struct Launch {
+  Launch(KernelSource kernel, int64_t items, int group = 0)
+      : kernel(std::move(kernel)), items(items), group(group) {}
+  KernelSource kernel;
+  int64_t items = 0;
+  int group = 0;
+  Args args;
+};
+
+// Builds `launch`'s kernel on first use on `device` (cached by its key) and enqueues it on the
+// calling thread's stream.
+absl::Status Enqueue(DeviceRuntime& device, const Launch& launch);
 
 // A kernel name unique to an op and the dtypes its source was rendered for.
 std::string KernelName(const std::string& op, const std::vector<DType>& dtypes);

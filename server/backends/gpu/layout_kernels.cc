@@ -32,20 +32,21 @@ absl::Status RunTriangle(KernelCall& c, DeviceRuntime& device, bool lower) {
   Tensor& out = c.outputs[0];
   if (x.numel() == 0) return absl::OkStatus();
   const std::string name = absl::StrCat("td_triangle_", gpu::StorageTag(x.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderTriangle(dialect, name, x.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderTriangle(dialect, name, x.dtype());
+                            }};
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(x, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, x.numel(), [&](Args& args) {
-    args.AddMem(out_arg)
-        .AddMem(in_arg)
-        .Add(static_cast<int64_t>(x.numel()))
-        .Add(static_cast<int64_t>(x.dim(x.rank() - 2)))
-        .Add(static_cast<int64_t>(x.dim(x.rank() - 1)))
-        .Add(static_cast<int64_t>(c.attrs.GetInt("diagonal")))
-        .Add(static_cast<int32_t>(lower));
-  });
+  Launch launch(kernel, x.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg)
+      .AddMem(in_arg)
+      .Add(static_cast<int64_t>(x.numel()))
+      .Add(static_cast<int64_t>(x.dim(x.rank() - 2)))
+      .Add(static_cast<int64_t>(x.dim(x.rank() - 1)))
+      .Add(static_cast<int64_t>(c.attrs.GetInt("diagonal")))
+      .Add(static_cast<int32_t>(lower));
+  return Enqueue(device, launch);
 }
 
 // One pass along `dim` of `in` (shape `from`) into `out` (`from` with dim resized to
@@ -54,9 +55,9 @@ absl::Status PadPass(DeviceRuntime& device, const Tensor& in, const Shape& from,
                      const std::vector<std::vector<int64_t>>& lists, double fill, Tensor& out) {
   if (out.numel() == 0) return absl::OkStatus();
   const std::string name = absl::StrCat("td_pad_pass_", DTypeName(in.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderPadPass(dialect, name, in.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderPadPass(dialect, name, in.dtype());
+                            }};
   // CSR: one bound per position, then the entries the bounds point at.
   std::vector<int64_t> table(lists.size() + 1);
   for (size_t j = 0; j < lists.size(); ++j) {
@@ -69,21 +70,22 @@ absl::Status PadPass(DeviceRuntime& device, const Tensor& in, const Shape& from,
   ASSIGN_OR_RETURN(Operand table_arg, Operand::Constants(device, table));
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
-    args.AddMem(out_arg)
-        .AddMem(in_arg)
-        .AddMem(table_arg)
-        .Add(static_cast<int64_t>(out.numel()))
-        .Add(static_cast<int64_t>(from[dim]))
-        .Add(static_cast<int64_t>(lists.size()))
-        .Add(static_cast<int64_t>(inner));
-    // The fill is of the storage type (bool's is a byte), the others' number arguments too.
-    if (in.dtype() == DType::kBool) {
-      args.Add(static_cast<uint8_t>(fill != 0));
-    } else {
-      args.AddScalar(in.dtype(), fill);
-    }
-  });
+  Launch launch(kernel, out.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg)
+      .AddMem(in_arg)
+      .AddMem(table_arg)
+      .Add(static_cast<int64_t>(out.numel()))
+      .Add(static_cast<int64_t>(from[dim]))
+      .Add(static_cast<int64_t>(lists.size()))
+      .Add(static_cast<int64_t>(inner));
+  // The fill is of the storage type (bool's is a byte), the others' number arguments too.
+  if (in.dtype() == DType::kBool) {
+    args.Add(static_cast<uint8_t>(fill != 0));
+  } else {
+    args.AddScalar(in.dtype(), fill);
+  }
+  return Enqueue(device, launch);
 }
 
 // pad reads, per output position of a dim, the input position of PadSourceMap (one or none);
@@ -137,22 +139,23 @@ absl::Status CopyWindow(DeviceRuntime& device, const Tensor& in, Tensor& out,
   const int64_t n = NumElements(w.shape);
   if (n == 0) return absl::OkStatus();
   const std::string name = absl::StrCat("td_window_", gpu::StorageTag(in.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderWindowCopy(dialect, name, in.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderWindowCopy(dialect, name, in.dtype());
+                            }};
   const gpu::Geometry g = gpu::StridedGeometry(w.shape, {w.src_strides, w.dst_strides});
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, g.Flat()));
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, n, [&](Args& args) {
-    args.AddMem(out_arg)
-        .AddMem(in_arg)
-        .AddMem(geometry_arg)
-        .Add(static_cast<int64_t>(n))
-        .Add(static_cast<int32_t>(g.shape.size()))
-        .Add(static_cast<int64_t>(w.src_offset))
-        .Add(static_cast<int64_t>(w.dst_offset));
-  });
+  Launch launch(kernel, n);
+  Args& args = launch.args;
+  args.AddMem(out_arg)
+      .AddMem(in_arg)
+      .AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(n))
+      .Add(static_cast<int32_t>(g.shape.size()))
+      .Add(static_cast<int64_t>(w.src_offset))
+      .Add(static_cast<int64_t>(w.dst_offset));
+  return Enqueue(device, launch);
 }
 
 // Every op here but pad and pad_backward moves storage bits, so bf16 and f16 run without a trip

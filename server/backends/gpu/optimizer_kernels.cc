@@ -33,21 +33,23 @@ absl::Status WriteStep(Tensor& step, double value, DeviceRuntime& device) {
   return absl::OkStatus();
 }
 
-absl::Status Launch(DeviceRuntime& device, CompiledKernel* built, const std::string& name,
-                    const std::vector<const Tensor*>& buffers, int64_t n,
-                    const std::vector<double>& scalars, DType dtype, int flags) {
+// One step's launch: the operands' blocks, the element count, the step's scalars, its flags.
+absl::Status LaunchStep(DeviceRuntime& device, const KernelSource& kernel,
+                        const std::vector<const Tensor*>& buffers, int64_t n,
+                        const std::vector<double>& scalars, DType dtype, int flags) {
   std::vector<Operand> operands;
   operands.reserve(buffers.size());
   for (const Tensor* t : buffers) {
     ASSIGN_OR_RETURN(Operand o, Operand::Of(*t, device));
     operands.push_back(std::move(o));
   }
-  return SetAndLaunch(device, built, name, n, [&](Args& args) {
-    for (const Operand& o : operands) args.AddMem(o);
-    args.Add(static_cast<int64_t>(n));
-    for (double s : scalars) args.AddScalar(dtype, s);
-    args.Add(static_cast<int32_t>(flags));
-  });
+  Launch launch(kernel, n);
+  Args& args = launch.args;
+  for (const Operand& o : operands) args.AddMem(o);
+  args.Add(static_cast<int64_t>(n));
+  for (double s : scalars) args.AddScalar(dtype, s);
+  args.Add(static_cast<int32_t>(flags));
+  return Enqueue(device, launch);
 }
 
 // What an optimizer op steps (bound at registration).
@@ -69,15 +71,15 @@ absl::Status RunSgd(KernelCall& c, DeviceRuntime& device) {
   if (a.GetBool("maximize")) flags |= gpu::kSgdMaximize;
   if (step == 0) flags |= gpu::kSgdFirstStep;
   const std::string name = absl::StrCat("td_sgd_", DTypeName(param.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderSgd(dialect, name, param.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderSgd(dialect, name, param.dtype());
+                            }};
   if (param.numel() > 0) {
     const Tensor* buf = (flags & gpu::kSgdMomentum) ? &c.inputs[2] : &param;
-    RETURN_IF_ERROR(Launch(device, built, name, {&param, &c.inputs[1], buf}, param.numel(),
-                           {-a.GetFloat("lr"), a.GetFloat("momentum"), 1 - a.GetFloat("dampening"),
-                            a.GetFloat("weight_decay")},
-                           param.dtype(), flags));
+    RETURN_IF_ERROR(LaunchStep(device, kernel, {&param, &c.inputs[1], buf}, param.numel(),
+                               {-a.GetFloat("lr"), a.GetFloat("momentum"),
+                                1 - a.GetFloat("dampening"), a.GetFloat("weight_decay")},
+                               param.dtype(), flags));
   }
   if (has_state) {
     c.inputs[2].storage()->BumpVersion();
@@ -98,17 +100,17 @@ absl::Status RunAdam(KernelCall& c, DeviceRuntime& device, bool decoupled) {
   if (amsgrad) flags |= gpu::kAdamAmsgrad;
   if (a.GetBool("maximize")) flags |= gpu::kAdamMaximize;
   const std::string name = absl::StrCat("td_adam_", DTypeName(param.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderAdam(dialect, name, param.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderAdam(dialect, name, param.dtype());
+                            }};
   if (param.numel() > 0) {
-    RETURN_IF_ERROR(
-        Launch(device, built, name,
-               {&param, &c.inputs[1], &c.inputs[2], &c.inputs[3], amsgrad ? &c.inputs[5] : &param},
-               param.numel(),
-               {s.beta1, 1 - s.beta1, s.beta2, 1 - s.beta2, s.weight_decay,
-                1 - s.lr * s.weight_decay, s.bias_correction2_sqrt, s.eps, -s.step_size},
-               param.dtype(), flags));
+    RETURN_IF_ERROR(LaunchStep(
+        device, kernel,
+        {&param, &c.inputs[1], &c.inputs[2], &c.inputs[3], amsgrad ? &c.inputs[5] : &param},
+        param.numel(),
+        {s.beta1, 1 - s.beta1, s.beta2, 1 - s.beta2, s.weight_decay, 1 - s.lr * s.weight_decay,
+         s.bias_correction2_sqrt, s.eps, -s.step_size},
+        param.dtype(), flags));
   }
   for (int i : {2, 3, 5}) {
     if (i < static_cast<int>(c.inputs.size())) c.inputs[i].storage()->BumpVersion();

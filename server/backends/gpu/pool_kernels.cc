@@ -51,9 +51,10 @@ absl::Status RunPool(KernelCall& c, DeviceRuntime& device, bool max, bool backwa
   const std::string name =
       absl::StrCat("td_pool2d_", max ? "max" : "avg", backward ? "_backward_" : "_",
                    DTypeName(out.dtype()), indices ? "_indices" : "");
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderPool2d(dialect, name, out.dtype(), max, backward, indices);
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderPool2d(dialect, name, out.dtype(), max, backward,
+                                                       indices);
+                            }};
   ASSIGN_OR_RETURN(Operand win_arg, Operand::Constants(device, flat));
   std::vector<Operand> operands;
   for (const Tensor& t : c.inputs) {
@@ -71,18 +72,19 @@ absl::Status RunPool(KernelCall& c, DeviceRuntime& device, bool max, bool backwa
     ASSIGN_OR_RETURN(Operand lists, Operand::Constants(device, WindowLists(windows, x.h, x.w)));
     lists_arg.emplace(std::move(lists));
   }
-  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
-    for (const Operand& o : outs) args.AddMem(o);
-    for (const Operand& o : operands) args.AddMem(o);
-    args.AddMem(win_arg);
-    if (lists_arg) args.AddMem(*lists_arg);
-    args.Add(static_cast<int64_t>(out.numel()))
-        .Add(static_cast<int64_t>(y.h * y.w))
-        .Add(static_cast<int64_t>(x.w))
-        .Add(static_cast<int64_t>(x.h * x.w))
-        .Add(static_cast<int64_t>(dh))
-        .Add(static_cast<int64_t>(dw));
-  });
+  Launch launch(kernel, out.numel());
+  Args& args = launch.args;
+  for (const Operand& o : outs) args.AddMem(o);
+  for (const Operand& o : operands) args.AddMem(o);
+  args.AddMem(win_arg);
+  if (lists_arg) args.AddMem(*lists_arg);
+  args.Add(static_cast<int64_t>(out.numel()))
+      .Add(static_cast<int64_t>(y.h * y.w))
+      .Add(static_cast<int64_t>(x.w))
+      .Add(static_cast<int64_t>(x.h * x.w))
+      .Add(static_cast<int64_t>(dh))
+      .Add(static_cast<int64_t>(dw));
+  return Enqueue(device, launch);
 }
 
 }  // namespace

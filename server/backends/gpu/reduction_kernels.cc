@@ -36,11 +36,9 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   key.push_back(k.compute);
   k.name = KernelName(op, key);
   // The name holds op and dtypes; the body tells apart an op's attribute forms (norm's p).
-  ASSIGN_OR_RETURN(
-      CompiledKernel * built,
-      device.Kernel(absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
-                    [&k](const Dialect& dialect) { return gpu::RenderGroup(dialect, k); }));
-
+  Launch launch({absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
+                 [&k](const Dialect& dialect) { return gpu::RenderGroup(dialect, k); }},
+                n_groups);
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
   flat.insert(flat.end(), reduced.begin(), reduced.end());
@@ -59,15 +57,14 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
       operands.push_back(std::move(o));
     }
   }
-  return SetAndLaunch(device, built, k.name, n_groups, [&](Args& args) {
-    for (const Operand& o : operands) args.AddMem(o);
-    args.AddMem(geometry_arg)
-        .Add(static_cast<int64_t>(n_groups))
-        .Add(static_cast<int32_t>(g.kept.shape.size()))
-        .Add(static_cast<int32_t>(g.reduced.shape.size()))
-        .Add(static_cast<int64_t>(NumElements(g.reduced.shape)))
-        .AddWide(device, plan.scalar);
-  });
+  for (const Operand& o : operands) launch.args.AddMem(o);
+  launch.args.AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(n_groups))
+      .Add(static_cast<int32_t>(g.kept.shape.size()))
+      .Add(static_cast<int32_t>(g.reduced.shape.size()))
+      .Add(static_cast<int64_t>(NumElements(g.reduced.shape)))
+      .AddWide(device, plan.scalar);
+  return Enqueue(device, launch);
 }
 
 namespace {
@@ -109,25 +106,24 @@ absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, Tr
   k.size = size;
   k.name = absl::StrCat(KernelName(absl::StrCat(op, "_tree"), {k.input, k.output, k.compute}), "_",
                         size);
-  ASSIGN_OR_RETURN(CompiledKernel * built,
-                   device.Kernel(k.name, k.name, [&k](const Dialect& dialect) {
-                     return RenderTreeReduce(dialect, k);
-                   }));
+  // One work group of `size` items per group of the reduction.
+  Launch launch(
+      {k.name, k.name, [&k](const Dialect& dialect) { return RenderTreeReduce(dialect, k); }},
+      n_groups * size, size);
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
   flat.insert(flat.end(), reduced.begin(), reduced.end());
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, flat));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
-  Args args;
-  args.AddMem(out_arg)
+  launch.args.AddMem(out_arg)
       .AddMem(x_arg)
       .AddMem(geometry_arg)
       .Add(static_cast<int64_t>(n_groups))
       .Add(static_cast<int32_t>(g.kept.shape.size()))
       .Add(static_cast<int32_t>(g.reduced.shape.size()))
       .Add(static_cast<int64_t>(n_red));
-  RETURN_IF_ERROR(device.LaunchGroups(built, args, n_groups, size));
+  RETURN_IF_ERROR(Enqueue(device, launch));
   return true;
 }
 

@@ -54,7 +54,7 @@ FlatTaps<T> Flatten(const nn::ResamplePlan<T>& p) {
 }
 
 template <typename T>
-absl::Status Launch(KernelCall& c, DeviceRuntime& device, bool backward) {
+absl::Status LaunchUpsample(KernelCall& c, DeviceRuntime& device, bool backward) {
   const Tensor& in = c.inputs[0];
   Tensor& out = c.outputs[0];
   // The taps map the forward's input shape to its output shape.
@@ -63,9 +63,9 @@ absl::Status Launch(KernelCall& c, DeviceRuntime& device, bool backward) {
   const FlatTaps<T> f = Flatten(p);
   const std::string name =
       absl::StrCat("td_upsample_", backward ? "backward_" : "", DTypeName(out.dtype()));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderUpsample(dialect, name, out.dtype(), backward);
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderUpsample(dialect, name, out.dtype(), backward);
+                            }};
   std::vector<int64_t> geom = {p.g.in[0], p.g.in[1], p.g.in[2], p.g.out[0], p.g.out[1], p.g.out[2]};
   if (backward) {
     geom.insert(geom.end(), f.list_base, f.list_base + 3);
@@ -79,19 +79,20 @@ absl::Status Launch(KernelCall& c, DeviceRuntime& device, bool backward) {
   ASSIGN_OR_RETURN(Operand wts_arg, Operand::Of(w, device));
   ASSIGN_OR_RETURN(Operand in_arg, Operand::Of(in, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
-  return SetAndLaunch(device, built, name, out.numel(), [&](Args& args) {
-    args.AddMem(out_arg).AddMem(in_arg);
-    if (!backward) args.AddMem(table_arg);
-    args.AddMem(wts_arg);
-    if (backward) args.AddMem(table_arg);
-    args.AddMem(geom_arg).Add(static_cast<int64_t>(out.numel()));
-  });
+  Launch launch(kernel, out.numel());
+  Args& args = launch.args;
+  args.AddMem(out_arg).AddMem(in_arg);
+  if (!backward) args.AddMem(table_arg);
+  args.AddMem(wts_arg);
+  if (backward) args.AddMem(table_arg);
+  args.AddMem(geom_arg).Add(static_cast<int64_t>(out.numel()));
+  return Enqueue(device, launch);
 }
 
 absl::Status RunResample(KernelCall& c, DeviceRuntime& device, bool backward) {
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
-  if (c.outputs[0].dtype() == DType::kF32) return Launch<float>(c, device, backward);
-  return Launch<double>(c, device, backward);
+  if (c.outputs[0].dtype() == DType::kF32) return LaunchUpsample<float>(c, device, backward);
+  return LaunchUpsample<double>(c, device, backward);
 }
 
 }  // namespace

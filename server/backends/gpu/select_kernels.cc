@@ -35,21 +35,24 @@ absl::StatusOr<Scan> CountChunks(DeviceRuntime& device, const Tensor& m, const S
   scan.chunk = ChunkSize(n);
   scan.chunks = (n + scan.chunk - 1) / scan.chunk;
   const std::string name = KernelName("chunk_count", {m.dtype()});
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderChunkCount(dialect, name, m.dtype());
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderChunkCount(dialect, name, m.dtype());
+                            }};
   const gpu::Geometry g = gpu::StridedGeometry(shape, {std::move(m_strides)});
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, g.Flat()));
   ASSIGN_OR_RETURN(Operand counts_arg, Operand::Block(device, scan.chunks * sizeof(int64_t)));
   ASSIGN_OR_RETURN(Operand m_arg, Operand::Of(m, device));
-  RETURN_IF_ERROR(SetAndLaunch(device, built, name, scan.chunks, [&](Args& args) {
+  {
+    Launch launch(kernel, scan.chunks);
+    Args& args = launch.args;
     args.AddMem(counts_arg)
         .AddMem(m_arg)
         .AddMem(geometry_arg)
         .Add(static_cast<int64_t>(n))
         .Add(static_cast<int32_t>(g.shape.size()))
         .Add(static_cast<int64_t>(scan.chunk));
-  }));
+    RETURN_IF_ERROR(Enqueue(device, launch));
+  }
   std::vector<int64_t> counts(scan.chunks);
   RETURN_IF_ERROR(
       device.Read(counts_arg.block(), 0, counts.data(), counts.size() * sizeof(int64_t)));
@@ -70,19 +73,20 @@ absl::Status WriteChunks(DeviceRuntime& device, gpu::Selection what, DType dtype
                          int column) {
   const std::string name =
       absl::StrCat("td_select_", static_cast<int>(what), "_", gpu::StorageTag(dtype));
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderSelection(dialect, name, dtype, what);
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderSelection(dialect, name, dtype, what);
+                            }};
   ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, walk.Flat()));
-  return SetAndLaunch(device, built, name, scan.chunks, [&](Args& args) {
-    for (const Operand* b : buffers) args.AddMem(*b);
-    args.AddMem(*scan.offsets)
-        .AddMem(geometry_arg)
-        .Add(static_cast<int64_t>(NumElements(walk.shape)))
-        .Add(static_cast<int32_t>(walk.shape.size()))
-        .Add(static_cast<int64_t>(scan.chunk));
-    if (what == gpu::Selection::kNonzeroIndices) args.Add(static_cast<int32_t>(column));
-  });
+  Launch launch(kernel, scan.chunks);
+  Args& args = launch.args;
+  for (const Operand* b : buffers) args.AddMem(*b);
+  args.AddMem(*scan.offsets)
+      .AddMem(geometry_arg)
+      .Add(static_cast<int64_t>(NumElements(walk.shape)))
+      .Add(static_cast<int32_t>(walk.shape.size()))
+      .Add(static_cast<int64_t>(scan.chunk));
+  if (what == gpu::Selection::kNonzeroIndices) args.Add(static_cast<int32_t>(column));
+  return Enqueue(device, launch);
 }
 
 absl::Status RunNonzero(KernelCall& c, DeviceRuntime& device) {

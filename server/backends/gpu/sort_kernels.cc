@@ -36,22 +36,26 @@ absl::Status MergeSort(KernelCall& c, DeviceRuntime& device, const Tensor& x, in
   }
   const std::string type(DTypeName(dtype));
   const std::string gather = absl::StrCat("td_sort_gather_", type);
-  ASSIGN_OR_RETURN(CompiledKernel * gather_k,
-                   device.Kernel(gather, gather, [&](const Dialect& dialect) {
-                     return gpu::RenderSortGather(dialect, gather, dtype);
-                   }));
+  const KernelSource gather_k{gather, gather, [&](const Dialect& dialect) {
+                                return gpu::RenderSortGather(dialect, gather, dtype);
+                              }};
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
-  RETURN_IF_ERROR(SetAndLaunch(device, gather_k, gather, n, [&](Args& args) {
+  {
+    Launch launch(gather_k, n);
+    Args& args = launch.args;
     args.AddMem(bufs[0]).AddMem(bufs[1]).AddMem(x_arg).Add(n).Add(size).Add(inner);
-  }));
+    RETURN_IF_ERROR(Enqueue(device, launch));
+  }
   const std::string pass = absl::StrCat("td_merge_pass_", type);
-  ASSIGN_OR_RETURN(CompiledKernel * pass_k, device.Kernel(pass, pass, [&](const Dialect& dialect) {
-    return gpu::RenderMergePass(dialect, pass, dtype);
-  }));
+  const KernelSource pass_k{pass, pass, [&](const Dialect& dialect) {
+                              return gpu::RenderMergePass(dialect, pass, dtype);
+                            }};
   int from = 0;  // the pair (bufs[from], bufs[from + 1]) holds the runs
   for (int64_t width = 1; width < size; width *= 2) {
     const int to = 2 - from;
-    RETURN_IF_ERROR(SetAndLaunch(device, pass_k, pass, n, [&](Args& args) {
+    {
+      Launch launch(pass_k, n);
+      Args& args = launch.args;
       args.AddMem(bufs[to])
           .AddMem(bufs[to + 1])
           .AddMem(bufs[from])
@@ -60,24 +64,25 @@ absl::Status MergeSort(KernelCall& c, DeviceRuntime& device, const Tensor& x, in
           .Add(size)
           .Add(width)
           .Add(static_cast<int32_t>(descending));
-    }));
+      RETURN_IF_ERROR(Enqueue(device, launch));
+    }
     from = to;
   }
   const std::string scatter = absl::StrCat("td_sort_scatter_", type, values ? "" : "_indices");
-  ASSIGN_OR_RETURN(CompiledKernel * scatter_k,
-                   device.Kernel(scatter, scatter, [&](const Dialect& dialect) {
-                     return gpu::RenderSortScatter(dialect, scatter, dtype, values);
-                   }));
+  const KernelSource scatter_k{scatter, scatter, [&](const Dialect& dialect) {
+                                 return gpu::RenderSortScatter(dialect, scatter, dtype, values);
+                               }};
   std::vector<Operand> outs;
   for (Tensor& t : c.outputs) {
     ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
     outs.push_back(std::move(o));
   }
   const int64_t n_out = n / size * k;
-  return SetAndLaunch(device, scatter_k, scatter, n_out, [&](Args& args) {
-    for (const Operand& o : outs) args.AddMem(o);
-    args.AddMem(bufs[from]).AddMem(bufs[from + 1]).Add(n_out).Add(size).Add(inner).Add(k);
-  });
+  Launch launch(scatter_k, n_out);
+  Args& args = launch.args;
+  for (const Operand& o : outs) args.AddMem(o);
+  args.AddMem(bufs[from]).AddMem(bufs[from + 1]).Add(n_out).Add(size).Add(inner).Add(k);
+  return Enqueue(device, launch);
 }
 
 // What a sorting op returns and how it is told its order (bound at registration).
@@ -100,25 +105,26 @@ absl::Status RunSort(KernelCall& c, DeviceRuntime& device, Sorted what) {
   if (size > kRankSortUpTo) return MergeSort(c, device, x, size, inner, k, values, descending);
   const std::string name =
       absl::StrCat("td_rank_sort_", DTypeName(x.dtype()), values ? "" : "_indices");
-  ASSIGN_OR_RETURN(CompiledKernel * built, device.Kernel(name, name, [&](const Dialect& dialect) {
-    return gpu::RenderRankSort(dialect, name, x.dtype(), values);
-  }));
+  const KernelSource kernel{name, name, [&](const Dialect& dialect) {
+                              return gpu::RenderRankSort(dialect, name, x.dtype(), values);
+                            }};
   std::vector<Operand> outs;
   for (Tensor& t : c.outputs) {
     ASSIGN_OR_RETURN(Operand o, Operand::Of(t, device));
     outs.push_back(std::move(o));
   }
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
-  return SetAndLaunch(device, built, name, x.numel(), [&](Args& args) {
-    for (const Operand& o : outs) args.AddMem(o);
-    args.AddMem(x_arg)
-        .Add(static_cast<int64_t>(x.numel()))
-        .Add(static_cast<int64_t>(outer))
-        .Add(static_cast<int64_t>(size))
-        .Add(static_cast<int64_t>(inner))
-        .Add(static_cast<int64_t>(k))
-        .Add(static_cast<int32_t>(descending));
-  });
+  Launch launch(kernel, x.numel());
+  Args& args = launch.args;
+  for (const Operand& o : outs) args.AddMem(o);
+  args.AddMem(x_arg)
+      .Add(static_cast<int64_t>(x.numel()))
+      .Add(static_cast<int64_t>(outer))
+      .Add(static_cast<int64_t>(size))
+      .Add(static_cast<int64_t>(inner))
+      .Add(static_cast<int64_t>(k))
+      .Add(static_cast<int32_t>(descending));
+  return Enqueue(device, launch);
 }
 
 }  // namespace
