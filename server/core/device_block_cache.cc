@@ -4,8 +4,10 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/core/host_memory.h"
+#include "server/core/status.h"
 
 namespace tensord {
 namespace {
@@ -55,14 +57,37 @@ absl::StatusOr<void*> DeviceBlockCache::Allocate(size_t bytes) {
       return block;
     }
   }
-  absl::StatusOr<void*> block = allocate_(size);
+  absl::StatusOr<void*> block = FromDriver(size);
   // The driver is out of memory, perhaps because of what is cached here: give it all back.
-  if (!block.ok() && ReleaseAll() > 0) block = allocate_(size);
+  if (!block.ok() && ReleaseAll() > 0) block = FromDriver(size);
   if (!block.ok()) return block.status();
   absl::MutexLock lock(&mu_);
   stats_.held_bytes += size;
   ++stats_.allocations;
   return *block;
+}
+
+void DeviceBlockCache::set_limit(size_t bytes, std::string device) {
+  limit_ = bytes;
+  device_ = std::move(device);
+}
+
+absl::StatusOr<void*> DeviceBlockCache::FromDriver(size_t size) {
+  if (limit_ > 0) {
+    size_t held = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      held = stats_.held_bytes;
+    }
+    if (held + size > limit_) {
+      return Error(
+          Reason::kOutOfMemory,
+          absl::StrCat(device_, ": out of device memory (", size, " more bytes asked, ", held,
+                       " held of the ", limit_, " this server may use, TENSORD_GPU_MEMORY_LIMIT)"),
+          {{"device", device_}, {"bytes", std::to_string(size)}});
+    }
+  }
+  return allocate_(size);
 }
 
 void DeviceBlockCache::Free(void* block, size_t bytes) {

@@ -43,6 +43,12 @@ class DeviceBlockCache {
   DeviceBlockCache(const DeviceBlockCache&) = delete;
   DeviceBlockCache& operator=(const DeviceBlockCache&) = delete;
 
+  // Caps the bytes held from the driver (in use and cached) at `bytes` (0: the driver's own
+  // limit): an allocation beyond it is refused as the driver would refuse it, OUT_OF_MEMORY
+  // naming `device`, once the cache gave back what it held. The accelerator runtimes set it
+  // from TENSORD_GPU_MEMORY_LIMIT (a device of less memory, for tests and shared machines).
+  void set_limit(size_t bytes, std::string device);
+
   // A block of at least `bytes` (> 0) bytes: a cached one of its size class, or the driver's.
   // The driver's error (OUT_OF_MEMORY) when it refuses even after the cache was emptied.
   absl::StatusOr<void*> Allocate(size_t bytes);
@@ -70,12 +76,16 @@ class DeviceBlockCache {
     void* block;
     size_t bytes;
   };
+  // A new block of `size` from the driver, within the limit.
+  absl::StatusOr<void*> FromDriver(size_t size);
   // Takes the blocks freed at or before `cutoff` out of the cache, for the driver.
   std::vector<Released> TakeFreedBefore(absl::Time cutoff);
   size_t GiveBack(const std::vector<Released>& blocks);
 
   const RawAllocate allocate_;
   const RawFree free_;
+  size_t limit_ = 0;
+  std::string device_;
   mutable absl::Mutex mu_;
   // By size class, oldest first: reuse takes the newest, release the oldest.
   std::map<size_t, std::vector<Cached>> cached_ ABSL_GUARDED_BY(mu_);

@@ -218,3 +218,44 @@ def test_a_sessions_fetch_does_not_wait_for_another_sessions_kernels(client):
         assert any(other < rest for other, rest in tries), (
             f"the second session's put and fetch waited for the first session's batch "
             f"(seconds, its round trip / what was left of the batch then: {tries})")
+
+
+def test_a_device_out_of_memory_fails_the_call_and_keeps_the_session(tmp_path, monkeypatch):
+    """A device of 64 MiB (TENSORD_GPU_MEMORY_LIMIT lowers the device's memory): a put, and a
+    batch whose call needs more than is left, are OUT_OF_MEMORY naming the device; the batch
+    is rolled back, the session keeps its tensors and works on, and what it frees is usable."""
+    from conftest import ServerProcess, server_binary
+    monkeypatch.setenv("TENSORD_GPU_MEMORY_LIMIT", str(64 << 20))
+    proc = ServerProcess(server_binary(), tmp_path / "tensord.log")
+    proc.start()
+    try:
+        with tensord.connect(proc.address) as client:
+            require_device(client)
+            listed = {d["name"]: d for d in client.devices()}[DEVICE]
+            assert listed["memory_bytes"] == 64 << 20
+            with client.session(device=DEVICE) as s:
+                mib = (1 << 20) // 4  # f32 elements
+                a = s.tensor(np.full(16 * mib, 1.5, np.float32))
+                b = s.tensor(np.full(16 * mib, 2.5, np.float32))
+                with pytest.raises(tensord.TensordError) as put:
+                    s.tensor(np.zeros(40 * mib, np.float32))
+                assert put.value.reason == "OUT_OF_MEMORY", put.value
+                assert put.value.code.name == "RESOURCE_EXHAUSTED"
+                assert put.value.metadata.get("device") == DEVICE
+                before = s.info()
+                with pytest.raises(tensord.TensordError) as batch:
+                    with s.batch():
+                        c = a + b  # 16 MiB: fits
+                        d = (c.reshape([16 * mib, 1]) * c[:3]).sum()  # [16 Mi, 3]: 192 MiB
+                assert batch.value.reason == "OUT_OF_MEMORY", batch.value
+                after = s.info()
+                assert [t.handle for t in after.tensors] == [t.handle for t in before.tensors]
+                assert after.memory_used_bytes == before.memory_used_bytes
+                np.testing.assert_array_equal(a.numpy()[:4], np.full(4, 1.5, np.float32))
+                np.testing.assert_array_equal((a + b).numpy()[-4:], np.full(4, 4.0, np.float32))
+                del b
+                s.info()  # sends the releases the client queued
+                big = s.tensor(np.full(40 * mib, 3.0, np.float32))
+                np.testing.assert_array_equal(big.numpy()[-2:], np.full(2, 3.0, np.float32))
+    finally:
+        proc.stop()

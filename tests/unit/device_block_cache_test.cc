@@ -1,5 +1,5 @@
 // The device block cache against a fake driver: reuse by size class, idle release, the retry
-// after an out-of-memory refusal, and the stats the metrics read.
+// after an out-of-memory refusal, a limit below the driver's, and the stats the metrics read.
 #include "server/core/device_block_cache.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +119,28 @@ TEST(DeviceBlockCache, OutOfMemoryGivesTheCacheBackAndRetries) {
   auto more = cache.Allocate(600);
   EXPECT_EQ(GetReason(more.status()), Reason::kOutOfMemory);
   cache.Free(*big, 8000);
+}
+
+TEST(DeviceBlockCache, ALimitRefusesLikeTheDriverAfterGivingTheCacheBack) {
+  FakeDriver driver;
+  DeviceBlockCache cache = driver.Cache();
+  cache.set_limit(4096, "fake:0");
+  void* a = cache.Allocate(2048).value();
+  void* b = cache.Allocate(1024).value();
+  cache.Free(b, 1024);  // cached: still held from the driver
+  // 3,072 held: 1,536 more would pass the limit, so the cache gives its 1,024 back first.
+  void* c = cache.Allocate(1536).value();
+  EXPECT_EQ(driver.frees, 1);
+  EXPECT_EQ(driver.held, 2048u + DeviceBlockCache::BlockSize(1536));
+  absl::StatusOr<void*> d = cache.Allocate(1024);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(GetReason(d.status()), Reason::kOutOfMemory);
+  EXPECT_NE(d.status().message().find("fake:0"), absl::string_view::npos) << d.status();
+  EXPECT_EQ(driver.held, 2048u + DeviceBlockCache::BlockSize(1536))
+      << "a refusal asks the driver for nothing";
+  cache.Free(a, 2048);
+  cache.Free(c, 1536);
+  EXPECT_TRUE(cache.Allocate(3000).ok()) << "what was freed makes room";
 }
 
 }  // namespace

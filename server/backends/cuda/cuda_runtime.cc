@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -77,7 +78,9 @@ CudaDevice::CudaDevice(std::string name, int ordinal)
           [this](void* block, size_t) {
             cudaSetDevice(ordinal_);
             cudaFree(block);
-          }) {}
+          }) {
+  if (const size_t limit = gpu::MemoryLimit(); limit > 0) blocks_.set_limit(limit, name_);
+}
 
 CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
@@ -100,6 +103,9 @@ absl::Status CudaDevice::Open() {
   if (err != cudaSuccess) return CudaError(err, "cudaGetDeviceProperties", name_);
   arch_ = absl::StrCat(p.major, p.minor);
   memory_bytes_ = static_cast<int64_t>(p.totalGlobalMem);
+  if (const size_t limit = gpu::MemoryLimit(); limit > 0) {
+    memory_bytes_ = std::min(memory_bytes_, static_cast<int64_t>(limit));
+  }
   description_ = absl::StrCat(p.name, ", compute capability ", p.major, ".", p.minor, ", ",
                               p.multiProcessorCount, " SMs");
   err = cudaSetDevice(ordinal_);

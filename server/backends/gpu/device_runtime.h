@@ -38,6 +38,19 @@ inline bool Fp64TurnedOff() {
   return off;
 }
 
+// TENSORD_GPU_MEMORY_LIMIT, in bytes, read once: the most device memory a runtime holds from its
+// driver (DeviceBlockCache::set_limit); 0 (unset or not a number): the device's own.
+inline size_t MemoryLimit() {
+  static const size_t limit = [] {
+    const char* v = std::getenv("TENSORD_GPU_MEMORY_LIMIT");
+    if (v == nullptr) return size_t{0};
+    char* end = nullptr;
+    const unsigned long long bytes = std::strtoull(v, &end, 10);
+    return end != v && *end == '\0' ? static_cast<size_t>(bytes) : size_t{0};
+  }();
+  return limit;
+}
+
 // A kernel a runtime compiled; opaque above it.
 class CompiledKernel {
  public:

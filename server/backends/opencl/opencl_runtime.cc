@@ -84,6 +84,10 @@ ClDevice::ClDevice(std::string name, cl_platform_id platform, cl_device_id id)
   cl_ulong memory = 0;
   clGetDeviceInfo(id, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof(memory), &memory, nullptr);
   memory_bytes_ = static_cast<int64_t>(memory);
+  if (const size_t limit = gpu::MemoryLimit(); limit > 0) {
+    blocks_.set_limit(limit, name_);
+    memory_bytes_ = std::min(memory_bytes_, static_cast<int64_t>(limit));
+  }
   cl_device_fp_config fp64 = 0;
   clGetDeviceInfo(id, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof(fp64), &fp64, nullptr);
   has_fp64_ = fp64 != 0;
