@@ -9,8 +9,8 @@ ratio (never asserted: docs/performance.md records the figures and how they were
 Lines (tensord | baseline):
   small op        Execute of add([4], [4]) f32 from Python | KeepAlive on the same channel
                   (the cheapest unary call of the same server, through the same client code)
-  batch by hand   N chained adds of [4] f32 in one Execute built once: per-op cost (mostly
-                  the server's)
+  batch by hand   N chained adds of [4] f32 in one Execute built once: per-op cost of the
+                  round trip | the server's own time for it (its server-timing metadata)
   batch of N      the same built with sess.batch() each time: per-op cost | PyTorch eager
   two sessions    batches of 1000 adds (built once) from two sessions in two threads at
                   once: throughput | one session alone
@@ -160,16 +160,26 @@ def execute_by_hand(sess, n: int):
         call.inputs.add().scalar.f = 1.0
         calls.append(call)
     request = service_pb2.ExecuteRequest(session_id=sess.id, calls=calls)
-    timing = []
+    timing, server = [], []
 
     def run():
         t0 = time.perf_counter()
-        resp = sess.client._call("Execute", request)
+        resp, call = sess.client.stub.Execute.with_call(request, metadata=sess.client._metadata)
         timing.append(time.perf_counter() - t0)
+        server.append(server_seconds(call))
         handles = [o.handle for r in resp.results for o in r.outputs]
         sess.client._call("Release", service_pb2.ReleaseRequest(session_id=sess.id,
                                                                handles=handles))
+    run.server = server
     return run, timing
+
+
+def server_seconds(call) -> float:
+    """The server's own time for a call, from its `server-timing` trailing metadata."""
+    for key, value in call.trailing_metadata() or ():
+        if key == "server-timing" and ";dur=" in value:
+            return float(value.split(";dur=")[1]) / 1e3
+    return float("nan")
 
 
 def two_sessions(client, rounds, n=1000, k=10):
@@ -206,8 +216,9 @@ def batches(sess, rounds):
         for _ in range(rounds):
             run()
         t = min(timing)
-        line(f"batch of {n} adds by hand, per op", us(t / n), "", None,
-             "one Execute, request built once; goal per op <= 3 µs")
+        line(f"batch of {n} adds by hand, per op", us(t / n), f"server {us(min(run.server) / n)}",
+             None, "one Execute, request built once, round trip | the server's own time "
+             "(server-timing); goal per op <= 3 µs")
     for n in (10, 100, 1000, 10000):
         start = sess.tensor(np.ones(4, np.float32))
 

@@ -102,6 +102,11 @@ grpc::Status RpcCall::Finish(absl::Status status) {
   }
   grpc::Status out = ToGrpcStatus(status);
   const absl::Duration took = absl::Now() - start_;
+  // The server's own time for the call, as HTTP's Server-Timing header gives it: a client sees
+  // what of its round trip the server spent (the request parsed before, the response written
+  // after, are the transport's).
+  context_->AddTrailingMetadata(
+      kServerTimingHeader, absl::StrFormat("tensord;dur=%.3f", absl::ToDoubleMilliseconds(took)));
   metrics_.RecordRpc(method_, GrpcCodeName(out.error_code()), reason, took, bytes_in_, bytes_out_);
   const LogLevel level = LevelOf(out.error_code());
   if (log_.Enabled(level)) {

@@ -1,7 +1,8 @@
 // What every Tensord call leaves behind, whatever its outcome: a request id (the client's
 // `x-request-id` when it sent a usable one, a new one otherwise) echoed in the response
-// metadata and in the ErrorInfo metadata of its error, one log line (server_log.h) and its
-// metrics (service_metrics.h). A user hands an operator the id of a failed call; the operator
+// metadata and in the ErrorInfo metadata of its error, the server's time in the trailing
+// metadata (`server-timing`), one log line (server_log.h) and its metrics
+// (service_metrics.h). A user hands an operator the id of a failed call; the operator
 // finds its log line by it.
 #pragma once
 
@@ -19,6 +20,9 @@
 namespace tensord {
 
 inline constexpr char kRequestIdHeader[] = "x-request-id";
+// Trailing metadata of every call: "tensord;dur=<milliseconds>", the time the server spent on
+// it (the syntax of HTTP's Server-Timing header).
+inline constexpr char kServerTimingHeader[] = "server-timing";
 // Longer ids, or ids with other characters, are replaced by a new one (and the log line says
 // so): an id is echoed in metadata and logs, so it must stay short and printable.
 inline constexpr size_t kMaxRequestIdBytes = 128;

@@ -249,6 +249,12 @@ TEST_F(ObservedServerTest, TheRequestIdIsEchoedLoggedAndInTheError) {
   auto echoed = ctx.GetServerInitialMetadata().find("x-request-id");
   ASSERT_NE(echoed, ctx.GetServerInitialMetadata().end());
   EXPECT_EQ(std::string(echoed->second.data(), echoed->second.size()), "req-7f3c.42");
+  // The server's time, in the trailing metadata, even of a failed call.
+  auto timing = ctx.GetServerTrailingMetadata().find("server-timing");
+  ASSERT_NE(timing, ctx.GetServerTrailingMetadata().end());
+  const std::string timing_value(timing->second.data(), timing->second.size());
+  EXPECT_TRUE(std::regex_match(timing_value, std::regex(R"(tensord;dur=[0-9]+\.[0-9]{3})")))
+      << timing_value;
 
   // None sent, or one unfit to echo: the server makes one.
   grpc::ClientContext ctx2;
