@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
@@ -164,8 +165,18 @@ absl::StatusOr<cl_command_queue> ClDevice::QueueFor(absl::Span<const void* const
 }
 
 absl::Status ClDevice::Wait(uint64_t from, uint64_t to) {
-  ASSIGN_OR_RETURN(cl_command_queue before, StreamQueue(from, /*make=*/false));
-  if (before == nullptr) return absl::OkStatus();  // ended: its work is done
+  cl_command_queue before = queue_;
+  if (from != kDefaultStream) {
+    // Held while used: the stream may end (and release its queue) meanwhile.
+    absl::MutexLock lock(&queues_mu_);
+    auto it = queues_.find(from);
+    if (it == queues_.end()) return absl::OkStatus();  // ended: its work is done
+    before = it->second;
+    clRetainCommandQueue(before);
+  }
+  absl::Cleanup release = [&] {
+    if (from != kDefaultStream) clReleaseCommandQueue(before);
+  };
   ASSIGN_OR_RETURN(cl_command_queue after, StreamQueue(to, /*make=*/true));
   cl_event marker = nullptr;
   cl_int err = clEnqueueMarkerWithWaitList(before, 0, nullptr, &marker);
@@ -186,10 +197,15 @@ void ClDevice::EndStream(uint64_t stream) {
     auto it = queues_.find(stream);
     if (it == queues_.end()) return;
     queue = it->second;
-    queues_.erase(it);
   }
-  // Blocks this stream named last may be handed to another at once: its work must be done.
+  // Once the queue is gone, a stream taking over a block this one named last waits for
+  // nothing: so its work is finished first, while the queue is still found (a stream that
+  // orders itself after this one meanwhile waits on a marker queued behind that work).
   clFinish(queue);
+  {
+    absl::MutexLock lock(&queues_mu_);
+    queues_.erase(stream);
+  }
   clReleaseCommandQueue(queue);
 }
 
