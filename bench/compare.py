@@ -19,7 +19,8 @@ Lines (tensord | baseline):
                   same add to a second process (torch.distributed.rpc, TensorPipe, world_size 2;
                   its default transports, and TCP only)
   program of N    the same chain compiled once (sess.compile), one RunProgram: per-op cost
-                  (the chain runs as fused_elementwise calls of up to 64 adds)
+                  of the round trip | the server's own time for it (the chain runs as
+                  fused_elementwise calls of up to 64 adds)
   MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
                   | local PyTorch, same thread count
   MLP program     the same step compiled (sess.compile): one RunProgram a step | local PyTorch
@@ -164,22 +165,14 @@ def execute_by_hand(sess, n: int):
 
     def run():
         t0 = time.perf_counter()
-        resp, call = sess.client.stub.Execute.with_call(request, metadata=sess.client._metadata)
+        resp = sess.client._call("Execute", request)
         timing.append(time.perf_counter() - t0)
-        server.append(server_seconds(call))
+        server.append(sess.client.last_server_time)
         handles = [o.handle for r in resp.results for o in r.outputs]
         sess.client._call("Release", service_pb2.ReleaseRequest(session_id=sess.id,
                                                                handles=handles))
     run.server = server
     return run, timing
-
-
-def server_seconds(call) -> float:
-    """The server's own time for a call, from its `server-timing` trailing metadata."""
-    for key, value in call.trailing_metadata() or ():
-        if key == "server-timing" and ";dur=" in value:
-            return float(value.split(";dur=")[1]) / 1e3
-    return float("nan")
 
 
 def two_sessions(client, rounds, n=1000, k=10):
@@ -244,10 +237,15 @@ def batches(sess, rounds):
 
         program = sess.compile(chain, np.ones(4, np.float32))
         start = np.ones(4, np.float32)
-        t = best_of(lambda: program(start), rounds, 1)
-        line(f"program of {n} adds, per op", us(t / n), "", None,
-             f"one RunProgram, output fetched, {program.fused_calls} fused calls "
-             "(--fusion=off: none); goal per op <= 1 µs")
+        server = []
+
+        def run():
+            program(start)
+            server.append(sess.client.last_server_time)
+        t = best_of(run, rounds, 1)
+        line(f"program of {n} adds, per op", us(t / n), f"server {us(min(server) / n)}", None,
+             f"one RunProgram, output fetched, round trip | the server's own time; "
+             f"{program.fused_calls} fused calls (--fusion=off: none); goal per op <= 1 µs")
         program.release()
 
 

@@ -246,7 +246,7 @@ def test_a_device_out_of_memory_fails_the_call_and_keeps_the_session(tmp_path, m
                 with pytest.raises(tensord.TensordError) as batch:
                     with s.batch():
                         c = a + b  # 16 MiB: fits
-                        d = (c.reshape([16 * mib, 1]) * c[:3]).sum()  # [16 Mi, 3]: 192 MiB
+                        (c.reshape([16 * mib, 1]) * c[:3]).sum()  # [16 Mi, 3]: 192 MiB
                 assert batch.value.reason == "OUT_OF_MEMORY", batch.value
                 after = s.info()
                 assert [t.handle for t in after.tensors] == [t.handle for t in before.tensors]

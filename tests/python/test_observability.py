@@ -181,3 +181,28 @@ def test_an_errors_request_id_finds_its_log_line(observed):
     # Every line is one JSON object with a time stamp, a level and an event.
     assert all({"ts", "level", "event"} <= rec.keys() for rec in lines)
     assert any(rec["event"] == "server_started" for rec in lines)
+
+
+def test_every_response_carries_the_servers_own_time(client, sess):
+    """server-timing: the server's time for the call, in its trailing metadata, which the
+    client reads back (last_server_time): within the round trip, for failed calls too, and
+    per thread."""
+    import threading
+    a = sess.tensor(np.ones(4, np.float32))
+    t0 = time.perf_counter()
+    sess.op("add", a, a)
+    round_trip = time.perf_counter() - t0
+    server = client.last_server_time
+    assert server is not None and 0 < server <= round_trip, (server, round_trip)
+    with pytest.raises(tensord.TensordError):
+        sess.op("matmul", a, sess.tensor(np.ones((3, 3), np.float32)))
+    failed = client.last_server_time
+    assert failed is not None and failed > 0
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(client.last_server_time))
+    worker.start()
+    worker.join()
+    assert seen == [None], "another thread's last call is its own"
+    raw = dict(client.stub.KeepAlive.with_call(
+        service_pb2.KeepAliveRequest(session_id=sess.id))[1].trailing_metadata())
+    assert raw["server-timing"].startswith("tensord;dur="), raw

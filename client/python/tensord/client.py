@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 
 import grpc
@@ -96,6 +97,7 @@ class Client:
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.timeout = timeout
         self.stub = service_pb2_grpc.TensordStub(self._channel)
+        self._last = threading.local()  # each thread's last unary call, for last_server_time
         self._ops_cache = None
         self._attr_types = None
         self._closed = False
@@ -111,10 +113,29 @@ class Client:
     def _call(self, method: str, request, timeout=None, affinity_key: str | None = None):
         """Calls a unary (or client-streaming) RPC, raising TensordError on failure."""
         try:
-            return getattr(self.stub, method)(request, timeout=timeout or self.timeout,
-                                              metadata=self._call_metadata(affinity_key))
+            resp, call = getattr(self.stub, method).with_call(
+                request, timeout=timeout or self.timeout,
+                metadata=self._call_metadata(affinity_key))
         except grpc.RpcError as err:
+            self._last.call = err
             raise from_rpc_error(err) from None
+        self._last.call = call
+        return resp
+
+    @property
+    def last_server_time(self) -> float | None:
+        """The server's own time, in seconds, for the last unary call this thread made through
+        this client (an Execute, a RunProgram, ...; failed ones too): its `server-timing`
+        trailing metadata. The rest of the call's round trip is the transport's and the
+        client's. None before any call, or from a server that does not send it."""
+        call = getattr(self._last, "call", None)
+        for key, value in (call.trailing_metadata() or ()) if call is not None else ():
+            if key == "server-timing" and ";dur=" in value:
+                try:
+                    return float(value.split(";dur=", 1)[1].split(";", 1)[0]) / 1e3
+                except ValueError:
+                    return None
+        return None
 
     def _stream(self, method: str, request, timeout=None, affinity_key: str | None = None):
         """Iterates a server-streaming RPC, raising TensordError on failure."""
