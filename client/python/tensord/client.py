@@ -97,7 +97,7 @@ class Client:
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.timeout = timeout
         self.stub = service_pb2_grpc.TensordStub(self._channel)
-        self._last = threading.local()  # each thread's last unary call, for last_server_time
+        self._last = threading.local()  # each thread's last call's trailers (last_server_time)
         self._ops_cache = None
         self._attr_types = None
         self._closed = False
@@ -117,9 +117,10 @@ class Client:
                 request, timeout=timeout or self.timeout,
                 metadata=self._call_metadata(affinity_key))
         except grpc.RpcError as err:
-            self._last.call = err
+            self._last.trailers = getattr(err, "trailing_metadata", lambda: None)()
             raise from_rpc_error(err) from None
-        self._last.call = call
+        # The metadata only: the call object would keep its response alive.
+        self._last.trailers = call.trailing_metadata()
         return resp
 
     @property
@@ -128,8 +129,7 @@ class Client:
         this client (an Execute, a RunProgram, ...; failed ones too): its `server-timing`
         trailing metadata. The rest of the call's round trip is the transport's and the
         client's. None before any call, or from a server that does not send it."""
-        call = getattr(self._last, "call", None)
-        for key, value in (call.trailing_metadata() or ()) if call is not None else ():
+        for key, value in getattr(self._last, "trailers", None) or ():
             if key == "server-timing" and ";dur=" in value:
                 try:
                     return float(value.split(";dur=", 1)[1].split(";", 1)[0]) / 1e3
