@@ -88,10 +88,10 @@ TEST(DeviceStreams, AStreamReadsWhileAnotherStreamIsHeld) {
     on_a = Call("neg", {x}, device);  // queued behind the held barrier
     auto read =
         OnStream(b, [&] { return MoveTo(Call("exp", {MoveTo(host, device)}, device), "cpu"); });
-    ASSERT_EQ(read.wait_for(kLongEnough), std::future_status::ready)
-        << "stream b waited for stream a";
+    const bool done = read.wait_for(kLongEnough) == std::future_status::ready;
+    held.Release();  // before a failed check returns: `read` would wait for a
+    ASSERT_TRUE(done) << "stream b waited for stream a";
     EXPECT_TRUE(AllClose(read.get(), Call("exp", {host}, kHostDevice), 2e-5, 1e-5));
-    held.Release();
     EXPECT_TRUE(SameBytes(MoveTo(on_a, "cpu"), Call("neg", {host}, kHostDevice)));
   }
   EndStream(a);

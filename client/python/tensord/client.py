@@ -112,10 +112,15 @@ class Client:
 
     def _call(self, method: str, request, timeout=None, affinity_key: str | None = None):
         """Calls a unary (or client-streaming) RPC, raising TensordError on failure."""
+        rpc = getattr(self.stub, method)
+        with_call = getattr(rpc, "with_call", None)  # absent on a stub a caller wrapped
         try:
-            resp, call = getattr(self.stub, method).with_call(
-                request, timeout=timeout or self.timeout,
-                metadata=self._call_metadata(affinity_key))
+            if with_call is None:
+                self._last.trailers = None
+                return rpc(request, timeout=timeout or self.timeout,
+                           metadata=self._call_metadata(affinity_key))
+            resp, call = with_call(request, timeout=timeout or self.timeout,
+                                   metadata=self._call_metadata(affinity_key))
         except grpc.RpcError as err:
             self._last.trailers = getattr(err, "trailing_metadata", lambda: None)()
             raise from_rpc_error(err) from None
