@@ -52,23 +52,33 @@ std::optional<std::vector<FusedStep>> PlanSteps(const std::vector<Step>& steps, 
   return out;
 }
 
+// An expression planned for a device: its steps, and the part of its kernel's cache key they
+// determine (each step's expression, or the input it pushes).
+struct PlannedExpression {
+  std::vector<FusedStep> steps;
+  std::string key;
+};
+
 // PlanSteps through a small cache per thread, keyed by device, dtype and expression: a
 // program's fused call, launched again and again, plans its steps once per server thread.
-std::shared_ptr<const std::vector<FusedStep>> CachedPlan(const std::vector<Step>& steps,
-                                                         const std::string& text, DType dtype,
-                                                         const DeviceRuntime& device) {
+std::shared_ptr<const PlannedExpression> CachedPlan(const std::vector<Step>& steps,
+                                                    const std::string& text, DType dtype,
+                                                    const DeviceRuntime& device) {
   constexpr size_t kMaxEntries = 256;
-  thread_local absl::flat_hash_map<std::string, std::shared_ptr<const std::vector<FusedStep>>>
-      cache;
+  thread_local absl::flat_hash_map<std::string, std::shared_ptr<const PlannedExpression>> cache;
   std::string key = absl::StrCat(device.name(), "|", DTypeName(dtype), "|", text);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   std::optional<std::vector<FusedStep>> planned = PlanSteps(steps, dtype, device);
   if (!planned) return nullptr;
+  auto expression = std::make_shared<PlannedExpression>();
+  expression->steps = *std::move(planned);
+  for (const FusedStep& s : expression->steps) {
+    absl::StrAppend(&expression->key, "|", s.input >= 0 ? absl::StrCat("$", s.input) : s.expr.expr);
+  }
   if (cache.size() >= kMaxEntries) cache.clear();
-  auto shared = std::make_shared<const std::vector<FusedStep>>(*std::move(planned));
-  cache.emplace(std::move(key), shared);
-  return shared;
+  cache.emplace(std::move(key), expression);
+  return expression;
 }
 
 absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
@@ -77,8 +87,7 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   const std::string text = c.attrs.GetString(fusion::kStepsAttr);
   ASSIGN_OR_RETURN(std::shared_ptr<const std::vector<Step>> steps,
                    fusion::CachedSteps(text, c.inputs.size()));
-  std::shared_ptr<const std::vector<FusedStep>> planned =
-      CachedPlan(*steps, text, out.dtype(), device);
+  std::shared_ptr<const PlannedExpression> planned = CachedPlan(*steps, text, out.dtype(), device);
   if (planned == nullptr) {
     return Error(Reason::kInternal,
                  absl::StrCat(device.name(), ": ", fusion::kElementwiseOp,
@@ -99,12 +108,10 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   // Compiled once per expression: its steps' expressions and what each pushes.
   std::string key = k.name;
   for (size_t i = 0; i < k.inputs.size(); ++i) absl::StrAppend(&key, k.by_value[i] ? "v" : "b");
-  for (const FusedStep& s : *planned) {
-    absl::StrAppend(&key, "|", s.input >= 0 ? absl::StrCat("$", s.input) : s.expr.expr);
-  }
+  absl::StrAppend(&key, planned->key);
   const KernelSource kernel{key, k.name, [&k, &planned](const Dialect& dialect) {
                               FusedElementwiseKernel full = k;
-                              full.steps = *planned;
+                              full.steps = planned->steps;
                               return RenderFusedElementwise(dialect, full);
                             }};
   std::vector<Operand> operands(c.inputs.size());
@@ -129,7 +136,7 @@ absl::Status RunFused(KernelCall& c, DeviceRuntime& device) {
   args.AddMem(geometry_arg)
       .Add(static_cast<int64_t>(out.numel()))
       .Add(static_cast<int32_t>(geometry.shape.size()));
-  for (const FusedStep& s : *planned) {
+  for (const FusedStep& s : planned->steps) {
     for (double v : s.expr.scalars) args.AddScalar(k.dtype, v);
   }
   return Enqueue(device, launch);

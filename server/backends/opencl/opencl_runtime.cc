@@ -136,12 +136,11 @@ absl::Status ClDevice::Open() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<cl_command_queue> ClDevice::StreamQueue(uint64_t stream, bool make) {
+absl::StatusOr<cl_command_queue> ClDevice::StreamQueue(uint64_t stream) {
   if (stream == kDefaultStream) return queue_;
   absl::MutexLock lock(&queues_mu_);
   auto it = queues_.find(stream);
   if (it != queues_.end()) return it->second;
-  if (!make) return nullptr;
   cl_int err = CL_SUCCESS;
   cl_command_queue queue = clCreateCommandQueue(context_, id_, 0, &err);
   if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
@@ -150,7 +149,7 @@ absl::StatusOr<cl_command_queue> ClDevice::StreamQueue(uint64_t stream, bool mak
 }
 
 absl::StatusOr<cl_command_queue> ClDevice::CurrentQueue() {
-  return StreamQueue(StreamScope::Current(), /*make=*/true);
+  return StreamQueue(StreamScope::Current());
 }
 
 size_t ClDevice::stream_queues() const {
@@ -161,7 +160,7 @@ size_t ClDevice::stream_queues() const {
 absl::StatusOr<cl_command_queue> ClDevice::QueueFor(absl::Span<const void* const> blocks) {
   const uint64_t stream = StreamScope::Current();
   RETURN_IF_ERROR(order_.Use(blocks, stream));
-  return StreamQueue(stream, /*make=*/true);
+  return StreamQueue(stream);
 }
 
 absl::Status ClDevice::Wait(uint64_t from, uint64_t to) {
@@ -177,7 +176,7 @@ absl::Status ClDevice::Wait(uint64_t from, uint64_t to) {
   absl::Cleanup release = [&] {
     if (from != kDefaultStream) clReleaseCommandQueue(before);
   };
-  ASSIGN_OR_RETURN(cl_command_queue after, StreamQueue(to, /*make=*/true));
+  ASSIGN_OR_RETURN(cl_command_queue after, StreamQueue(to));
   cl_event marker = nullptr;
   cl_int err = clEnqueueMarkerWithWaitList(before, 0, nullptr, &marker);
   if (err == CL_SUCCESS) {

@@ -105,8 +105,8 @@ class ClDevice : public gpu::DeviceRuntime {
   // Orders the calling thread's stream after the streams that named `blocks` last
   // (device_stream_order.h) and returns its queue.
   absl::StatusOr<cl_command_queue> QueueFor(absl::Span<const void* const> blocks);
-  // The queue of `stream`, made when `make` and it has none (else nullptr).
-  absl::StatusOr<cl_command_queue> StreamQueue(uint64_t stream, bool make);
+  // The queue of `stream`, made on its first use.
+  absl::StatusOr<cl_command_queue> StreamQueue(uint64_t stream);
   // Makes `to`'s queue wait for what `from`'s enqueued so far (a marker and a barrier).
   absl::Status Wait(uint64_t from, uint64_t to);
   // Finishes and releases the queue of a stream that ended.
