@@ -140,7 +140,12 @@ TEST(DeviceBlockCache, ALimitRefusesLikeTheDriverAfterGivingTheCacheBack) {
       << "a refusal asks the driver for nothing";
   cache.Free(a, 2048);
   cache.Free(c, 1536);
-  EXPECT_TRUE(cache.Allocate(3000).ok()) << "what was freed makes room";
+  absl::StatusOr<void*> e = cache.Allocate(3000);
+  ASSERT_TRUE(e.ok()) << "what was freed makes room: " << e.status();
+  cache.Free(*e, 3000);
+  cache.ReleaseAll();
+  EXPECT_EQ(driver.held, 0u);
+  EXPECT_TRUE(driver.live.empty());
 }
 
 }  // namespace
