@@ -121,17 +121,57 @@ absl::Status CheckLeaves(Session& session, const ProgramSpec& spec) {
 
 struct Steps {
   ProgramOutcome outcome;
-  std::vector<ParameterType> types;            // of the bound values
-  std::vector<std::vector<TensorMeta>> metas;  // per call
+  std::vector<ParameterType> types;                   // of the bound values
+  std::vector<std::vector<TensorMeta>> metas;         // per call
+  std::shared_ptr<const BackwardPlan> backward_plan;  // a trial run's
 };
+
+// The backward from `roots`: a trial run (`made` given) plans it from the graph its forward
+// recorded; a run with `plan` runs that plan when its own graph has the plan's shape, and
+// otherwise walks its graph. One gradient per listed leaf, undefined where none arrived.
+absl::StatusOr<std::vector<Tensor>> ProgramBackward(
+    AutodiffContext& ctx, const std::vector<Tensor>& roots, const std::vector<uint64_t>& leaves,
+    const BackwardPlan* plan, std::shared_ptr<const BackwardPlan>* made,
+    const Dispatcher& dispatcher, const CallEnv& env, bool& planned) {
+  BackwardGraph graph;
+  if (made != nullptr) {
+    ASSIGN_OR_RETURN(BackwardPlan p, PlanBackward(ctx, roots, graph));
+    *made = std::make_shared<const BackwardPlan>(std::move(p));
+    plan = made->get();
+  } else if (plan != nullptr && !FindPlannedGraph(*plan, roots, graph)) {
+    plan = nullptr;
+  }
+  std::vector<std::pair<uint64_t, Tensor>> found;  // leaf tensor id, gradient
+  if (plan != nullptr) {
+    DispatchRunner runner(dispatcher, env);
+    ASSIGN_OR_RETURN(std::vector<Tensor> grads, RunBackwardPlan(*plan, graph, roots, {}, runner));
+    for (size_t l = 0; l < grads.size(); ++l) {
+      if (grads[l].defined()) found.emplace_back(plan->leaf_ids[l], std::move(grads[l]));
+    }
+  } else {
+    // The graph is kept while the updates run, so a failing update can roll the run back;
+    // the commit frees it.
+    ASSIGN_OR_RETURN(std::vector<LeafGradient> grads,
+                     dispatcher.Backward(ctx, roots, {}, /*retain_graph=*/true, env));
+    for (LeafGradient& g : grads) found.emplace_back(g.leaf->tensor_id, std::move(g.grad));
+  }
+  planned = plan != nullptr;
+  std::vector<Tensor> out(leaves.size());
+  for (size_t l = 0; l < leaves.size(); ++l) {
+    for (const auto& [id, grad] : found) {
+      if (id == leaves[l]) out[l] = grad.Detached();
+    }
+  }
+  return out;
+}
 
 // Forward, backward and updates in one transaction; committed only when `commit`.
 absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
                                const ProgramSpec& spec, const std::vector<ParameterType>* types,
                                const std::vector<OperandSpec>& inputs, bool commit,
                                const std::function<bool()>& cancelled, const ExecuteLimits& limits,
-                               const CallObserver& observe,
-                               std::vector<CallPlan>* plans = nullptr) {
+                               const CallObserver& observe, std::vector<CallPlan>* plans = nullptr,
+                               const BackwardPlan* backward_plan = nullptr) {
   ASSIGN_OR_RETURN(AutodiffContext * ctx, ProgramContext(session, spec));
   if (inputs.size() != spec.parameters.size()) {
     return Error(
@@ -174,6 +214,8 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   }
 
   const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
+  std::shared_ptr<const BackwardPlan> trial_plan;
+  bool planned = false;
   if (spec.backward) {
     std::vector<Tensor> roots;
     for (size_t r = 0; r < spec.roots.size(); ++r) {
@@ -188,15 +230,11 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       }
       roots.push_back(done[root.call][root.output]);
     }
-    // The graph is kept while the updates run, so a failing update can roll the run back;
-    // the commit frees it.
-    auto grads = dispatcher.Backward(*ctx, roots, {}, /*retain_graph=*/true, plain_env);
+    auto grads = ProgramBackward(*ctx, roots, spec.leaves, backward_plan,
+                                 commit ? nullptr : &trial_plan, dispatcher, plain_env, planned);
     if (!grads.ok()) return fail(grads.status(), "backward");
     for (size_t l = 0; l < spec.leaves.size(); ++l) {
-      Tensor grad;
-      for (const LeafGradient& g : *grads) {
-        if (g.leaf->tensor_id == spec.leaves[l]) grad = g.grad.Detached();
-      }
+      Tensor& grad = (*grads)[l];
       if (!grad.defined()) {
         return fail(Error(Reason::kBadOperand,
                           absl::StrCat("program: leaf ", l, " (tensor ", spec.leaves[l],
@@ -221,6 +259,8 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   }
 
   Steps steps;
+  steps.backward_plan = std::move(trial_plan);
+  steps.outcome.backward_planned = planned;
   int64_t fetch_bytes = 0;
   auto fetched = FetchOutputs(calls, done, dispatcher, limits, fetch_bytes);
   if (!fetched.ok()) return fail(fetched.status(), "fetch");
@@ -338,12 +378,16 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
     }
   }
   auto program = std::make_shared<Program>();
+  program->backward_plan = std::move(trial.backward_plan);
   if (fuse) {
     ProgramSpec fused = spec;
     const int n = FuseProgramCalls(fused, trial.metas, trial.types, session, dispatcher);
-    if (n > 0 && RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
-                          cancelled, limits, {})
-                     .ok()) {
+    absl::StatusOr<Steps> checked =
+        n > 0 ? RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
+                         cancelled, limits, {})
+              : absl::StatusOr<Steps>(absl::FailedPreconditionError("nothing fused"));
+    if (checked.ok()) {
+      program->backward_plan = std::move(checked->backward_plan);
       // Kept to run a failing run again, except in a program with collectives: there a rank
       // that ran them twice would pair its second run with its peers' next collectives.
       if (!HasCollective(spec)) program->unfused = std::make_unique<ProgramSpec>(std::move(spec));
@@ -406,9 +450,9 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
                                           const std::function<bool()>& cancelled,
                                           const ExecuteLimits& limits,
                                           const CallObserver& observe) {
-  absl::StatusOr<Steps> steps =
-      RunSteps(session, dispatcher, program.spec, &program.parameters, inputs,
-               /*commit=*/true, cancelled, limits, observe, &program.plans);
+  absl::StatusOr<Steps> steps = RunSteps(
+      session, dispatcher, program.spec, &program.parameters, inputs,
+      /*commit=*/true, cancelled, limits, observe, &program.plans, program.backward_plan.get());
   // A fused run that failed (rolled back) runs again as written, so that the failure names
   // the call, op and input the client wrote.
   if (!steps.ok() && program.unfused != nullptr && !absl::IsCancelled(steps.status()) &&

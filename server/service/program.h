@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/autodiff/backward_plan.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/service/execute.h"
 #include "server/service/session.h"
@@ -61,6 +62,9 @@ struct Program {
   // Per call (forward, then updates): what its last run decided (CallPlan), so that a run
   // validates no attributes and plans no kernel a run before it planned.
   std::vector<CallPlan> plans;
+  // The backward, planned from the trial run's graph (null without one). A run whose forward
+  // recorded a graph of the same shape runs it; another walks its own graph.
+  std::shared_ptr<const BackwardPlan> backward_plan;
   // The program as written, when fusion rewrote it: a fused run that fails runs again as
   // written, so that its failure is the one the calls themselves report.
   std::unique_ptr<ProgramSpec> unfused;
@@ -79,6 +83,7 @@ struct ProgramOutcome {
   std::vector<CallOutcome> calls;  // forward, then updates; only kept and fetched outputs
   std::vector<Tensor> gradients;   // one per leaf when the backward fetches them
   std::vector<std::string> gradient_bytes;
+  bool backward_planned = false;  // the backward ran from the program's plan
 };
 
 // Validates `spec` against `session` (whose lock the caller holds) and runs it once on the

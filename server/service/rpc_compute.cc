@@ -128,7 +128,7 @@ absl::Status ServiceCore::Backward(const v1::BackwardRequest& req, const Cancell
   std::vector<LeafGradient> grads;
   ASSIGN_OR_RETURN(grads, dispatcher_.Backward(*ctx, roots, seeds, req.retain_graph(),
                                                SessionEnv(*session, cancelled)));
-  metrics_.RecordBackward();
+  metrics_.RecordBackward("walk");
   std::sort(grads.begin(), grads.end(), [](const LeafGradient& a, const LeafGradient& b) {
     return a.leaf->tensor_id < b.leaf->tensor_id;
   });

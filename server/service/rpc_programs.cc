@@ -134,7 +134,9 @@ absl::Status ServiceCore::RunProgram(const v1::RunProgramRequest& req, const Can
   if (!outcome.ok()) {
     return WithMetadata(outcome.status(), {{"program_id", absl::StrCat(req.program_id())}});
   }
-  if (program->spec.backward) metrics_.RecordBackward();
+  if (program->spec.backward) {
+    metrics_.RecordBackward(outcome->backward_planned ? "plan" : "walk");
+  }
   FillOutcome(outcome->calls, resp->mutable_results());
   for (size_t l = 0; l < outcome->gradients.size(); ++l) {
     FillTensorData(outcome->gradients[l], std::move(outcome->gradient_bytes[l]),

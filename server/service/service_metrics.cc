@@ -124,8 +124,9 @@ ServiceMetrics::ServiceMetrics(const SessionManager& sessions, int64_t plugin_op
       op_seconds_(registry_.Histogram("tensord_op_duration_seconds",
                                       "Time one op call of a batch took, by op and device.",
                                       {"op", "device"}, OpBuckets())),
-      backward_passes_(
-          registry_.Counter("tensord_backward_passes_total", "Backward passes that succeeded.")),
+      backward_passes_(registry_.Counter("tensord_backward_passes_total",
+                                         "Backward passes that succeeded, by how they ran.",
+                                         {"path"})),
       sessions_created_(
           registry_.Counter("tensord_sessions_created_total", "Sessions created since start.")),
       sessions_expired_(registry_.Counter("tensord_sessions_expired_total",
@@ -235,7 +236,9 @@ void ServiceMetrics::RecordOps(const OpTimings& timings, const std::string& devi
   }
 }
 
-void ServiceMetrics::RecordBackward() { backward_passes_.Add({}); }
+void ServiceMetrics::RecordBackward(absl::string_view path) {
+  backward_passes_.Add({std::string(path)});
+}
 void ServiceMetrics::RecordSessionCreated() { sessions_created_.Add({}); }
 void ServiceMetrics::RecordSessionExpired(int64_t sessions) {
   sessions_expired_.Add({}, static_cast<double>(sessions));

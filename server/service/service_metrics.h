@@ -48,7 +48,9 @@ class ServiceMetrics {
                  absl::Duration duration, int64_t bytes_in, int64_t bytes_out);
   // The op calls of an Execute batch or a program run, on `device`.
   void RecordOps(const OpTimings& timings, const std::string& device);
-  void RecordBackward();
+  // A backward pass that succeeded: "walk" where it walked its graph (the Backward RPC, a
+  // program run whose graph was not the planned one), "plan" where a program ran its plan.
+  void RecordBackward(absl::string_view path);
   void RecordSessionCreated();
   void RecordSessionExpired(int64_t sessions);
 

@@ -226,8 +226,27 @@ TEST_F(ObservedServerTest, AutodiffContextsAndBackwardPassesAreCounted) {
   absl::StatusOr<tc::Tensor> loss = tc::Sum(*w);
   ASSERT_TRUE(loss.ok()) << loss.status();
   ASSERT_TRUE(ctx->Backward({*loss}).ok());
+  EXPECT_EQ(Sample(Scrape(), "tensord_backward_passes_total{path=\"walk\"}"), 1);
+
+  // A program's runs take the backward its compile planned (the compile's trial is not counted).
+  tc::ProgramBuilder b = s->NewProgram(ctx->id());
+  tc::Operand x = b.Parameter(tc::HostTensor(std::vector<double>{3, 4}, tc::Shape{2}), "x");
+  tc::CallRef step_loss = b.Add("sum", {b.Add("mul", {x, *w})});
+  b.Backward({step_loss.out(0)}, {*w});
+  absl::StatusOr<tc::Program> program = b.Compile();
+  ASSERT_TRUE(program.ok()) << program.status();
+  for (int run = 0; run < 2; ++run) {
+    ASSERT_TRUE(program->Run({tc::HostTensor(std::vector<double>{1, run}, tc::Shape{2})}).ok());
+  }
+  // x bound to a requires-grad leaf: the forward records another graph, which is walked.
+  absl::StatusOr<tc::Tensor> tracked =
+      s->Put(tc::HostTensor(std::vector<double>{5, 6}, tc::Shape{2}),
+             tc::PutOptions{.requires_grad = true, .context = ctx->id()});
+  ASSERT_TRUE(tracked.ok()) << tracked.status();
+  ASSERT_TRUE(program->Run({*tracked}).ok());
   const std::string text = Scrape();
-  EXPECT_EQ(Sample(text, "tensord_backward_passes_total"), 1);
+  EXPECT_EQ(Sample(text, "tensord_backward_passes_total{path=\"plan\"}"), 2);
+  EXPECT_EQ(Sample(text, "tensord_backward_passes_total{path=\"walk\"}"), 2);
   ASSERT_TRUE(ctx->Close().ok());
   EXPECT_EQ(Sample(Scrape(), "tensord_autodiff_contexts_open"), 0);
 }

@@ -1,0 +1,320 @@
+#include "server/autodiff/backward_plan.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "server/autodiff/engine.h"
+#include "server/core/status.h"
+#include "server/ops/op_names.h"
+
+namespace tensord {
+namespace {
+
+AttrMap ZerosAttrs(const TensorMeta& m) {
+  return {{"shape", m.shape}, {"dtype", std::string(DTypeName(m.dtype))}, {"device", m.device}};
+}
+
+// Gives the backward rule its saved values, recomputing what BALANCED did not keep.
+class Materializer {
+ public:
+  explicit Materializer(OpRunner& runner) : runner_(runner) {}
+
+  absl::StatusOr<Tensor> Get(const SavedValue& v) {
+    if (v.value.defined()) {
+      if (v.value.storage() && v.value.storage()->version() != v.version) {
+        return Error(Reason::kSavedTensorModified,
+                     "autodiff: a tensor saved for backward was modified in place (assign) "
+                     "after it was used; recompute the forward pass after the update",
+                     {{"saved_version", absl::StrCat(v.version)},
+                      {"current_version", absl::StrCat(v.value.storage()->version())}});
+      }
+      return v.value;
+    }
+    ASSIGN_OR_RETURN(const std::vector<Tensor>* outs, Outputs(*v.producer));
+    return (*outs)[v.output_index];
+  }
+
+  // Outputs of `node`, kept or recomputed by re-running its forward on its saved inputs.
+  absl::StatusOr<const std::vector<Tensor>*> Outputs(Node& node) {
+    if (node.freed) {
+      return Error(Reason::kGraphFreed,
+                   absl::StrCat("autodiff: the graph through '", node.op->name,
+                                "' was already freed by a backward pass; "
+                                "pass retain_graph to backward twice"),
+                   {{"op", node.op->name}});
+    }
+    auto it = memo_.find(&node);
+    if (it != memo_.end()) return &it->second;
+    std::vector<Tensor> outs;
+    if (!node.outputs.empty()) {
+      for (const SavedValue& v : node.outputs) {
+        ASSIGN_OR_RETURN(Tensor t, Get(v));
+        outs.push_back(std::move(t));
+      }
+    } else {
+      std::vector<Tensor> ins;
+      for (const SavedValue& v : node.inputs) {
+        ASSIGN_OR_RETURN(Tensor t, Get(v));
+        ins.push_back(std::move(t));
+      }
+      ASSIGN_OR_RETURN(outs, runner_.Run(node.op->name, std::move(ins), node.attrs.map()));
+    }
+    return &memo_.emplace(&node, std::move(outs)).first->second;
+  }
+
+ private:
+  OpRunner& runner_;
+  std::map<const Node*, std::vector<Tensor>> memo_;
+};
+
+absl::Status Accumulate(Tensor& slot, Tensor grad, OpRunner& runner) {
+  if (!slot.defined()) {
+    slot = std::move(grad);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(slot, runner.Run1(opname::add, {slot, std::move(grad)}));
+  return absl::OkStatus();
+}
+
+// The seed of root `r`: one for a single-element root without a seed, else the seed as the
+// root's dtype.
+absl::StatusOr<Tensor> Seed(const Tensor& root, const Tensor& given, size_t r, OpRunner& runner) {
+  if (!given.defined()) {
+    if (root.numel() != 1) {
+      return Error(
+          Reason::kBackwardRootNotScalar,
+          absl::StrCat("autodiff: backward root ", r, " has shape ", ShapeToString(root.shape()),
+                       "; give a seed gradient or reduce it to one element"),
+          {{"root_index", absl::StrCat(r)}, {"shape", ShapeToString(root.shape())}});
+    }
+    return runner.Run1(opname::ones, {}, ZerosAttrs(root.meta()));
+  }
+  if (given.shape() != root.shape()) {
+    return Error(Reason::kShapeMismatch,
+                 absl::StrCat("autodiff: seed ", r, " has shape ", ShapeToString(given.shape()),
+                              " but its root has shape ", ShapeToString(root.shape())),
+                 {{"root_index", absl::StrCat(r)}});
+  }
+  if (given.dtype() != root.dtype()) return ReduceGradTo(given, root.meta(), runner);
+  return given;
+}
+
+}  // namespace
+
+absl::StatusOr<BackwardPlan> PlanBackward(const AutodiffContext& ctx,
+                                          const std::vector<Tensor>& roots, BackwardGraph& graph) {
+  BackwardPlan plan;
+  plan.context_id = ctx.id();
+  graph = {};
+  for (size_t r = 0; r < roots.size(); ++r) {
+    const auto& meta = roots[r].autograd();
+    if (!meta || meta->context_id != ctx.id()) {
+      return Error(Reason::kBackwardRootNotTracked,
+                   absl::StrCat("autodiff: backward root ", r,
+                                " is not an autodiff tensor of context ", ctx.id()),
+                   {{"root_index", absl::StrCat(r)}, {"context_id", absl::StrCat(ctx.id())}});
+    }
+  }
+
+  // Every node reachable from the roots; recording order is a topological order.
+  std::vector<Node*> stack;
+  std::set<Node*> seen;
+  std::map<uint64_t, Node*, std::greater<>> order;  // seq → node, newest first
+  for (const Tensor& root : roots) {
+    if (root.autograd()->grad_fn) stack.push_back(root.autograd()->grad_fn.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    if (n->freed) {
+      return Error(Reason::kGraphFreed,
+                   absl::StrCat("autodiff: the graph through '", n->op->name,
+                                "' was already freed by an earlier backward; pass retain_graph "
+                                "to the first backward to run it twice"),
+                   {{"op", n->op->name}, {"context_id", absl::StrCat(ctx.id())}});
+    }
+    order[n->seq] = n;
+    for (const auto& m : n->input_meta) {
+      if (m && m->grad_fn) stack.push_back(m->grad_fn.get());
+    }
+  }
+  std::map<const Node*, int> position;
+  for (const auto& [seq, node] : order) {
+    position[node] = static_cast<int>(graph.nodes.size());
+    graph.nodes.push_back(node);
+  }
+
+  // Leaves in the order of their identity's address, the order RunBackward reports them in.
+  std::map<const AutogradMeta*, std::shared_ptr<AutogradMeta>> leaves;
+  auto note_leaf = [&leaves](const std::shared_ptr<AutogradMeta>& m) {
+    if (m && !m->grad_fn) leaves.emplace(m.get(), m);
+  };
+  for (const Tensor& root : roots) note_leaf(root.autograd());
+  for (const Node* node : graph.nodes) {
+    for (const auto& m : node->input_meta) note_leaf(m);
+  }
+  std::map<const AutogradMeta*, int> leaf_index;
+  for (const auto& [address, meta] : leaves) {
+    leaf_index[address] = static_cast<int>(graph.leaves.size());
+    graph.leaves.push_back(meta);
+    plan.leaf_ids.push_back(meta->tensor_id);
+  }
+
+  auto target = [&](const std::shared_ptr<AutogradMeta>& m) {
+    BackwardPlan::Target t;
+    if (m == nullptr) return t;
+    if (m->grad_fn) {
+      t.node = position.at(m->grad_fn.get());
+      t.output = m->output_index;
+    } else {
+      t.leaf = leaf_index.at(m.get());
+    }
+    return t;
+  };
+  for (const Tensor& root : roots) plan.roots.push_back(target(root.autograd()));
+  for (const Node* node : graph.nodes) {
+    BackwardPlan::Step& step = plan.steps.emplace_back();
+    step.op = node->op;
+    step.outputs = node->output_types.size();
+    for (size_t i = 0; i < node->input_meta.size(); ++i) {
+      step.targets.push_back(target(node->input_meta[i]));
+      const bool needs = node->input_meta[i] != nullptr && IsFloat(node->input_types[i].dtype);
+      step.needs.push_back(needs);
+      step.runs |= needs;
+    }
+  }
+  return plan;
+}
+
+bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots,
+                      BackwardGraph& graph) {
+  graph.nodes.assign(plan.steps.size(), nullptr);
+  graph.leaves.assign(plan.leaf_ids.size(), nullptr);
+  // Binds the target's node or leaf to what `m` names, or checks it names what is bound.
+  auto bind = [&](const BackwardPlan::Target& t, const std::shared_ptr<AutogradMeta>& m) {
+    if (t.node < 0 && t.leaf < 0) return m == nullptr;
+    if (m == nullptr || m->context_id != plan.context_id) return false;
+    if (t.node >= 0) {
+      if (m->grad_fn == nullptr || m->output_index != t.output) return false;
+      Node*& bound = graph.nodes[t.node];
+      if (bound == nullptr) bound = m->grad_fn.get();
+      return bound == m->grad_fn.get();
+    }
+    if (m->grad_fn != nullptr || m->tensor_id != plan.leaf_ids[t.leaf]) return false;
+    std::shared_ptr<AutogradMeta>& bound = graph.leaves[t.leaf];
+    if (bound == nullptr) bound = m;
+    return bound == m;
+  };
+  if (roots.size() != plan.roots.size()) return false;
+  for (size_t r = 0; r < roots.size(); ++r) {
+    if (!bind(plan.roots[r], roots[r].autograd())) return false;
+  }
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const BackwardPlan::Step& step = plan.steps[i];
+    const Node* node = graph.nodes[i];
+    // Strictly older than the node before it: distinct nodes, in recording order.
+    if (node == nullptr || node->freed || node->op != step.op ||
+        (i > 0 && node->seq >= graph.nodes[i - 1]->seq) ||
+        node->output_types.size() != step.outputs ||
+        node->input_meta.size() != step.targets.size()) {
+      return false;
+    }
+    for (size_t k = 0; k < step.targets.size(); ++k) {
+      if (!bind(step.targets[k], node->input_meta[k])) return false;
+      const bool needs = node->input_meta[k] != nullptr && IsFloat(node->input_types[k].dtype);
+      if (needs != step.needs[k]) return false;
+    }
+  }
+  // Distinct leaves (a batch's requires-grad outputs share tensor id 0).
+  std::vector<const AutogradMeta*> leaves;
+  for (const auto& m : graph.leaves) {
+    if (m == nullptr) return false;
+    leaves.push_back(m.get());
+  }
+  std::sort(leaves.begin(), leaves.end());
+  return std::adjacent_find(leaves.begin(), leaves.end()) == leaves.end();
+}
+
+absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
+                                                    const BackwardGraph& graph,
+                                                    const std::vector<Tensor>& roots,
+                                                    const std::vector<Tensor>& seeds,
+                                                    OpRunner& runner) {
+  std::vector<std::vector<Tensor>> pending(plan.steps.size());  // gradient per node output
+  std::vector<Tensor> leaf_grads(plan.leaf_ids.size());
+  auto add = [&](const BackwardPlan::Target& t, Tensor g) -> absl::Status {
+    if (t.node >= 0) {
+      std::vector<Tensor>& slots = pending[t.node];
+      slots.resize(plan.steps[t.node].outputs);
+      return Accumulate(slots[t.output], std::move(g), runner);
+    }
+    if (t.leaf >= 0) return Accumulate(leaf_grads[t.leaf], std::move(g), runner);
+    return absl::OkStatus();
+  };
+  for (size_t r = 0; r < roots.size(); ++r) {
+    ASSIGN_OR_RETURN(Tensor seed,
+                     Seed(roots[r], r < seeds.size() ? seeds[r] : Tensor(), r, runner));
+    RETURN_IF_ERROR(add(plan.roots[r], seed.Detached()));
+  }
+
+  Materializer saved(runner);
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const BackwardPlan::Step& step = plan.steps[i];
+    Node* node = graph.nodes[i];
+    std::vector<Tensor> gouts = std::move(pending[i]);
+    pending[i] = {};
+    if (!step.runs) continue;
+    gouts.resize(step.outputs);
+    for (size_t k = 0; k < gouts.size(); ++k) {
+      if (!gouts[k].defined()) {
+        ASSIGN_OR_RETURN(gouts[k],
+                         runner.Run1(opname::zeros, {}, ZerosAttrs(node->output_types[k])));
+      }
+    }
+    const std::vector<bool>& needs = step.needs;
+    std::vector<Tensor> grads(needs.size());
+    if (node->op->marking == Marking::kZeroGrad) {
+      for (size_t k = 0; k < needs.size(); ++k) {
+        if (!needs[k]) continue;
+        ASSIGN_OR_RETURN(grads[k],
+                         runner.Run1(opname::zeros, {}, ZerosAttrs(node->input_types[k])));
+      }
+    } else {
+      std::vector<Tensor> ins;
+      for (const SavedValue& v : node->inputs) {
+        ASSIGN_OR_RETURN(Tensor t, saved.Get(v));
+        ins.push_back(std::move(t));
+      }
+      ASSIGN_OR_RETURN(const std::vector<Tensor>* outs, saved.Outputs(*node));
+      Attrs attrs = node->attrs;
+      GradContext gc{ins, *outs, gouts, attrs, needs, runner};
+      auto result = node->op->backward(gc);
+      if (!result.ok()) {
+        return WithMetadata(result.status(), {{"backward_of", node->op->name}});
+      }
+      grads = std::move(*result);
+      // A rule answers for every input (an undefined Tensor where it has no gradient). Padding a
+      // short answer would silently give the wrong inputs no gradient.
+      if (grads.size() != needs.size()) {
+        return Error(Reason::kInternal,
+                     absl::StrCat("autodiff: the backward rule of '", node->op->name, "' returned ",
+                                  grads.size(), " gradients for ", needs.size(), " inputs"),
+                     {{"op", node->op->name},
+                      {"gradients", absl::StrCat(grads.size())},
+                      {"inputs", absl::StrCat(needs.size())}});
+      }
+    }
+    for (size_t k = 0; k < needs.size(); ++k) {
+      if (!needs[k] || !grads[k].defined()) continue;
+      ASSIGN_OR_RETURN(Tensor g, ReduceGradTo(grads[k], node->input_types[k], runner));
+      RETURN_IF_ERROR(add(step.targets[k], g.Detached()));
+    }
+  }
+  return leaf_grads;
+}
+
+}  // namespace tensord

@@ -1,0 +1,67 @@
+// A backward pass decided before it runs. Planning walks the graph from the roots once: which
+// nodes run, newest first, and where each input's gradient goes (an output of an older node,
+// or a leaf). Running a plan makes the gradient calls in that order. RunBackward plans and runs
+// at once; a compiled program plans from its trial run, and each run only checks that its
+// forward recorded a graph of the same shape before it runs the plan.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/autodiff/tape.h"
+
+namespace tensord {
+
+struct BackwardPlan {
+  // Where an input's gradient goes: output `output` of the plan's node `node`, or leaf `leaf`;
+  // neither for an input that is not an autodiff tensor.
+  struct Target {
+    int node = -1;
+    int output = 0;
+    int leaf = -1;
+  };
+  // Node i of the plan (its position in BackwardGraph::nodes).
+  struct Step {
+    const OpDef* op = nullptr;    // what the node recorded
+    size_t outputs = 0;           // its outputs
+    std::vector<Target> targets;  // per input
+    std::vector<bool> needs;      // per input: a float autodiff input gets a gradient
+    bool runs = false;            // some input needs a gradient
+  };
+  uint64_t context_id = 0;
+  std::vector<Target> roots;
+  std::vector<Step> steps;         // every node the roots reach, newest first
+  std::vector<uint64_t> leaf_ids;  // per leaf: its tensor id (0 for a batch intermediate)
+};
+
+// The nodes and leaves of one recorded graph, by their positions in a plan.
+struct BackwardGraph {
+  std::vector<Node*> nodes;
+  std::vector<std::shared_ptr<AutogradMeta>> leaves;
+};
+
+// Plans the backward from `roots` (autodiff tensors of `ctx`) and fills `graph` with the nodes
+// and leaves they reach; leaves are numbered in the order RunBackward reports them.
+// BACKWARD_ROOT_NOT_TRACKED for a root that is not an autodiff tensor of `ctx`; GRAPH_FREED
+// where a node was consumed by an earlier backward.
+absl::StatusOr<BackwardPlan> PlanBackward(const AutodiffContext& ctx,
+                                          const std::vector<Tensor>& roots, BackwardGraph& graph);
+
+// Finds, from `roots`, the graph of this run that `plan` was made for, checking every edge: the
+// same ops in the same order, the same leaves, the same inputs with and without autodiff
+// identity. False (and `graph` unusable) where anything differs.
+bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots,
+                      BackwardGraph& graph);
+
+// Runs `plan` over `graph` through `runner` (which must not record): one gradient per plan
+// leaf, undefined for a leaf that none reached. `seeds[i]` may be undefined for a
+// single-element root (seeded with one). Frees nothing.
+absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
+                                                    const BackwardGraph& graph,
+                                                    const std::vector<Tensor>& roots,
+                                                    const std::vector<Tensor>& seeds,
+                                                    OpRunner& runner);
+
+}  // namespace tensord

@@ -1,0 +1,187 @@
+// Backward plans: a plan made from one recording of a step runs on another recording of the
+// same step and gives the walk's gradients bit for bit; a recording of another shape is not
+// taken for the planned one.
+#include "server/autodiff/backward_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "server/autodiff/engine.h"
+#include "server/core/status.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord {
+namespace {
+using namespace testing;
+
+constexpr uint64_t kContext = 7;
+
+// The leaves of a small step, requires-grad leaves of the test's context.
+struct Leaves {
+  Tensor w, b, u;
+  Tensor w_again;  // defined: the second product uses it instead of w
+};
+
+class BackwardPlanTest : public ::testing::Test {
+ protected:
+  BackwardPlanTest() : ctx_(kContext, Checkpointing::kNone) {
+    env_.contexts = [this](uint64_t id) { return id == kContext ? &ctx_ : nullptr; };
+    plain_ = env_;
+    plain_.no_grad = true;
+  }
+
+  Tensor Leaf(Shape shape, uint32_t seed, uint64_t id) {
+    Tensor t = Random(DType::kF64, std::move(shape), seed);
+    t.set_autograd(MakeLeafMeta(kContext, id));
+    return t;
+  }
+  Leaves MakeLeaves() { return {Leaf({3, 3}, 1, 11), Leaf({3}, 2, 12), Leaf({3}, 3, 13)}; }
+
+  std::vector<Tensor> Call(const std::string& op, std::vector<Tensor> inputs, AttrMap attrs = {}) {
+    auto outs = TestDispatcher().Call(op, std::move(inputs), attrs, env_);
+    EXPECT_TRUE(outs.ok()) << op << ": " << outs.status();
+    return outs.ok() ? *outs : std::vector<Tensor>{};
+  }
+  Tensor Call1(const std::string& op, std::vector<Tensor> inputs, AttrMap attrs = {}) {
+    std::vector<Tensor> outs = Call(op, std::move(inputs), std::move(attrs));
+    return outs.empty() ? Tensor() : outs[0];
+  }
+
+  // Records one step on the context and returns its loss. Every kind of edge a plan holds:
+  // a broadcast input (b), a leaf used twice (w), a node whose two inputs are one tensor (the
+  // square), a composite (cross_entropy) with an integer input, and a node with an output
+  // no gradient reaches (the second chunk). `extra` puts a relu after the square.
+  Tensor RecordStep(const Leaves& p, uint32_t seed, bool extra = false) {
+    Tensor x = Random(DType::kF64, {4, 3}, seed);
+    Tensor target = Values(DType::kI64, {4}, {static_cast<double>(seed % 3), 1, 2, 0});
+    Tensor r = Call1("tanh", {Call1("add", {Call1("matmul", {x, p.w}), p.b})});
+    Tensor s = Call1("mul", {r, r});
+    if (extra) s = Call1("relu", {s});
+    Tensor c = Call1("add", {Call1("matmul", {s, p.w_again.defined() ? p.w_again : p.w}), p.u});
+    Tensor loss = Call1("cross_entropy", {c, target});
+    std::vector<Tensor> halves = Call("chunk", {c}, {{"chunks", int64_t{2}}, {"dim", int64_t{0}}});
+    return Call1("add", {loss, Call1("sum", {halves.at(0)})});
+  }
+
+  // The walk's gradients, by leaf tensor id, keeping the graph.
+  std::map<uint64_t, Tensor> Walk(const Tensor& root) {
+    DispatchRunner runner(TestDispatcher(), plain_);
+    auto grads = RunBackward(ctx_, {root}, {}, /*retain_graph=*/true, runner);
+    EXPECT_TRUE(grads.ok()) << grads.status();
+    std::map<uint64_t, Tensor> out;
+    if (grads.ok()) {
+      for (const LeafGradient& g : *grads) out[g.leaf->tensor_id] = g.grad;
+    }
+    return out;
+  }
+
+  AutodiffContext ctx_;
+  CallEnv env_, plain_;
+};
+
+TEST_F(BackwardPlanTest, APlanRunsOnAnotherRecordingOfTheStepAndGivesTheWalksBits) {
+  Leaves p = MakeLeaves();
+  BackwardGraph first;
+  auto planned = PlanBackward(ctx_, {RecordStep(p, 1)}, first);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const BackwardPlan& plan = *planned;
+  EXPECT_EQ(plan.leaf_ids.size(), 3u);
+  EXPECT_GE(plan.steps.size(), 8u);
+
+  for (uint32_t seed : {2u, 5u}) {  // new inputs, and the leaves changed in between
+    if (seed == 5) p.w = Leaf({3, 3}, 9, 11);
+    const Tensor root = RecordStep(p, seed);
+    BackwardGraph graph;
+    ASSERT_TRUE(FindPlannedGraph(plan, {root}, graph)) << "the same step, recorded again";
+    for (const Node* node : graph.nodes) {
+      EXPECT_TRUE(std::find(first.nodes.begin(), first.nodes.end(), node) == first.nodes.end())
+          << "a node of the first recording";
+    }
+    DispatchRunner runner(TestDispatcher(), plain_);
+    auto run = RunBackwardPlan(plan, graph, {root}, {}, runner);
+    ASSERT_TRUE(run.ok()) << run.status();
+    const std::vector<Tensor>& grads = *run;
+    std::map<uint64_t, Tensor> walked = Walk(root);
+    ASSERT_EQ(walked.size(), 3u);
+    for (size_t l = 0; l < grads.size(); ++l) {
+      ASSERT_TRUE(grads[l].defined()) << l;
+      const Tensor& expected = walked[plan.leaf_ids[l]];
+      ASSERT_TRUE(expected.defined()) << plan.leaf_ids[l];
+      EXPECT_TRUE(AllClose(grads[l], expected, 0, 0)) << "leaf " << plan.leaf_ids[l];
+    }
+  }
+}
+
+// The plan's own arithmetic: w's gradient is the sum of what its two uses send it.
+TEST_F(BackwardPlanTest, ALeafUsedTwiceGetsTheSumOfBothUses) {
+  Leaves once = MakeLeaves();
+  once.w_again = Leaf({3, 3}, 1, 14);  // the same values as w, another leaf
+  BackwardGraph graph;
+  const Tensor root = RecordStep(once, 4);
+  auto planned = PlanBackward(ctx_, {root}, graph);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  DispatchRunner runner(TestDispatcher(), plain_);
+  auto split = RunBackwardPlan(*planned, graph, {root}, {}, runner);
+  ASSERT_TRUE(split.ok()) << split.status();
+  std::map<uint64_t, Tensor> by_id;
+  for (size_t l = 0; l < split->size(); ++l) by_id[planned->leaf_ids[l]] = (*split)[l];
+
+  Leaves twice = MakeLeaves();
+  const Tensor joined_root = RecordStep(twice, 4);
+  auto joined_plan = PlanBackward(ctx_, {joined_root}, graph);
+  ASSERT_TRUE(joined_plan.ok()) << joined_plan.status();
+  auto joined = RunBackwardPlan(*joined_plan, graph, {joined_root}, {}, runner);
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  for (size_t l = 0; l < joined->size(); ++l) {
+    const uint64_t id = joined_plan->leaf_ids[l];
+    const Tensor expected = id == 11 ? Run1("add", {by_id[11], by_id[14]}) : by_id[id];
+    EXPECT_TRUE(AllClose((*joined)[l], expected, 1e-12, 1e-12)) << "leaf " << id;
+  }
+}
+
+TEST_F(BackwardPlanTest, ARecordingOfAnotherShapeIsNotThePlannedOne) {
+  Leaves p = MakeLeaves();
+  BackwardGraph graph;
+  auto planned = PlanBackward(ctx_, {RecordStep(p, 1)}, graph);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const BackwardPlan& plan = *planned;
+
+  EXPECT_FALSE(FindPlannedGraph(plan, {RecordStep(p, 2, /*extra=*/true)}, graph))
+      << "another op on the path";
+  Leaves plain_u = p;
+  plain_u.u = Random(DType::kF64, {3}, 3);
+  EXPECT_FALSE(FindPlannedGraph(plan, {RecordStep(plain_u, 2)}, graph))
+      << "an input without autodiff identity";
+  Leaves other_leaf = p;
+  other_leaf.b = Leaf({3}, 2, 99);
+  EXPECT_FALSE(FindPlannedGraph(plan, {RecordStep(other_leaf, 2)}, graph)) << "another leaf";
+  const Tensor root = RecordStep(p, 2);
+  EXPECT_FALSE(FindPlannedGraph(plan, {root, root}, graph)) << "another number of roots";
+  EXPECT_TRUE(FindPlannedGraph(plan, {root}, graph));
+}
+
+TEST_F(BackwardPlanTest, APlannedBackwardFreesNothingAndTheWalkStillFrees) {
+  Leaves p = MakeLeaves();
+  const Tensor root = RecordStep(p, 1);
+  BackwardGraph graph;
+  auto planned = PlanBackward(ctx_, {root}, graph);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  const BackwardPlan& plan = *planned;
+  DispatchRunner runner(TestDispatcher(), plain_);
+  for (int run = 0; run < 2; ++run) {
+    auto grads = RunBackwardPlan(plan, graph, {root}, {}, runner);
+    ASSERT_TRUE(grads.ok()) << grads.status();
+  }
+  const size_t live = ctx_.live_nodes();
+  auto walked = RunBackward(ctx_, {root}, {}, /*retain_graph=*/false, runner);
+  ASSERT_TRUE(walked.ok()) << walked.status();
+  EXPECT_LT(ctx_.live_nodes(), live);
+  EXPECT_FALSE(FindPlannedGraph(plan, {root}, graph)) << "a freed graph";
+  auto again = RunBackward(ctx_, {root}, {}, false, runner);
+  EXPECT_EQ(GetReason(again.status()), Reason::kGraphFreed) << again.status();
+}
+
+}  // namespace
+}  // namespace tensord
