@@ -112,6 +112,7 @@ absl::StatusOr<Program> ProgramBuilder::Compile() {
   named.insert(named.end(), leaves_.begin(), leaves_.end());
   program.keep_alive_ = std::make_shared<const std::vector<Tensor>>(std::move(named));
   program.fused_calls_ = static_cast<int>(response.fused_calls());
+  program.peak_bytes_ = static_cast<int64_t>(response.peak_bytes());
   for (const ::tensord::v1::ProgramCallInfo& call : response.calls()) {
     program.fused_ops_.push_back(call.fused_op());
     std::vector<TensorInfo>& outs = program.compiled_.emplace_back();

@@ -60,6 +60,9 @@ class Program {
   // server started with --fusion=off).
   const std::string& fused_op(CallRef call) const { return fused_ops_.at(call.index()); }
   int fused_calls() const { return fused_calls_; }
+  // The most bytes the server's trial run of the program held above what the session held
+  // before it (sampled after each call and after the backward): what a run needs of the quota.
+  int64_t peak_bytes() const { return peak_bytes_; }
   // One operand per parameter (a tensor, a literal or a number of its example's kind).
   absl::StatusOr<ProgramResult> Run(const std::vector<Operand>& inputs) const;
   absl::Status Release() const;
@@ -71,6 +74,7 @@ class Program {
   std::vector<std::vector<TensorInfo>> compiled_;
   std::vector<std::string> fused_ops_;
   int fused_calls_ = 0;
+  int64_t peak_bytes_ = 0;
   std::shared_ptr<const std::vector<Tensor>> keep_alive_;  // the tensors it names
 };
 

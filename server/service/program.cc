@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 #include "server/service/program_fusion.h"
+#include "server/service/program_memory_plan.h"
 #include "server/service/transaction.h"
 
 namespace tensord {
@@ -124,6 +125,7 @@ struct Steps {
   std::vector<ParameterType> types;                   // of the bound values
   std::vector<std::vector<TensorMeta>> metas;         // per call
   std::shared_ptr<const BackwardPlan> backward_plan;  // a trial run's
+  int64_t peak_bytes = 0;
 };
 
 // The backward from `roots`: a trial run (`made` given) plans it from the graph its forward
@@ -201,16 +203,31 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   for (const CallSpec& c : spec.updates) calls.push_back(&c);
   std::vector<std::vector<Tensor>> done;
   done.reserve(calls.size());
+  std::vector<std::vector<TensorMeta>> metas;  // per call, what compiling learns
+  PeakBytes peak(session.account().get());
+  // After call k: what compiling learns of it, the peak, and the outputs read no more.
+  auto ran = [&](size_t k) {
+    if (!commit) {
+      std::vector<TensorMeta>& m = metas.emplace_back();
+      for (const Tensor& t : done[k]) m.push_back(t.meta());
+    }
+    peak.Sample();
+    if (k < spec.releases.size()) {
+      for (uint32_t j : spec.releases[k]) done[j].clear();
+    }
+  };
   const CallEnv forward_env = BatchEnv(session, spec.no_grad, cancelled);
   for (size_t k = 0; k < n_forward; ++k) {
     if (calls[k]->folded_into >= 0) {  // computed by a later call's fused op
       done.emplace_back();
+      ran(k);
       continue;
     }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, forward_env, session, dispatcher,
                              txn, limits, observe, &bound, plans ? &(*plans)[k] : nullptr);
     if (!outs.ok()) return fail(outs.status(), "forward");
     done.push_back(*std::move(outs));
+    ran(k);
   }
 
   const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
@@ -245,22 +262,27 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       bound.gradients.emplace_back(spec.leaves[l], std::move(grad));
     }
     bound.gradients_ready = true;
+    peak.Sample();
   }
 
   for (size_t k = n_forward; k < calls.size(); ++k) {
     if (calls[k]->folded_into >= 0) {
       done.emplace_back();
+      ran(k);
       continue;
     }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, plain_env, session, dispatcher,
                              txn, limits, observe, &bound, plans ? &(*plans)[k] : nullptr);
     if (!outs.ok()) return fail(outs.status(), "update");
     done.push_back(*std::move(outs));
+    ran(k);
   }
 
   Steps steps;
   steps.backward_plan = std::move(trial_plan);
   steps.outcome.backward_planned = planned;
+  steps.peak_bytes = peak.peak();
+  steps.metas = std::move(metas);
   int64_t fetch_bytes = 0;
   auto fetched = FetchOutputs(calls, done, dispatcher, limits, fetch_bytes);
   if (!fetched.ok()) return fail(fetched.status(), "fetch");
@@ -291,10 +313,6 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       type.dtype = bound.parameters[p].dtype();
       type.shape = bound.parameters[p].shape();
     }
-  }
-  for (size_t k = 0; k < done.size() && !commit; ++k) {
-    std::vector<TensorMeta>& metas = steps.metas.emplace_back();
-    for (const Tensor& t : done[k]) metas.push_back(t.meta());
   }
   if (!commit) {
     txn.Rollback();
@@ -368,6 +386,7 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
   }
   std::vector<OperandSpec> examples;
   for (const ParameterSpec& p : spec.parameters) examples.push_back(p.example);
+  spec.releases = PlanReleases(spec);
   ASSIGN_OR_RETURN(Steps trial, RunSteps(session, dispatcher, spec, nullptr, examples,
                                          /*commit=*/false, cancelled, limits, {}));
   // The trial run found every op; runs use what it found.
@@ -379,15 +398,18 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
   }
   auto program = std::make_shared<Program>();
   program->backward_plan = std::move(trial.backward_plan);
+  program->peak_bytes = trial.peak_bytes;
   if (fuse) {
     ProgramSpec fused = spec;
     const int n = FuseProgramCalls(fused, trial.metas, trial.types, session, dispatcher);
+    fused.releases = PlanReleases(fused);
     absl::StatusOr<Steps> checked =
         n > 0 ? RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
                          cancelled, limits, {})
               : absl::StatusOr<Steps>(absl::FailedPreconditionError("nothing fused"));
     if (checked.ok()) {
       program->backward_plan = std::move(checked->backward_plan);
+      program->peak_bytes = checked->peak_bytes;
       // Kept to run a failing run again, except in a program with collectives: there a rank
       // that ran them twice would pair its second run with its peers' next collectives.
       if (!HasCollective(spec)) program->unfused = std::make_unique<ProgramSpec>(std::move(spec));

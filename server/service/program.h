@@ -40,6 +40,8 @@ struct ProgramSpec {
   std::vector<OperandSpec::CallOutput> roots;  // forward outputs
   std::vector<uint64_t> leaves;                // requires-grad leaf handles of the context
   bool fetch_gradients = false;
+  // Compiled (program_memory_plan.h): per call, the calls whose outputs a run drops after it.
+  std::vector<std::vector<uint32_t>> releases;
   // Owns the bytes the literals of the calls point into, for as long as the program lives.
   std::shared_ptr<const void> owner;
 };
@@ -59,6 +61,9 @@ struct Program {
   std::vector<std::vector<TensorMeta>> outputs;
   uint64_t runs = 0;    // runs that committed
   int fused_calls = 0;  // calls that run fused ops (each with the calls folded into it)
+  // The most bytes the trial run held above what the session held before it, sampled after
+  // each call and after the backward (program_memory_plan.h).
+  int64_t peak_bytes = 0;
   // Per call (forward, then updates): what its last run decided (CallPlan), so that a run
   // validates no attributes and plans no kernel a run before it planned.
   std::vector<CallPlan> plans;

@@ -91,6 +91,7 @@ absl::Status ServiceCore::CompileProgram(const v1::CompileProgramRequest& req,
     return k < n_forward ? compiled.spec.calls[k] : compiled.spec.updates[k - n_forward];
   };
   resp->set_fused_calls(compiled.fused_calls);
+  resp->set_peak_bytes(static_cast<uint64_t>(compiled.peak_bytes));
   for (size_t k = 0; k < compiled.outputs.size(); ++k) {
     v1::ProgramCallInfo* info = resp->add_calls();
     const CallSpec& call = call_at(k);

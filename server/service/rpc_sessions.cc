@@ -121,6 +121,7 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
     info->set_context_id(program->spec.context_id);
     info->set_backward(program->spec.backward);
     info->set_runs(program->runs);
+    info->set_peak_bytes(static_cast<uint64_t>(program->peak_bytes));
   }
   for (const auto& [name, region] : session->shared_memory()) {
     FillSharedMemoryInfo(region->spec(), resp->add_shared_memory());

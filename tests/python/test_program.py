@@ -223,3 +223,14 @@ def test_calls_whose_inputs_change_shape_between_runs_are_planned_again(sess):
         kept = x[x > 0]
         np.testing.assert_array_equal(tripled, kept * 3)
         assert float(total) == pytest.approx(float(np.sum(kept * 2 + 1)))
+
+
+def test_a_program_reports_the_peak_its_run_holds(sess):
+    n = 1 << 16  # f32: 256 KiB per tensor
+    x = np.ones(n, np.float32)
+    step = sess.compile(lambda v: (((v * 2 + 1) * 3 + 1) * 5 + 1) * 0.5, x)
+    np.testing.assert_array_equal(step(x), np.full(n, 25.5, np.float32))
+    # What a run holds at its peak (one output of 256 KiB at least), listed with the program.
+    assert n * 4 <= step.peak_bytes <= 3 * n * 4
+    [info] = sess.info().programs
+    assert info.peak_bytes == step.peak_bytes

@@ -169,6 +169,36 @@ TEST_F(ProgramTest, APointwiseTreeRunsAsOneFusedElementwiseCall) {
   EXPECT_TRUE(r.outputs(added).empty()) << "a folded call has no output";
 }
 
+// A run drops each intermediate after its last reader: a chain of eight 1 MiB calls holds
+// about two of them at a time, and the program reports that peak. (Scans: a chain of pointwise
+// calls would fuse into one call.)
+TEST_F(ProgramTest, AChainDropsItsIntermediatesAndReportsItsPeak) {
+  REQUIRE_OPS("cumsum", "mul");
+  constexpr int64_t kN = 1 << 18;  // f32: 1 MiB per tensor
+  constexpr int64_t kBytes = kN * 4;
+  std::vector<float> e0(kN, 0.0f);
+  e0[0] = 1;
+  const tc::HostTensor xv(e0, {kN});
+  int64_t peaks[2] = {0, 0};
+  for (int length : {2, 8}) {
+    tc::ProgramBuilder b = session().NewProgram(0, /*no_grad=*/true);
+    tc::CallRef last = b.Add("cumsum", {b.Parameter(xv, "x")}, {{"dim", int64_t{0}}});
+    for (int k = 1; k < length; ++k) {
+      // e0, ones, zeros, zeros, ...: every call makes a new 1 MiB tensor.
+      last = k % 2 ? b.Add("mul", {last.out(0), 0.0})
+                   : b.Add("cumsum", {last.out(0)}, {{"dim", int64_t{0}}});
+    }
+    tc::CallRef out = b.Add("mul", {last.out(0), 0.5}, {}, {/*fetch=*/true});
+    ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
+    peaks[length == 8] = p.peak_bytes();
+    ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, p.Run({xv}));
+    EXPECT_EQ(r.value(out).ToDoubles()[kN - 1], 0.0) << length;
+  }
+  EXPECT_GE(peaks[0], kBytes) << "at least one intermediate is held";
+  EXPECT_LE(peaks[1], 3 * kBytes) << "eight calls, but never more than two live intermediates";
+  EXPECT_LE(peaks[1], peaks[0] + 4096) << "the peak does not grow with the chain";
+}
+
 TEST_F(ProgramTest, UnmarkedUseOnTheDifferentiatedPathFailsAtCompileNamingTheCall) {
   REQUIRE_OPS("relu", "assign", "sum");
   ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());

@@ -219,6 +219,9 @@ class Program:
         # fused_elementwise; none on a server started with --fusion=off).
         self.fused_ops = [c.fused_op for c in resp.calls]
         self.fused_calls = resp.fused_calls
+        # The most bytes the server's trial run held above what the session held before it,
+        # sampled after each call and after the backward: what a run needs of the quota.
+        self.peak_bytes = resp.peak_bytes
         self.released = False
 
     def __call__(self, *inputs):

@@ -1,0 +1,37 @@
+#include "server/service/program_memory_plan.h"
+
+#include <algorithm>
+#include <variant>
+
+#include "server/service/program.h"
+
+namespace tensord {
+
+std::vector<std::vector<uint32_t>> PlanReleases(const ProgramSpec& spec) {
+  const size_t n_forward = spec.calls.size();
+  const size_t n = n_forward + spec.updates.size();
+  auto call = [&](size_t k) -> const CallSpec& {
+    return k < n_forward ? spec.calls[k] : spec.updates[k - n_forward];
+  };
+  std::vector<size_t> last(n);  // the last call that reads each call's outputs
+  std::vector<bool> held(n, false);
+  for (size_t k = 0; k < n; ++k) {
+    const CallSpec& c = call(k);
+    last[k] = std::max(last[k], k);
+    held[k] = held[k] || c.keep || c.fetch || c.folded_into >= 0;
+    for (const OperandSpec& operand : c.inputs) {
+      const auto* out = std::get_if<OperandSpec::CallOutput>(&operand.source);
+      if (out != nullptr && out->call < n) last[out->call] = std::max(last[out->call], k);
+    }
+  }
+  for (const OperandSpec::CallOutput& root : spec.roots) {
+    if (root.call < n) held[root.call] = true;
+  }
+  std::vector<std::vector<uint32_t>> releases(n);
+  for (size_t j = 0; j < n; ++j) {
+    if (!held[j]) releases[last[j]].push_back(static_cast<uint32_t>(j));
+  }
+  return releases;
+}
+
+}  // namespace tensord
