@@ -6,8 +6,8 @@
 // that back by itself: it keeps the tops of its per-thread arenas and raises its mmap threshold
 // past tensor sizes. So tensors of at least kPooledBytes are mmap'd pages in size classes,
 // cached here; smaller ones come from malloc, with its thresholds fixed (ConfigureMalloc) so
-// the arenas stay small. The pool starts below malloc's mmap threshold: a block between the two
-// would come from an arena top that malloc trims when it is freed, fresh pages on every call.
+// the arenas stay bounded. The pool starts below malloc's mmap threshold: a block between the
+// two would come from an arena top that malloc trims when it is freed, fresh pages on every call.
 #pragma once
 
 #include <cstddef>
@@ -18,8 +18,13 @@ namespace tensord::host_memory {
 
 // Smallest block that is pooled; smaller ones are malloc'd.
 inline constexpr size_t kPooledBytes = size_t{64} << 10;
-// malloc's mmap and trim thresholds (ConfigureMalloc).
-inline constexpr size_t kMallocThresholdBytes = size_t{256} << 10;
+// malloc's mmap and trim thresholds (ConfigureMalloc). gRPC's message buffers (1 MiB chunks
+// and their framing) stay below the first, so they come from the arenas; the second keeps a few
+// of them at an arena's top between messages. With both at 256 KiB every buffer was fresh pages
+// and a 256 MiB put+get from C++ ran at 136-169 MiB/s (a page fault per 4 KiB moved); at 4 and
+// 16 MiB it runs at 1.4-1.6 GiB/s (bench/service_bench, docs/performance.md).
+inline constexpr size_t kMallocMmapThresholdBytes = size_t{4} << 20;
+inline constexpr size_t kMallocTrimThresholdBytes = size_t{16} << 20;
 
 // A 64-byte aligned block of at least `bytes` bytes, or nullptr when the system has no memory
 // (after cached blocks were released and the allocation retried).
@@ -41,9 +46,10 @@ struct Stats {
 };
 Stats GetStats();
 
-// Fixes malloc's mmap and trim thresholds at kMallocThresholdBytes, so allocations too large for
-// the arenas (gRPC message buffers) are unmapped when freed and arena tops are trimmed, and
-// caps malloc at four arenas. Called once at server start, before its threads start.
+// Fixes malloc's mmap and trim thresholds (above), so allocations too large for the arenas are
+// unmapped when freed and arena tops are trimmed past 16 MiB (the session reaper trims the main
+// arena's once sessions free memory), and caps malloc at two arenas. Called once at server
+// start, before its threads start.
 void ConfigureMalloc();
 
 // False in sanitizer builds, which malloc every block so that they see its use.
