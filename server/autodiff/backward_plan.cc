@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "server/autodiff/engine.h"
 #include "server/core/status.h"
@@ -65,6 +66,9 @@ class Materializer {
     return &memo_.emplace(&node, std::move(outs)).first->second;
   }
 
+  // Drops what Outputs(node) made or gathered: no later step reads it.
+  void Forget(const Node* node) { memo_.erase(node); }
+
  private:
   OpRunner& runner_;
   std::map<const Node*, std::vector<Tensor>> memo_;
@@ -100,6 +104,36 @@ absl::StatusOr<Tensor> Seed(const Tensor& root, const Tensor& given, size_t r, O
   }
   if (given.dtype() != root.dtype()) return ReduceGradTo(given, root.meta(), runner);
   return given;
+}
+
+// Per step: the nodes whose outputs no later step reads, so that what BALANCED recomputed is
+// dropped there instead of being held to the end of the pass. A node's outputs are read by its
+// own step and by the steps whose saved inputs it recomputes; recomputing a node reads its
+// producers' outputs, so those live at least as long as it does.
+std::vector<std::vector<int>> ForgetAfter(const BackwardGraph& graph) {
+  const int n = static_cast<int>(graph.nodes.size());
+  std::map<const Node*, int> position;
+  for (int i = 0; i < n; ++i) position[graph.nodes[i]] = i;
+  auto producer_of = [&](const SavedValue& v) {
+    if (v.value.defined() || v.producer == nullptr) return -1;
+    auto it = position.find(v.producer.get());
+    return it == position.end() ? -1 : it->second;
+  };
+  std::vector<int> last(n);
+  for (int i = 0; i < n; ++i) {
+    last[i] = std::max(last[i], i);
+    for (const SavedValue& v : graph.nodes[i]->inputs) {
+      if (const int p = producer_of(v); p >= 0) last[p] = std::max(last[p], i);
+    }
+  }
+  for (int i = 0; i < n; ++i) {  // newest first: a node before the producers it recomputes from
+    for (const SavedValue& v : graph.nodes[i]->inputs) {
+      if (const int p = producer_of(v); p >= 0) last[p] = std::max(last[p], last[i]);
+    }
+  }
+  std::vector<std::vector<int>> forget(n);
+  for (int p = 0; p < n; ++p) forget[last[p]].push_back(p);
+  return forget;
 }
 
 }  // namespace
@@ -262,11 +296,15 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
   }
 
   Materializer saved(runner);
+  const std::vector<std::vector<int>> forget = ForgetAfter(graph);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const BackwardPlan::Step& step = plan.steps[i];
     Node* node = graph.nodes[i];
     std::vector<Tensor> gouts = std::move(pending[i]);
     pending[i] = {};
+    absl::Cleanup forget_read = [&] {
+      for (int p : forget[i]) saved.Forget(graph.nodes[p]);
+    };
     if (!step.runs) continue;
     gouts.resize(step.outputs);
     for (size_t k = 0; k < gouts.size(); ++k) {

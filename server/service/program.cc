@@ -128,13 +128,29 @@ struct Steps {
   int64_t peak_bytes = 0;
 };
 
+// Samples the run's peak after every op a backward rule runs.
+class SampledRunner : public OpRunner {
+ public:
+  SampledRunner(OpRunner& inner, PeakBytes& peak) : inner_(inner), peak_(peak) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op, std::vector<Tensor> inputs,
+                                          AttrMap attrs) override {
+    auto outs = inner_.Run(op, std::move(inputs), std::move(attrs));
+    peak_.Sample();
+    return outs;
+  }
+
+ private:
+  OpRunner& inner_;
+  PeakBytes& peak_;
+};
+
 // The backward from `roots`: a trial run (`made` given) plans it from the graph its forward
 // recorded; a run with `plan` runs that plan when its own graph has the plan's shape, and
 // otherwise walks its graph. One gradient per listed leaf, undefined where none arrived.
 absl::StatusOr<std::vector<Tensor>> ProgramBackward(
     AutodiffContext& ctx, const std::vector<Tensor>& roots, const std::vector<uint64_t>& leaves,
     const BackwardPlan* plan, std::shared_ptr<const BackwardPlan>* made,
-    const Dispatcher& dispatcher, const CallEnv& env, bool& planned) {
+    const Dispatcher& dispatcher, const CallEnv& env, PeakBytes& peak, bool& planned) {
   BackwardGraph graph;
   if (made != nullptr) {
     ASSIGN_OR_RETURN(BackwardPlan p, PlanBackward(ctx, roots, graph));
@@ -145,7 +161,8 @@ absl::StatusOr<std::vector<Tensor>> ProgramBackward(
   }
   std::vector<std::pair<uint64_t, Tensor>> found;  // leaf tensor id, gradient
   if (plan != nullptr) {
-    DispatchRunner runner(dispatcher, env);
+    DispatchRunner dispatch(dispatcher, env);
+    SampledRunner runner(dispatch, peak);
     ASSIGN_OR_RETURN(std::vector<Tensor> grads, RunBackwardPlan(*plan, graph, roots, {}, runner));
     for (size_t l = 0; l < grads.size(); ++l) {
       if (grads[l].defined()) found.emplace_back(plan->leaf_ids[l], std::move(grads[l]));
@@ -247,8 +264,9 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       }
       roots.push_back(done[root.call][root.output]);
     }
-    auto grads = ProgramBackward(*ctx, roots, spec.leaves, backward_plan,
-                                 commit ? nullptr : &trial_plan, dispatcher, plain_env, planned);
+    auto grads =
+        ProgramBackward(*ctx, roots, spec.leaves, backward_plan, commit ? nullptr : &trial_plan,
+                        dispatcher, plain_env, peak, planned);
     if (!grads.ok()) return fail(grads.status(), "backward");
     for (size_t l = 0; l < spec.leaves.size(); ++l) {
       Tensor& grad = (*grads)[l];

@@ -62,7 +62,7 @@ struct Program {
   uint64_t runs = 0;    // runs that committed
   int fused_calls = 0;  // calls that run fused ops (each with the calls folded into it)
   // The most bytes the trial run held above what the session held before it, sampled after
-  // each call and after the backward (program_memory_plan.h).
+  // each call and after each op of the backward (program_memory_plan.h).
   int64_t peak_bytes = 0;
   // Per call (forward, then updates): what its last run decided (CallPlan), so that a run
   // validates no attributes and plans no kernel a run before it planned.

@@ -19,7 +19,7 @@ struct ProgramSpec;
 std::vector<std::vector<uint32_t>> PlanReleases(const ProgramSpec& spec);
 
 // The most bytes an account held above what it held when this was made, over the samples
-// taken (a run samples after each call and after its backward).
+// taken (a run samples after each call and after each op of its backward).
 class PeakBytes {
  public:
   explicit PeakBytes(const MemoryAccount* account)

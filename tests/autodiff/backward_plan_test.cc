@@ -141,6 +141,66 @@ TEST_F(BackwardPlanTest, ALeafUsedTwiceGetsTheSumOfBothUses) {
   }
 }
 
+// What an account held, sampled after every op the backward runs.
+class PeakRunner : public OpRunner {
+ public:
+  PeakRunner(OpRunner& inner, const MemoryAccount& account) : inner_(inner), account_(account) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op, std::vector<Tensor> inputs,
+                                          AttrMap attrs) override {
+    auto outs = inner_.Run(op, std::move(inputs), std::move(attrs));
+    last = account_.used();
+    peak = std::max(peak, last);
+    return outs;
+  }
+  int64_t peak = 0;
+  int64_t last = 0;  // after the last op
+
+ private:
+  OpRunner& inner_;
+  const MemoryAccount& account_;
+};
+
+// BALANCED recomputes memory-bound values in the backward; each is dropped after the last step
+// that reads it. (The root's step recomputes every branch at once, since each rule is handed its
+// node's outputs: the pass starts at its peak and its bytes go down as the branches are done.)
+TEST(BackwardPlanBalanced, RecomputedValuesAreDroppedAfterTheirLastReader) {
+  constexpr int64_t kN = 1 << 17;  // f64: 1 MiB
+  auto account = std::make_shared<MemoryAccount>(int64_t{1} << 30);
+  AutodiffContext ctx(kContext, Checkpointing::kBalanced);
+  CallEnv env;
+  env.account = account;
+  env.contexts = [&ctx](uint64_t id) { return id == kContext ? &ctx : nullptr; };
+  auto call = [&](const std::string& op, std::vector<Tensor> in) {
+    auto outs = TestDispatcher().Call(op, std::move(in), {}, env);
+    EXPECT_TRUE(outs.ok()) << op << ": " << outs.status();
+    return outs.ok() ? (*outs)[0] : Tensor();
+  };
+  std::vector<Tensor> sums;
+  for (uint32_t seed : {1u, 2u, 3u}) {  // three branches: sum(sin(sin(sin(sin(leaf)))))
+    Tensor leaf = CastTo(Random(DType::kF64, {kN}, seed), DType::kF64);
+    leaf.set_autograd(MakeLeafMeta(kContext, seed));
+    Tensor h = leaf;
+    for (int k = 0; k < 4; ++k) h = call("sin", {h});
+    sums.push_back(call("sum", {h}));
+  }
+  const Tensor root = call("add", {call("add", {sums[0], sums[1]}), sums[2]});
+  BackwardGraph graph;
+  auto plan = PlanBackward(ctx, {root}, graph);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  CallEnv plain = env;
+  plain.no_grad = true;
+  DispatchRunner dispatch(TestDispatcher(), plain);
+  PeakRunner runner(dispatch, *account);
+  const int64_t before = account->used();
+  auto grads = RunBackwardPlan(*plan, graph, {root}, {}, runner);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  const int64_t mib = kN * 8;
+  EXPECT_GE(runner.peak - before, 12 * mib) << "three branches of four recomputed values";
+  // At the last op: the three leaves' gradients and the last rule's operands and temporaries
+  // (6 MiB); the twelve recomputed values would be another 12 MiB.
+  EXPECT_LE(runner.last - before, 7 * mib) << "recomputed values held to the end";
+}
+
 TEST_F(BackwardPlanTest, ARecordingOfAnotherShapeIsNotThePlannedOne) {
   Leaves p = MakeLeaves();
   BackwardGraph graph;
