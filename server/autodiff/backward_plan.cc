@@ -110,8 +110,15 @@ absl::StatusOr<Tensor> Seed(const Tensor& root, const Tensor& given, size_t r, O
 // dropped there instead of being held to the end of the pass. A node's outputs are read by its
 // own step and by the steps whose saved inputs it recomputes; recomputing a node reads its
 // producers' outputs, so those live at least as long as it does.
+// Empty where nothing is recomputed (NONE), without a lookup per node.
 std::vector<std::vector<int>> ForgetAfter(const BackwardGraph& graph) {
   const int n = static_cast<int>(graph.nodes.size());
+  const bool recomputes = std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* node) {
+    return (node->outputs.empty() && !node->output_types.empty()) ||
+           std::any_of(node->inputs.begin(), node->inputs.end(),
+                       [](const SavedValue& v) { return v.producer != nullptr; });
+  });
+  if (!recomputes) return {};
   std::map<const Node*, int> position;
   for (int i = 0; i < n; ++i) position[graph.nodes[i]] = i;
   auto producer_of = [&](const SavedValue& v) {
@@ -303,7 +310,9 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
     std::vector<Tensor> gouts = std::move(pending[i]);
     pending[i] = {};
     absl::Cleanup forget_read = [&] {
-      for (int p : forget[i]) saved.Forget(graph.nodes[p]);
+      if (i < forget.size()) {
+        for (int p : forget[i]) saved.Forget(graph.nodes[p]);
+      }
     };
     if (!step.runs) continue;
     gouts.resize(step.outputs);
