@@ -420,19 +420,21 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
   if (fuse) {
     ProgramSpec fused = spec;
     const int n = FuseProgramCalls(fused, trial.metas, trial.types, session, dispatcher);
-    fused.releases = PlanReleases(fused);
-    absl::StatusOr<Steps> checked =
-        n > 0 ? RunSteps(session, dispatcher, fused, &trial.types, examples, /*commit=*/false,
-                         cancelled, limits, {})
-              : absl::StatusOr<Steps>(absl::FailedPreconditionError("nothing fused"));
-    if (checked.ok()) {
-      program->backward_plan = std::move(checked->backward_plan);
-      program->peak_bytes = checked->peak_bytes;
-      // Kept to run a failing run again, except in a program with collectives: there a rank
-      // that ran them twice would pair its second run with its peers' next collectives.
-      if (!HasCollective(spec)) program->unfused = std::make_unique<ProgramSpec>(std::move(spec));
-      spec = std::move(fused);
-      program->fused_calls = n;
+    if (n > 0) {
+      fused.releases = PlanReleases(fused);
+      absl::StatusOr<Steps> checked = RunSteps(session, dispatcher, fused, &trial.types, examples,
+                                               /*commit=*/false, cancelled, limits, {});
+      if (checked.ok()) {
+        program->backward_plan = std::move(checked->backward_plan);
+        program->peak_bytes = checked->peak_bytes;
+        // Kept to run a failing run again, except in a program with collectives: there a rank
+        // that ran them twice would pair its second run with its peers' next collectives.
+        if (!HasCollective(spec)) {
+          program->unfused = std::make_unique<ProgramSpec>(std::move(spec));
+        }
+        spec = std::move(fused);
+        program->fused_calls = n;
+      }
     }
   }
   // Numbers are made once, except where their op writes them.
