@@ -20,15 +20,17 @@ Lines:
                      forward and backward on the rank's shard, bucketed all_reduce (mean) of
                      the gradients, SGD) at 1, 2 and 4 ranks, the global batch fixed (each
                      rank a 1/N shard), for the example's MLP (2-64-64-3, batch 128: 18 KiB of
-                     gradients) and a wider one (2-1024-1024-3, batch 512: 4 MiB). Step time
-                     is the wall time of a run of steps on every rank / steps. Communication:
-                     the same step compiled without its all_reduce (every other call kept),
-                     the difference being the share spent in the collective, waiting for
-                     the other ranks included; and, beside it, the Execute of an all_reduce
-                     of one bucket's size on its own.
+                     gradients) and a wider one (2-1024-1024-3, batch 512: 4 MiB), buckets of
+                     at most 1 MiB. Step time is the wall time of a run of steps on every rank
+                     / steps, with the buckets reduced by the servers while the backward runs
+                     (reduce=, as DDP) | reduced after the backward, as calls of their own
+                     (the ratio: after over during, above 1 where overlapping pays); and the
+                     same step compiled without its all_reduce (every other call kept), the
+                     difference being the share spent in the collective, waiting for the
+                     other ranks included; and, beside it, the Execute of an all_reduce of
+                     the largest bucket's size on its own.
 Rounds alternate tensord and Gloo (3 rounds of 5 repetitions after one warm-up each; --quick:
-2), and the step with and without its all_reduce (3 rounds of 20 steps, median; --quick: 1 of
-10), so drift on a noisy machine hits both. The servers of a DP line get --threads cores/N each
+2), and the three forms of the step (3 rounds of 20 steps, median; --quick: 1 of 10), so drift on a noisy machine hits both. The servers of a DP line get --threads cores/N each
 (at least 1).
 """
 import argparse
@@ -52,6 +54,9 @@ import train as dp  # noqa: E402
 
 MiB = 2**20
 WORLD = 4
+# DDP's cap for its first bucket (torch.distributed._DEFAULT_FIRST_BUCKET_BYTES): the wide
+# model's gradients then come in three buckets, whose reductions can overlap the backward.
+BUCKET_MB = 1.0
 
 
 def line(what: str, ours: str, base: str, ratio, note: str = ""):
@@ -202,32 +207,34 @@ def dp_line(name: str, sizes, batch: int, world: int, steps: int, rounds: int,
     init = dp.init_parameters(sizes, np.float32, rng)
     plan = dp.batches(len(x), batch, steps, rng)
     nparams = sum(v.size for v in init)
+    variants = ("during", "after", "none")  # when the buckets are reduced; none: never
     with tempfile.TemporaryDirectory(prefix="tensord-bench-rdv-") as rdv, \
             dp.local_servers(world, collective_timeout="120s", threads=threads,
                              quiet=True) as addresses:
         ranks = dp.join(addresses, f"file://{rdv}", init, lr=0.01, momentum=0.9,
-                        bucket_bytes=dp.DDP_BUCKET_MB * MiB, mode="program")
+                        bucket_bytes=BUCKET_MB * MiB, mode="program")
         try:
             programs = {}
-            for reduce in (True, False):  # the step, and the step without its all_reduce
+            for variant in variants:
                 for rank in ranks:
                     rank.program = None
+                    rank.overlap = variant == "during"
                 dp.on_every_rank(lambda r: ranks[r].compile(
-                    x[:batch // world], y[:batch // world], reduce=reduce), world)
-                programs[reduce] = [rank.program for rank in ranks]
+                    x[:batch // world], y[:batch // world], reduce=variant != "none"), world)
+                programs[variant] = [rank.program for rank in ranks]
 
-            def timed(reduce: bool) -> float:
-                for rank, program in zip(ranks, programs[reduce]):
+            def timed(variant: str) -> float:
+                for rank, program in zip(ranks, programs[variant]):
                     rank.program = program
                 dp.run_steps(ranks, x, y, plan[:2])  # warm-up
                 t0 = time.perf_counter()
                 dp.run_steps(ranks, x, y, plan)
                 return (time.perf_counter() - t0) / steps
-            t_step, t_local = [], []
-            for _ in range(rounds):  # alternating, so drift hits both
-                t_step.append(timed(True))
-                t_local.append(timed(False))
-            t_step, t_local = statistics.median(t_step), statistics.median(t_local)
+            times = {v: [] for v in variants}
+            for _ in range(rounds):  # alternating, so drift hits each alike
+                for v in variants:
+                    times[v].append(timed(v))
+            t = {v: statistics.median(ts) for v, ts in times.items()}
             bucket = max(sum(init[i].size for i in b) for b in ranks[0].buckets)
 
             def alone(r):
@@ -245,12 +252,15 @@ def dp_line(name: str, sizes, batch: int, world: int, steps: int, rounds: int,
             for rank in ranks:
                 rank.program = None  # closing the session frees its programs
                 rank.close()
-    share = max(0.0, (t_step - t_local) / t_step)
-    line(f"DP step {name} x{world}", f"{ms(t_step)} {batch / t_step:7.0f} samples/s",
-         f"{ms(t_local)} without all_reduce", None,
-         f"communication {100 * share:4.1f}% of the step; all_reduce of the "
-         f"{bucket * 4 / MiB:.3g} MiB bucket alone {ms(t_ar)} ({nparams} parameters, "
-         f"{buckets} bucket)")
+
+    def share(v):
+        return 100 * max(0.0, (t[v] - t["none"]) / t[v])
+    line(f"DP step {name} x{world}", f"{ms(t['during'])} {batch / t['during']:7.0f} samples/s",
+         f"{ms(t['after'])} reduced after", t["after"] / t["during"],
+         f"{ms(t['none'])} without all_reduce; communication {share('during'):4.1f}% of the "
+         f"step ({share('after'):4.1f}% reduced after the backward); largest bucket's "
+         f"all_reduce alone {ms(t_ar)} ({nparams} parameters, {buckets} bucket(s) of at most "
+         f"{BUCKET_MB:g} MiB)")
 
 
 def main() -> int:

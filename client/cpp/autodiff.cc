@@ -44,6 +44,19 @@ AutodiffContext::~AutodiffContext() { Close().IgnoreError(); }
 absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& roots,
                                                     const std::vector<Tensor>& seeds,
                                                     bool retain_graph) {
+  return Run(roots, seeds, retain_graph, nullptr);
+}
+
+absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& roots,
+                                                    const GradientReduction& reduce,
+                                                    const std::vector<Tensor>& seeds,
+                                                    bool retain_graph) {
+  return Run(roots, seeds, retain_graph, &reduce);
+}
+
+absl::StatusOr<Gradients> AutodiffContext::Run(const std::vector<Tensor>& roots,
+                                               const std::vector<Tensor>& seeds, bool retain_graph,
+                                               const GradientReduction* reduce) {
   if (!state_) return internal::NoSession();
   if (absl::Status s = state_->CheckOpen(); !s.ok()) return s;
   ::tensord::v1::BackwardRequest request;
@@ -61,6 +74,19 @@ absl::StatusOr<Gradients> AutodiffContext::Backward(const std::vector<Tensor>& r
         internal::HandleIn(*state_, seeds[i], {{"seed_index", absl::StrCat(i)}});
     if (!h.ok()) return h.status();
     request.add_seeds(*h);
+  }
+  if (reduce != nullptr) {
+    ::tensord::v1::GradientReduction* r = request.mutable_reduce();
+    r->set_op(reduce->op);
+    for (size_t b = 0; b < reduce->buckets.size(); ++b) {
+      ::tensord::v1::GradientBucket* bucket = r->add_buckets();
+      for (const Tensor& leaf : reduce->buckets[b]) {
+        absl::StatusOr<uint64_t> h =
+            internal::HandleIn(*state_, leaf, {{"bucket_index", absl::StrCat(b)}});
+        if (!h.ok()) return h.status();
+        bucket->add_leaves(*h);
+      }
+    }
   }
   grpc::ClientContext context;
   state_->Prepare(&context);

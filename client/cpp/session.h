@@ -212,6 +212,15 @@ class Gradients {
   std::map<uint64_t, Tensor> by_leaf_;
 };
 
+// Gradients the server reduces across the session's process group while the backward runs
+// (data-parallel training, as torch's DistributedDataParallel does): buckets of requires-grad
+// leaves, each flattened and all-reduced as soon as the backward has finished its gradients,
+// in the order given (list them as the backward finishes them: the last layers first).
+struct GradientReduction {
+  std::vector<std::vector<Tensor>> buckets;
+  std::string op = "mean";  // or "sum"
+};
+
 // A server-side autodiff context. Closed when the object goes (or by Close()); its autodiff
 // tensors then stay readable but any op on them fails with AUTODIFF_CONTEXT_NOT_ENABLED, and
 // the gradients its Backward calls produced are freed.
@@ -232,9 +241,17 @@ class AutodiffContext {
   absl::StatusOr<Gradients> Backward(const std::vector<Tensor>& roots,
                                      const std::vector<Tensor>& seeds = {},
                                      bool retain_graph = false);
+  // The same, with the gradients of `reduce`'s leaves reduced across the session's group:
+  // every rank calls it with buckets of the same sizes, and gets the reduced gradients.
+  absl::StatusOr<Gradients> Backward(const std::vector<Tensor>& roots,
+                                     const GradientReduction& reduce,
+                                     const std::vector<Tensor>& seeds = {},
+                                     bool retain_graph = false);
   absl::Status Close();
 
  private:
+  absl::StatusOr<Gradients> Run(const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+                                bool retain_graph, const GradientReduction* reduce);
   friend class Session;
   AutodiffContext(std::shared_ptr<internal::SessionState> state, uint64_t id,
                   Checkpointing checkpointing);

@@ -5,17 +5,19 @@ The model and data are those of client/python/examples/mlp_classifier.py: a 2-64
 MLP classifying three interleaved spirals, batches of 128 points. Every rank holds the same
 parameters (rank 0's, broadcast at the start) on its own server and gets one shard of each
 batch. Per step, each rank runs its forward and backward on its shard on its server; the
-gradients are then averaged across the ranks by the servers themselves (all_reduce, op=mean,
-over Gloo between the servers: no gradient passes through this client), in buckets (the
-gradients flattened and concatenated with `cat`, one all_reduce per bucket, split back with
-`split` and `reshape`), and each server applies the SGD step (the fused `sgd` op) to its copy
-of the parameters. Since every rank applies the same averaged gradient, the copies stay equal.
+gradients are averaged across the ranks by the servers themselves (all_reduce, op=mean, over
+Gloo between the servers: no gradient passes through this client), in buckets reduced while
+the backward runs, as DistributedDataParallel does (ctx.backward(loss, reduce=buckets): each
+bucket flattened and all-reduced as soon as its gradients are final; --no-overlap: after the
+backward, as calls of their own), and each server applies the SGD step (the fused `sgd` op)
+to its copy of the parameters. Since every rank applies the same averaged gradient, the
+copies stay equal.
 
-By default (`--mode program`) a rank's whole step -- forward, backward, bucketed all_reduce and
+By default (`--mode program`) a rank's whole step -- forward, backward with its reduction and
 the SGD update -- is one compiled program (sess.compile), so a step is one RunProgram round
 trip per rank. `--mode eager` runs the same calls as three round trips per rank (the forward as
-one Execute batch, Backward, then the reduction and the update as one no_grad Execute batch),
-and a fourth fetches the loss. The ranks run concurrently, one thread each.
+one Execute batch, Backward, then the update as one no_grad Execute batch), and a fourth
+fetches the loss. The ranks run concurrently, one thread each.
 
     python3 examples/data_parallel/train.py                      # starts 4 local servers
     python3 examples/data_parallel/train.py --local 2 --steps 200 --mode eager
@@ -155,10 +157,11 @@ class Rank:
 
     def __init__(self, address: str, rank: int, world_size: int, group: str, rendezvous: str,
                  init: list, *, lr: float, momentum: float, bucket_bytes: float,
-                 mode: str = "program"):
+                 mode: str = "program", overlap: bool = True):
         if mode not in ("program", "eager"):
             raise ValueError(f"mode must be 'program' or 'eager', not {mode!r}")
         self.rank, self.world_size, self.mode = rank, world_size, mode
+        self.overlap = overlap
         self.client = tensord.connect(address)
         self.sess, self.program = None, None
         try:
@@ -168,6 +171,8 @@ class Rank:
             self.shapes = [tuple(v.shape) for v in init]
             self.params = [self.sess.tensor(v, requires_grad=True, ctx=self.ctx) for v in init]
             self.buckets = make_buckets(self.shapes, init[0].dtype.itemsize, bucket_bytes)
+            # What the servers reduce during the backward: the buckets, last layers first.
+            self.backward_buckets = [[self.params[i] for i in b] for b in reversed(self.buckets)]
             self.opt = tensord.optim.SGD(self.params, lr=lr, momentum=momentum)
         except BaseException:
             self.close()
@@ -181,12 +186,20 @@ class Rank:
             for p in self.params:
                 sess.op("assign", p, sess.op("broadcast", p, src=src))
 
+    def _backward(self, loss, reduce: bool = True) -> dict:
+        """The step's gradients, averaged over the group by the servers while the backward
+        runs (overlap), or the rank's own (to be averaged after it)."""
+        if self.overlap and reduce:
+            return self.ctx.backward(loss, reduce=self.backward_buckets, reduce_op="mean")
+        return self.ctx.backward(loss)
+
     def _step(self, x, y, reduce: bool = True):
         sess = self.sess
         loss = loss_of(sess, self.params, x, y)
-        grads = self.ctx.backward(loss)
-        averaged = average_gradients(sess, [grads[p] for p in self.params], self.shapes,
-                                     self.buckets, reduce)
+        grads = self._backward(loss, reduce)
+        averaged = [grads[p] for p in self.params]
+        if not self.overlap:
+            averaged = average_gradients(sess, averaged, self.shapes, self.buckets, reduce)
         self.opt.step(dict(zip(self.params, averaged)))
         return loss
 
@@ -207,10 +220,11 @@ class Rank:
         sess = self.sess
         with sess.batch():
             loss = loss_of(sess, self.params, sess.tensor(x), sess.tensor(y))
-        grads = self.ctx.backward(loss)
+        grads = self._backward(loss)
         with sess.no_grad(), sess.batch():
-            averaged = average_gradients(sess, [grads[p] for p in self.params], self.shapes,
-                                         self.buckets)
+            averaged = [grads[p] for p in self.params]
+            if not self.overlap:
+                averaged = average_gradients(sess, averaged, self.shapes, self.buckets)
             self.opt.step(dict(zip(self.params, averaged)))
         return loss.item()
 
@@ -260,7 +274,8 @@ class RankFailure(RuntimeError):
 
 
 def join(addresses, rendezvous: str, init: list, *, lr: float, momentum: float,
-         bucket_bytes: float, mode: str, group: str | None = None) -> list:
+         bucket_bytes: float, mode: str, group: str | None = None,
+         overlap: bool = True) -> list:
     """A Rank per address, joined to one new group (concurrently, as JoinGroup waits for every
     rank), with rank 0's parameters broadcast to all."""
     world = len(addresses)
@@ -268,7 +283,7 @@ def join(addresses, rendezvous: str, init: list, *, lr: float, momentum: float,
 
     def make(r):
         rank = Rank(addresses[r], r, world, group, rendezvous, init, lr=lr, momentum=momentum,
-                    bucket_bytes=bucket_bytes, mode=mode)
+                    bucket_bytes=bucket_bytes, mode=mode, overlap=overlap)
         try:
             rank.broadcast_parameters()
         except BaseException:
@@ -374,7 +389,7 @@ def local_servers(n: int, binary: str | None = None, collective_timeout: str = "
 def train(addresses, rendezvous: str, *, steps: int = 400, batch: int = 128,
           dtype: str = "f32", lr: float = 0.1, momentum: float = 0.9,
           bucket_mb: float = DDP_BUCKET_MB, mode: str = "program", seed: int = 0,
-          log_every: int = 50, on_step=None) -> dict:
+          log_every: int = 50, on_step=None, overlap: bool = True) -> dict:
     """Trains on the servers at `addresses` (rank r at addresses[r]); returns the losses, the
     held-out accuracy, the final parameters (rank 0's) and the largest difference between
     rank 0's parameters and another rank's."""
@@ -383,10 +398,11 @@ def train(addresses, rendezvous: str, *, steps: int = 400, batch: int = 128,
         raise SystemExit(f"--batch {batch} is not a multiple of the {world} ranks")
     x_train, y_train, x_test, y_test, init, plan = problem(seed, dtype, batch, steps)
     ranks = join(addresses, rendezvous, init, lr=lr, momentum=momentum,
-                 bucket_bytes=bucket_mb * 2**20, mode=mode)
+                 bucket_bytes=bucket_mb * 2**20, mode=mode, overlap=overlap)
     try:
         print(f"{world} ranks, group {ranks[0].group.name!r}, {mode} mode, "
-              f"{len(ranks[0].buckets)} gradient bucket(s), batch {batch} "
+              f"{len(ranks[0].buckets)} gradient bucket(s) reduced "
+              f"{'during' if overlap else 'after'} the backward, batch {batch} "
               f"({batch // world} per rank), {dtype}", flush=True)
         start = time.perf_counter()
 
@@ -435,6 +451,9 @@ def main(argv=None) -> dict:
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--bucket-mb", type=float, default=DDP_BUCKET_MB,
                    help="gradient bucket cap in MiB (default %(default)s, DDP's)")
+    p.add_argument("--no-overlap", action="store_true",
+                   help="reduce the buckets after the backward, as calls of their own, "
+                   "instead of while the backward runs")
     p.add_argument("--collective-timeout", default="30s",
                    help="--collective-timeout of the servers --local starts")
     p.add_argument("--seed", type=int, default=0)
@@ -442,7 +461,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     kwargs = dict(steps=args.steps, batch=args.batch, dtype=args.dtype, lr=args.lr,
                   momentum=args.momentum, bucket_mb=args.bucket_mb, mode=args.mode,
-                  seed=args.seed, log_every=args.log_every)
+                  seed=args.seed, log_every=args.log_every, overlap=not args.no_overlap)
     if args.addresses:
         if not args.rendezvous:
             p.error("--addresses needs --rendezvous")

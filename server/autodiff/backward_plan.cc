@@ -143,6 +143,32 @@ std::vector<std::vector<int>> ForgetAfter(const BackwardGraph& graph) {
   return forget;
 }
 
+// Which leaves' gradients are final when: index 0 after the roots are seeded, i + 1 after step
+// i, and the last index (past the steps) for the leaves no running step reaches.
+std::vector<std::vector<int>> FinishingSteps(const BackwardPlan& plan) {
+  const int n = static_cast<int>(plan.steps.size());
+  std::vector<int> last(plan.leaf_ids.size(), n + 1);
+  for (const BackwardPlan::Target& t : plan.roots) {
+    if (t.leaf >= 0) last[t.leaf] = 0;
+  }
+  for (int i = 0; i < n; ++i) {
+    const BackwardPlan::Step& step = plan.steps[i];
+    if (!step.runs) continue;
+    for (size_t k = 0; k < step.targets.size(); ++k) {
+      if (step.needs[k] && step.targets[k].leaf >= 0) last[step.targets[k].leaf] = i + 1;
+    }
+  }
+  std::vector<std::vector<int>> finishes(n + 2);
+  for (size_t l = 0; l < last.size(); ++l) finishes[last[l]].push_back(static_cast<int>(l));
+  return finishes;
+}
+
+absl::Status TellFinal(LeafGradientSink& sink, const BackwardPlan& plan,
+                       const std::vector<int>& leaves, const std::vector<Tensor>& grads) {
+  for (int l : leaves) RETURN_IF_ERROR(sink.Final(plan.leaf_ids[l], grads[l]));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<BackwardPlan> PlanBackward(const AutodiffContext& ctx,
@@ -284,7 +310,7 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
                                                     const BackwardGraph& graph,
                                                     const std::vector<Tensor>& roots,
                                                     const std::vector<Tensor>& seeds,
-                                                    OpRunner& runner) {
+                                                    OpRunner& runner, LeafGradientSink* sink) {
   std::vector<std::vector<Tensor>> pending(plan.steps.size());  // gradient per node output
   std::vector<Tensor> leaf_grads(plan.leaf_ids.size());
   auto add = [&](const BackwardPlan::Target& t, Tensor g) -> absl::Status {
@@ -302,6 +328,13 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
     RETURN_IF_ERROR(add(plan.roots[r], seed.Detached()));
   }
 
+  // Per step (and one for the roots, before them): the leaves whose gradient it finishes.
+  std::vector<std::vector<int>> finishes;
+  if (sink != nullptr) {
+    RETURN_IF_ERROR(sink->Begin(plan));
+    finishes = FinishingSteps(plan);
+    RETURN_IF_ERROR(TellFinal(*sink, plan, finishes[0], leaf_grads));
+  }
   Materializer saved(runner);
   const std::vector<std::vector<int>> forget = ForgetAfter(graph);
   for (size_t i = 0; i < plan.steps.size(); ++i) {
@@ -360,6 +393,11 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
       ASSIGN_OR_RETURN(Tensor g, ReduceGradTo(grads[k], node->input_types[k], runner));
       RETURN_IF_ERROR(add(step.targets[k], g.Detached()));
     }
+    if (sink != nullptr) RETURN_IF_ERROR(TellFinal(*sink, plan, finishes[i + 1], leaf_grads));
+  }
+  if (sink != nullptr) {
+    RETURN_IF_ERROR(TellFinal(*sink, plan, finishes.back(), leaf_grads));
+    RETURN_IF_ERROR(sink->End());
   }
   return leaf_grads;
 }

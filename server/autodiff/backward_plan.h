@@ -42,6 +42,21 @@ struct BackwardGraph {
   std::vector<std::shared_ptr<AutogradMeta>> leaves;
 };
 
+// Told of each leaf's gradient as soon as no later step of the plan adds to it, so work on it
+// (a reduction across servers) can start while the backward goes on. Every plan leaf is told
+// once, in the order the gradients become final; a leaf none reached is told last, with an
+// undefined Tensor. An error from the sink fails the backward (which then frees nothing).
+class LeafGradientSink {
+ public:
+  virtual ~LeafGradientSink() = default;
+  // Before the first step.
+  virtual absl::Status Begin(const BackwardPlan& plan) = 0;
+  // `leaf_id`: the plan's tensor id of the leaf (0 for a batch intermediate).
+  virtual absl::Status Final(uint64_t leaf_id, const Tensor& grad) = 0;
+  // After the last step and the last Final, before the backward returns.
+  virtual absl::Status End() = 0;
+};
+
 // Plans the backward from `roots` (autodiff tensors of `ctx`) and fills `graph` with the nodes
 // and leaves they reach; leaves are numbered in the order RunBackward reports them.
 // BACKWARD_ROOT_NOT_TRACKED for a root that is not an autodiff tensor of `ctx`; GRAPH_FREED
@@ -57,11 +72,10 @@ bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots
 
 // Runs `plan` over `graph` through `runner` (which must not record): one gradient per plan
 // leaf, undefined for a leaf that none reached. `seeds[i]` may be undefined for a
-// single-element root (seeded with one). Frees nothing.
-absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
-                                                    const BackwardGraph& graph,
-                                                    const std::vector<Tensor>& roots,
-                                                    const std::vector<Tensor>& seeds,
-                                                    OpRunner& runner);
+// single-element root (seeded with one). `sink`, when given, is told of each leaf's gradient
+// as soon as it is final. Frees nothing.
+absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(
+    const BackwardPlan& plan, const BackwardGraph& graph, const std::vector<Tensor>& roots,
+    const std::vector<Tensor>& seeds, OpRunner& runner, LeafGradientSink* sink = nullptr);
 
 }  // namespace tensord

@@ -32,10 +32,12 @@ absl::StatusOr<Tensor> ReduceGradTo(const Tensor& grad, const TensorMeta& target
 absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
                                                       const std::vector<Tensor>& roots,
                                                       const std::vector<Tensor>& seeds,
-                                                      bool retain_graph, OpRunner& runner) {
+                                                      bool retain_graph, OpRunner& runner,
+                                                      LeafGradientSink* sink) {
   BackwardGraph graph;
   ASSIGN_OR_RETURN(BackwardPlan plan, PlanBackward(ctx, roots, graph));
-  ASSIGN_OR_RETURN(std::vector<Tensor> grads, RunBackwardPlan(plan, graph, roots, seeds, runner));
+  ASSIGN_OR_RETURN(std::vector<Tensor> grads,
+                   RunBackwardPlan(plan, graph, roots, seeds, runner, sink));
   std::vector<LeafGradient> out;
   for (size_t l = 0; l < grads.size(); ++l) {
     if (grads[l].defined()) out.push_back({graph.leaves[l], std::move(grads[l])});

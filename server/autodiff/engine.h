@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "server/autodiff/backward_plan.h"
 #include "server/autodiff/tape.h"
 
 namespace tensord {
@@ -16,10 +17,12 @@ struct LeafGradient {
 
 // `seeds[i]` may be undefined for a single-element root (seeded with one). `runner` must not
 // record. Without `retain_graph` the nodes it walked are freed. On error nothing is freed.
+// `sink`, when given, is told of each leaf's gradient as soon as it is final.
 absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
                                                       const std::vector<Tensor>& roots,
                                                       const std::vector<Tensor>& seeds,
-                                                      bool retain_graph, OpRunner& runner);
+                                                      bool retain_graph, OpRunner& runner,
+                                                      LeafGradientSink* sink = nullptr);
 
 // Sums `grad` down to `shape` (undoing broadcasting) and casts it to `dtype`.
 absl::StatusOr<Tensor> ReduceGradTo(const Tensor& grad, const TensorMeta& target, OpRunner& runner);

@@ -66,7 +66,8 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::CallCollective(const OpDef& def,
                  {{"op", op}});
   }
   if (!refusal.ok()) outputs.clear();
-  const distributed::CollectiveCall call{def, attrs, plain, outputs, device, refusal};
+  const distributed::CollectiveCall call{
+      def, attrs, plain, outputs, device, refusal, env.collective_tag};
   absl::Status run = group->Run(call);
   if (!run.ok()) {
     return WithMetadata(run, {{"op", op},

@@ -425,11 +425,9 @@ void Dispatcher::RecordOnContext(const OpDef& def, const Attrs& attrs,
   env.contexts(ctx_id)->Record(def, attrs, inputs, promoted, outputs);
 }
 
-absl::StatusOr<std::vector<LeafGradient>> Dispatcher::Backward(AutodiffContext& ctx,
-                                                               const std::vector<Tensor>& roots,
-                                                               const std::vector<Tensor>& seeds,
-                                                               bool retain_graph,
-                                                               const CallEnv& env) const {
+absl::StatusOr<std::vector<LeafGradient>> Dispatcher::Backward(
+    AutodiffContext& ctx, const std::vector<Tensor>& roots, const std::vector<Tensor>& seeds,
+    bool retain_graph, const CallEnv& env, LeafGradientSink* sink) const {
   if (!env.autodiff_enabled || ctx.state() != ContextState::kOpen) {
     std::string state = env.autodiff_enabled ? ContextStateName(ctx.state()) : "disabled";
     return Error(Reason::kAutodiffContextNotEnabled,
@@ -439,7 +437,7 @@ absl::StatusOr<std::vector<LeafGradient>> Dispatcher::Backward(AutodiffContext& 
   CallEnv plain = env;
   plain.no_grad = true;
   DispatchRunner runner(*this, plain);
-  return RunBackward(ctx, roots, seeds, retain_graph, runner);
+  return RunBackward(ctx, roots, seeds, retain_graph, runner, sink);
 }
 
 }  // namespace tensord

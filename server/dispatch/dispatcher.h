@@ -28,6 +28,8 @@ struct CallEnv {
   std::function<bool()> cancelled;
   // The process group the session joined (null: none); collective ops run through it.
   std::shared_ptr<distributed::ProcessGroup> group;
+  // Agreed on by the ranks with a collective's attributes (CollectiveCall::tag).
+  std::string collective_tag;
 };
 
 // What a call decided the last time it ran, kept by a caller that runs the same call again
@@ -73,7 +75,8 @@ class Dispatcher {
   absl::StatusOr<std::vector<LeafGradient>> Backward(AutodiffContext& ctx,
                                                      const std::vector<Tensor>& roots,
                                                      const std::vector<Tensor>& seeds,
-                                                     bool retain_graph, const CallEnv& env) const;
+                                                     bool retain_graph, const CallEnv& env,
+                                                     LeafGradientSink* sink = nullptr) const;
 
   // NOT_FOUND (DEVICE_NOT_FOUND) for a device this server does not have.
   absl::StatusOr<Backend*> BackendFor(const std::string& device) const;

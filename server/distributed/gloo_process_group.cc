@@ -143,6 +143,7 @@ class GlooProcessGroup final : public ProcessGroup {
     if (call.refusal.ok()) {
       mine.op = op;
       mine.attrs = CanonicalAttrs(call.attrs);
+      if (!call.tag.empty()) absl::StrAppend(&mine.attrs, ";", call.tag);
       mine.device = call.device;
       if (!call.inputs.empty()) {
         mine.dtype = call.inputs[0].dtype();

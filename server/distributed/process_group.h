@@ -52,6 +52,9 @@ struct CollectiveCall {
   // This rank's own refusal (autodiff, device, dtype, shape, quota): the call still meets
   // the peers, so every rank fails with it.
   absl::Status refusal;
+  // What the call is part of, agreed on with the attributes (a gradient bucket names its
+  // place: "gradient bucket 2 of 5"); empty for an op a client called.
+  std::string tag;
 };
 
 class ProcessGroup {

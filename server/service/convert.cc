@@ -274,7 +274,17 @@ absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
   }
   spec.leaves.assign(req.backward().leaves().begin(), req.backward().leaves().end());
   spec.fetch_gradients = req.backward().fetch_gradients();
+  spec.reduction = GradientReductionFromProto(req.backward().reduce());
   spec.owner = std::move(request);
+  return spec;
+}
+
+GradientReductionSpec GradientReductionFromProto(const v1::GradientReduction& reduce) {
+  GradientReductionSpec spec;
+  spec.op = reduce.op().empty() ? "mean" : reduce.op();
+  for (const v1::GradientBucket& bucket : reduce.buckets()) {
+    spec.buckets.emplace_back(bucket.leaves().begin(), bucket.leaves().end());
+  }
   return spec;
 }
 

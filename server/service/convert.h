@@ -37,6 +37,7 @@ void FillOpInfo(const OpDef& def, const std::vector<std::string>& backends, v1::
 // The request as plain structs; literal bytes point into `request`, which must outlive it.
 absl::StatusOr<BatchSpec> BatchFromProto(const v1::ExecuteRequest& request);
 absl::StatusOr<PutSpec> PutSpecFromProto(const v1::PutHeader& header);
+GradientReductionSpec GradientReductionFromProto(const v1::GradientReduction& reduce);
 // The program keeps `request` alive: its literals point into it.
 absl::StatusOr<ProgramSpec> ProgramSpecFromProto(
     std::shared_ptr<const v1::CompileProgramRequest> request);

@@ -1,6 +1,7 @@
 #include "server/service/program.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +118,17 @@ absl::Status CheckLeaves(Session& session, const ProgramSpec& spec) {
                    where);
     }
   }
+  for (size_t b = 0; b < spec.reduction.buckets.size(); ++b) {
+    for (uint64_t leaf : spec.reduction.buckets[b]) {
+      if (std::find(spec.leaves.begin(), spec.leaves.end(), leaf) == spec.leaves.end()) {
+        return Error(
+            Reason::kBadOperand,
+            absl::StrCat("program: gradient bucket ", b, " names tensor ", leaf,
+                         ", which is not one of the backward's leaves"),
+            {{"field", "backward.reduce"}, {"bucket_index", Str(b)}, {"tensor_id", Str(leaf)}});
+      }
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -147,10 +159,12 @@ class SampledRunner : public OpRunner {
 // The backward from `roots`: a trial run (`made` given) plans it from the graph its forward
 // recorded; a run with `plan` runs that plan when its own graph has the plan's shape, and
 // otherwise walks its graph. One gradient per listed leaf, undefined where none arrived.
+// `sink` (a reduction across the group) is told of each gradient once it is final.
 absl::StatusOr<std::vector<Tensor>> ProgramBackward(
     AutodiffContext& ctx, const std::vector<Tensor>& roots, const std::vector<uint64_t>& leaves,
     const BackwardPlan* plan, std::shared_ptr<const BackwardPlan>* made,
-    const Dispatcher& dispatcher, const CallEnv& env, PeakBytes& peak, bool& planned) {
+    const Dispatcher& dispatcher, const CallEnv& env, PeakBytes& peak, bool& planned,
+    LeafGradientSink* sink) {
   BackwardGraph graph;
   if (made != nullptr) {
     ASSIGN_OR_RETURN(BackwardPlan p, PlanBackward(ctx, roots, graph));
@@ -163,7 +177,8 @@ absl::StatusOr<std::vector<Tensor>> ProgramBackward(
   if (plan != nullptr) {
     DispatchRunner dispatch(dispatcher, env);
     SampledRunner runner(dispatch, peak);
-    ASSIGN_OR_RETURN(std::vector<Tensor> grads, RunBackwardPlan(*plan, graph, roots, {}, runner));
+    ASSIGN_OR_RETURN(std::vector<Tensor> grads,
+                     RunBackwardPlan(*plan, graph, roots, {}, runner, sink));
     for (size_t l = 0; l < grads.size(); ++l) {
       if (grads[l].defined()) found.emplace_back(plan->leaf_ids[l], std::move(grads[l]));
     }
@@ -171,7 +186,7 @@ absl::StatusOr<std::vector<Tensor>> ProgramBackward(
     // The graph is kept while the updates run, so a failing update can roll the run back;
     // the commit frees it.
     ASSIGN_OR_RETURN(std::vector<LeafGradient> grads,
-                     dispatcher.Backward(ctx, roots, {}, /*retain_graph=*/true, env));
+                     dispatcher.Backward(ctx, roots, {}, /*retain_graph=*/true, env, sink));
     for (LeafGradient& g : grads) found.emplace_back(g.leaf->tensor_id, std::move(g.grad));
   }
   planned = plan != nullptr;
@@ -191,28 +206,49 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
                                const std::function<bool()>& cancelled, const ExecuteLimits& limits,
                                const CallObserver& observe, std::vector<CallPlan>* plans = nullptr,
                                const BackwardPlan* backward_plan = nullptr) {
-  ASSIGN_OR_RETURN(AutodiffContext * ctx, ProgramContext(session, spec));
-  if (inputs.size() != spec.parameters.size()) {
-    return Error(
-        Reason::kInvalidRequest,
-        absl::StrCat("program: takes ", spec.parameters.size(), " inputs, got ", inputs.size()),
-        {{"field", "inputs"},
-         {"expected", Str(spec.parameters.size())},
-         {"got", Str(inputs.size())}});
+  const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
+  // The backward's reduction across the group meets the peers even when this run fails
+  // before it, so that they fail alike instead of waiting for this rank.
+  std::optional<GradientReduction> reduction;
+  bool reduction_finished = false;
+  if (spec.backward && !spec.reduction.empty()) {
+    reduction.emplace(dispatcher, plain_env, spec.reduction, spec.context_id,
+                      [&session](uint64_t h) { return session.Get(h); });
   }
-  if (spec.backward) RETURN_IF_ERROR(CheckLeaves(session, spec));
+  auto refuse = [&](absl::Status st) {
+    if (reduction.has_value() && !reduction_finished) {
+      reduction_finished = true;
+      (void)reduction->Finish(st);
+    }
+    return st;
+  };
+  AutodiffContext* ctx = nullptr;
   ProgramValues bound;
-  for (size_t p = 0; p < inputs.size(); ++p) {
-    ASSIGN_OR_RETURN(Tensor t,
-                     BindParameter(inputs[p], p, spec.parameters[p], types ? &(*types)[p] : nullptr,
-                                   session, dispatcher, limits.tensor_limits));
-    bound.parameters.push_back(std::move(t));
-  }
+  const absl::Status checked = [&]() -> absl::Status {
+    ASSIGN_OR_RETURN(ctx, ProgramContext(session, spec));
+    if (inputs.size() != spec.parameters.size()) {
+      return Error(
+          Reason::kInvalidRequest,
+          absl::StrCat("program: takes ", spec.parameters.size(), " inputs, got ", inputs.size()),
+          {{"field", "inputs"},
+           {"expected", Str(spec.parameters.size())},
+           {"got", Str(inputs.size())}});
+    }
+    if (spec.backward) RETURN_IF_ERROR(CheckLeaves(session, spec));
+    for (size_t p = 0; p < inputs.size(); ++p) {
+      ASSIGN_OR_RETURN(
+          Tensor t, BindParameter(inputs[p], p, spec.parameters[p], types ? &(*types)[p] : nullptr,
+                                  session, dispatcher, limits.tensor_limits));
+      bound.parameters.push_back(std::move(t));
+    }
+    return absl::OkStatus();
+  }();
+  if (!checked.ok()) return refuse(checked);
 
   Transaction txn(session, dispatcher);
-  auto fail = [&txn](absl::Status st, const char* phase) {
+  auto fail = [&txn, &refuse](absl::Status st, const char* phase) {
     txn.Rollback();
-    return WithMetadata(std::move(st), {{"phase", phase}});
+    return refuse(WithMetadata(std::move(st), {{"phase", phase}}));
   };
   const size_t n_forward = spec.calls.size();
   std::vector<const CallSpec*> calls;
@@ -247,7 +283,6 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
     ran(k);
   }
 
-  const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
   std::shared_ptr<const BackwardPlan> trial_plan;
   bool planned = false;
   if (spec.backward) {
@@ -264,9 +299,19 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       }
       roots.push_back(done[root.call][root.output]);
     }
-    auto grads =
-        ProgramBackward(*ctx, roots, spec.leaves, backward_plan, commit ? nullptr : &trial_plan,
-                        dispatcher, plain_env, peak, planned);
+    auto grads = ProgramBackward(*ctx, roots, spec.leaves, backward_plan,
+                                 commit ? nullptr : &trial_plan, dispatcher, plain_env, peak,
+                                 planned, reduction.has_value() ? &*reduction : nullptr);
+    if (reduction.has_value()) {
+      reduction_finished = true;
+      auto reduced = reduction->Finish(grads.status());
+      if (!reduced.ok()) return fail(reduced.status(), "backward");
+      for (auto& [leaf, grad] : *reduced) {
+        for (size_t l = 0; l < spec.leaves.size(); ++l) {
+          if (spec.leaves[l] == leaf) (*grads)[l] = std::move(grad);
+        }
+      }
+    }
     if (!grads.ok()) return fail(grads.status(), "backward");
     for (size_t l = 0; l < spec.leaves.size(); ++l) {
       Tensor& grad = (*grads)[l];
@@ -355,7 +400,9 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   return steps;
 }
 
+// Whether a run makes collective calls: collective ops, or a backward that reduces.
 bool HasCollective(const ProgramSpec& spec) {
+  if (!spec.reduction.empty()) return true;
   for (const std::vector<CallSpec>* calls : {&spec.calls, &spec.updates}) {
     for (const CallSpec& c : *calls) {
       if (c.def != nullptr && c.def->collective != CollectiveKind::kNone) return true;

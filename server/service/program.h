@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "server/autodiff/backward_plan.h"
 #include "server/dispatch/dispatcher.h"
+#include "server/dispatch/gradient_reduction.h"
 #include "server/service/execute.h"
 #include "server/service/session.h"
 
@@ -40,6 +41,8 @@ struct ProgramSpec {
   std::vector<OperandSpec::CallOutput> roots;  // forward outputs
   std::vector<uint64_t> leaves;                // requires-grad leaf handles of the context
   bool fetch_gradients = false;
+  // Leaves (of `leaves`) whose gradients the backward reduces across the process group.
+  GradientReductionSpec reduction;
   // Compiled (program_memory_plan.h): per call, the calls whose outputs a run drops after it.
   std::vector<std::vector<uint32_t>> releases;
   // Owns the bytes the literals of the calls point into, for as long as the program lives.

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
+#include "server/dispatch/gradient_reduction.h"
 #include "server/service/convert.h"
 #include "server/service/execute.h"
 #include "server/service/service_core.h"
@@ -95,39 +96,62 @@ absl::Status ServiceCore::Backward(const v1::BackwardRequest& req, const Cancell
   absl::MutexLock lock(&session->mu());
   RETURN_IF_ERROR(session->CheckLive());
   const std::string ctx_id = absl::StrCat(req.context_id());
-  if (!session->autodiff_enabled()) {
-    return Error(Reason::kAutodiffContextNotEnabled,
-                 absl::StrCat("autodiff: backward in session ", session->id(),
-                              ", which was created with autodiff disabled"),
-                 {{"context_id", ctx_id}, {"context_state", "disabled"}});
-  }
-  AutodiffContext* ctx;
-  ASSIGN_OR_RETURN(ctx, session->FindContext(req.context_id()));
-  if (req.seeds_size() != 0 && req.seeds_size() != req.roots_size()) {
-    return Error(Reason::kInvalidRequest,
-                 absl::StrCat("autodiff: ", req.seeds_size(), " seeds for ", req.roots_size(),
-                              " roots; give one seed per root or none"),
-                 {{"field", "seeds"}, {"context_id", ctx_id}});
-  }
-  if (req.roots_size() == 0) {
-    return Error(Reason::kInvalidRequest, "autodiff: backward needs at least one root",
-                 {{"field", "roots"}, {"context_id", ctx_id}});
-  }
-  std::vector<Tensor> roots, seeds;
-  for (int r = 0; r < req.roots_size(); ++r) {
-    auto t = session->Get(req.roots(r));
-    if (!t.ok()) return WithMetadata(t.status(), {{"root_index", absl::StrCat(r)}});
-    roots.push_back(*std::move(t));
-  }
-  for (int r = 0; r < req.seeds_size(); ++r) {
-    auto t = session->Get(req.seeds(r));
-    if (!t.ok()) return WithMetadata(t.status(), {{"seed_index", absl::StrCat(r)}});
-    // A seed is a value: using an autodiff tensor as one must not tie it to a tape.
-    seeds.push_back(t->Detached());
-  }
+  const CallEnv env = SessionEnv(*session, cancelled);
+  AutodiffContext* ctx = nullptr;
+  auto walk = [&](LeafGradientSink* sink) -> absl::StatusOr<std::vector<LeafGradient>> {
+    if (!session->autodiff_enabled()) {
+      return Error(Reason::kAutodiffContextNotEnabled,
+                   absl::StrCat("autodiff: backward in session ", session->id(),
+                                ", which was created with autodiff disabled"),
+                   {{"context_id", ctx_id}, {"context_state", "disabled"}});
+    }
+    ASSIGN_OR_RETURN(ctx, session->FindContext(req.context_id()));
+    if (req.seeds_size() != 0 && req.seeds_size() != req.roots_size()) {
+      return Error(Reason::kInvalidRequest,
+                   absl::StrCat("autodiff: ", req.seeds_size(), " seeds for ", req.roots_size(),
+                                " roots; give one seed per root or none"),
+                   {{"field", "seeds"}, {"context_id", ctx_id}});
+    }
+    if (req.roots_size() == 0) {
+      return Error(Reason::kInvalidRequest, "autodiff: backward needs at least one root",
+                   {{"field", "roots"}, {"context_id", ctx_id}});
+    }
+    std::vector<Tensor> roots, seeds;
+    for (int r = 0; r < req.roots_size(); ++r) {
+      auto t = session->Get(req.roots(r));
+      if (!t.ok()) return WithMetadata(t.status(), {{"root_index", absl::StrCat(r)}});
+      roots.push_back(*std::move(t));
+    }
+    for (int r = 0; r < req.seeds_size(); ++r) {
+      auto t = session->Get(req.seeds(r));
+      if (!t.ok()) return WithMetadata(t.status(), {{"seed_index", absl::StrCat(r)}});
+      // A seed is a value: using an autodiff tensor as one must not tie it to a tape.
+      seeds.push_back(t->Detached());
+    }
+    return dispatcher_.Backward(*ctx, roots, seeds, req.retain_graph(), env, sink);
+  };
   std::vector<LeafGradient> grads;
-  ASSIGN_OR_RETURN(grads, dispatcher_.Backward(*ctx, roots, seeds, req.retain_graph(),
-                                               SessionEnv(*session, cancelled)));
+  if (!req.has_reduce()) {
+    ASSIGN_OR_RETURN(grads, walk(nullptr));
+  } else {
+    // Reduced across the group as the backward makes them. Whatever fails here, or on a
+    // peer, fails every rank alike (gradient_reduction.h).
+    GradientReduction reduction(dispatcher_, env, GradientReductionFromProto(req.reduce()),
+                                req.context_id(), [&](uint64_t h) { return session->Get(h); });
+    auto walked = walk(&reduction);
+    ASSIGN_OR_RETURN(auto reduced, reduction.Finish(walked.status()));
+    grads = *std::move(walked);
+    for (auto& [leaf, grad] : reduced) {
+      auto it = std::find_if(grads.begin(), grads.end(),
+                             [&](const LeafGradient& g) { return g.leaf->tensor_id == leaf; });
+      if (it != grads.end()) {
+        it->grad = std::move(grad);
+      } else {  // not reached here: the group's sum of zeros and the peers' gradients
+        ASSIGN_OR_RETURN(Tensor t, session->Get(leaf));
+        grads.push_back({t.autograd(), std::move(grad)});
+      }
+    }
+  }
   metrics_.RecordBackward("walk");
   std::sort(grads.begin(), grads.end(), [](const LeafGradient& a, const LeafGradient& b) {
     return a.leaf->tensor_id < b.leaf->tensor_id;

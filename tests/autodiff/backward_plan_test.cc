@@ -243,5 +243,94 @@ TEST_F(BackwardPlanTest, APlannedBackwardFreesNothingAndTheWalkStillFrees) {
   EXPECT_EQ(GetReason(again.status()), Reason::kGraphFreed) << again.status();
 }
 
+// Counts the ops a backward runs, so a test can tell when something happened.
+class CountingRunner : public OpRunner {
+ public:
+  explicit CountingRunner(OpRunner& inner) : inner_(inner) {}
+  absl::StatusOr<std::vector<Tensor>> Run(const std::string& op, std::vector<Tensor> inputs,
+                                          AttrMap attrs) override {
+    ++ops;
+    return inner_.Run(op, std::move(inputs), std::move(attrs));
+  }
+  int ops = 0;
+
+ private:
+  OpRunner& inner_;
+};
+
+// Records what a backward tells it, and when (in ops run so far).
+class RecordingSink : public LeafGradientSink {
+ public:
+  explicit RecordingSink(const CountingRunner& runner) : runner_(runner) {}
+  absl::Status Begin(const BackwardPlan&) override {
+    ++begun;
+    return absl::OkStatus();
+  }
+  absl::Status Final(uint64_t leaf, const Tensor& grad) override {
+    told.push_back({leaf, grad, runner_.ops});
+    return fail_at == leaf ? Error(Reason::kInternal, "the sink refuses") : absl::OkStatus();
+  }
+  absl::Status End() override {
+    ended_after = static_cast<int>(told.size());
+    return absl::OkStatus();
+  }
+  struct Told {
+    uint64_t leaf;
+    Tensor grad;
+    int ops;
+  };
+  int begun = 0;
+  int ended_after = -1;
+  uint64_t fail_at = 0;
+  std::vector<Told> told;
+
+ private:
+  const CountingRunner& runner_;
+};
+
+// A sink hears of u (added last) first and of w (used by both products, so final only after
+// the first product's gradient) last, each while the backward still has ops to run, with the
+// gradient the backward returns.
+TEST_F(BackwardPlanTest, EachLeafIsToldOnceAsSoonAsItsGradientIsFinal) {
+  Leaves p = MakeLeaves();
+  const Tensor root = RecordStep(p, 1);
+  BackwardGraph graph;
+  auto planned = PlanBackward(ctx_, {root}, graph);
+  ASSERT_TRUE(planned.ok()) << planned.status();
+  DispatchRunner dispatch(TestDispatcher(), plain_);
+  CountingRunner runner(dispatch);
+  RecordingSink sink(runner);
+  auto grads = RunBackwardPlan(*planned, graph, {root}, {}, runner, &sink);
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  EXPECT_EQ(sink.begun, 1);
+  EXPECT_EQ(sink.ended_after, 3);
+  ASSERT_EQ(sink.told.size(), 3u);
+  EXPECT_EQ(sink.told[0].leaf, 13u) << "u, added last, is final first";
+  EXPECT_EQ(sink.told[1].leaf, 12u) << "then b";
+  EXPECT_EQ(sink.told[2].leaf, 11u) << "w only after the first product's gradient";
+  EXPECT_LT(sink.told[0].ops, sink.told[1].ops);
+  EXPECT_LT(sink.told[1].ops, sink.told[2].ops);
+  EXPECT_LT(sink.told[0].ops, runner.ops / 2) << "u is told while most of the backward is left";
+  for (const auto& t : sink.told) {
+    const auto l = std::find(planned->leaf_ids.begin(), planned->leaf_ids.end(), t.leaf) -
+                   planned->leaf_ids.begin();
+    EXPECT_EQ(t.grad.storage(), (*grads)[l].storage()) << "leaf " << t.leaf;
+  }
+
+  // A sink's error stops the backward there.
+  const Tensor again = RecordStep(p, 2);
+  BackwardGraph second;
+  auto plan2 = PlanBackward(ctx_, {again}, second);
+  ASSERT_TRUE(plan2.ok());
+  CountingRunner counted(dispatch);
+  RecordingSink refusing(counted);
+  refusing.fail_at = 12;
+  auto failed = RunBackwardPlan(*plan2, second, {again}, {}, counted, &refusing);
+  EXPECT_EQ(GetReason(failed.status()), Reason::kInternal) << failed.status();
+  EXPECT_EQ(refusing.told.size(), 2u);
+  EXPECT_EQ(refusing.ended_after, -1);
+  EXPECT_LT(counted.ops, runner.ops);
+}
+
 }  // namespace
 }  // namespace tensord

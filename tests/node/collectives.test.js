@@ -1,7 +1,8 @@
 'use strict';
 // Process groups from Node: two servers join a group through a file rendezvous, all_reduce
 // sums across them, and an autodiff tensor of a closed context on one rank fails the
-// collective on both ranks with AUTODIFF_CONTEXT_NOT_ENABLED naming that rank.
+// collective on both ranks with AUTODIFF_CONTEXT_NOT_ENABLED naming that rank; a backward
+// reduces its gradients over the group.
 const assert = require('node:assert/strict');
 const crypto = require('crypto');
 const fs = require('fs');
@@ -62,5 +63,20 @@ test('a closed context on one rank fails the collective on every rank', async ()
     return (await (await s.op('all_reduce', [x])).get()).data[0];
   }));
   assert.deepEqual(outs, [2, 2]);
+  await Promise.all(sessions.map((s) => s.close()));
+});
+
+test('a backward reduces its gradients over the group while it runs', async () => {
+  const sessions = await joinedSessions();
+  const grads = await Promise.all(sessions.map(async (s, rank) => {
+    const ctx = await s.autodiff();
+    const w = await s.tensor(new Float64Array([1, 2]), [2], {requiresGrad: true});
+    const x = await s.tensor(new Float64Array([rank + 1, -rank]), [2]);
+    const loss = await s.op('sum', [await s.op('mul', [w, x])]);
+    const g = await ctx.backward(loss, {reduce: [[w]]});
+    return Array.from((await g.get(w).get()).data);
+  }));
+  // The mean of x over the ranks: [1, 0] and [2, -1].
+  for (const g of grads) assert.deepEqual(g, [1.5, -0.5]);
   await Promise.all(sessions.map((s) => s.close()));
 });

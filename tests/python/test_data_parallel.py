@@ -1,10 +1,11 @@
 """examples/data_parallel/train.py on real tensord processes: three steps on 4 servers, each
 rank training on a quarter of every batch with its gradients averaged by the servers
-(bucketed all_reduce) and the SGD step applied there, leave the parameters of a single-server
-run on the whole batches (f64 to 1e-12, f32 to the rounding of another summation order), in
-the compiled and the eager path; and a server killed with SIGKILL mid-training fails the step
-on every other rank with PEER_UNAVAILABLE within the collective timeout, undoing that step;
-and the driver's command line trains on servers it starts."""
+(bucketed all_reduce, while the backward runs or after it) and the SGD step applied there,
+leave the parameters of a single-server run on the whole batches (f64 to 1e-12, f32 to the
+rounding of another summation order), in the compiled and the eager path; and a server killed
+with SIGKILL mid-training fails the step on every other rank with PEER_UNAVAILABLE within the
+collective timeout, undoing that step; and the driver's command line trains on servers it
+starts."""
 import os
 import re
 import signal
@@ -76,13 +77,17 @@ def close_all(ranks):
         rank.close()
 
 
-@pytest.mark.parametrize("mode", ["program", "eager"])
+@pytest.mark.parametrize("mode,overlap", [("program", True), ("eager", True),
+                                          ("program", False), ("eager", False)])
 @pytest.mark.parametrize("dtype", ["f64", "f32"])
-def test_four_sharded_ranks_equal_one_server_on_the_whole_batch(servers, tmp_path, mode, dtype):
+def test_four_sharded_ranks_equal_one_server_on_the_whole_batch(servers, tmp_path, mode, dtype,
+                                                                overlap):
+    """overlap: the servers reduce the buckets while the backward runs (reduce=); otherwise
+    as calls of their own after it."""
     x, y, _, _, init, plan = dp.problem(seed=1, dtype=dtype, batch=BATCH, steps=STEPS)
     want = single_server_run(servers[0].address, x, y, init, plan)
     ranks = dp.join([p.address for p in servers], f"file://{tmp_path}", init, lr=LR,
-                    momentum=MOMENTUM, bucket_bytes=BUCKET_BYTES, mode=mode)
+                    momentum=MOMENTUM, bucket_bytes=BUCKET_BYTES, mode=mode, overlap=overlap)
     try:
         assert [len(b) for b in ranks[0].buckets] == [2, 1, 3]
         dp.run_steps(ranks, x, y, plan)

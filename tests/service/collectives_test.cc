@@ -2,7 +2,8 @@
 // (a server holds sessions of many groups), all_reduce sums across them, the session info
 // shows the group, and an autodiff tensor of a closed context on one rank fails the
 // collective on both with AUTODIFF_CONTEXT_NOT_ENABLED naming that rank, after which the
-// group still works. Groups across processes: tests/python/test_collectives.py.
+// group still works; and a backward reduces its gradients across the group while it runs.
+// Groups across processes: tests/python/test_collectives.py, test_gradient_reduction.py.
 #include <cstdlib>
 #include <future>
 #include <string>
@@ -110,6 +111,51 @@ TEST_F(CollectivesTest, AClosedContextOnOneRankFailsEveryRank) {
     ASSERT_TRUE(v.ok()) << v.status();
     EXPECT_EQ(*v->ToVector<double>(), (std::vector<double>{2.0}));
   }
+}
+
+// A data-parallel backward: each rank's loss is sum(w * x_r) + sum(b * b); the gradients
+// come back as the mean over both ranks, computed while the backward runs. When rank 0's
+// context is closed, both backwards fail with its AUTODIFF_CONTEXT_NOT_ENABLED, in the
+// reduction, and the group goes on.
+TEST_F(CollectivesTest, ABackwardReducesItsGradientsAcrossTheGroup) {
+  auto step = [&](int r, bool close) -> absl::StatusOr<std::vector<std::vector<double>>> {
+    tc::Session& s = sessions_[r];
+    ASSIGN_OR_RETURN(tc::AutodiffContext ctx, s.OpenAutodiff());
+    ASSIGN_OR_RETURN(tc::Tensor w, s.Put(tc::HostTensor(std::vector<double>{1.0, 2.0, 3.0}),
+                                         tc::PutOptions{true, ctx.id()}));
+    ASSIGN_OR_RETURN(tc::Tensor b, s.Put(tc::HostTensor(std::vector<double>{0.5 + r}),
+                                         tc::PutOptions{true, ctx.id()}));
+    ASSIGN_OR_RETURN(tc::Tensor x,
+                     s.Put(tc::HostTensor(std::vector<double>{1.0 + r, 2.0, -1.0 * r})));
+    ASSIGN_OR_RETURN(tc::Tensor wx, s.Op1("mul", {w, x}));
+    ASSIGN_OR_RETURN(tc::Tensor bb, s.Op1("mul", {b, b}));
+    ASSIGN_OR_RETURN(tc::Tensor l1, s.Op1("sum", {wx}));
+    ASSIGN_OR_RETURN(tc::Tensor l2, s.Op1("sum", {bb}));
+    ASSIGN_OR_RETURN(tc::Tensor loss, s.Op1("add", {l1, l2}));
+    if (close) RETURN_IF_ERROR(ctx.Close());
+    ASSIGN_OR_RETURN(tc::Gradients g, ctx.Backward({loss}, tc::GradientReduction{{{b}, {w}}}));
+    std::vector<std::vector<double>> out;
+    for (const tc::Tensor& leaf : {w, b}) {
+      ASSIGN_OR_RETURN(tc::HostTensor v, s.Get(g.grad(leaf)));
+      out.push_back(*v.ToVector<double>());
+    }
+    return out;
+  };
+  auto reduced = Both([&](int r) { return step(r, false); });
+  for (const auto& grads : reduced) {
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    // d/dw: the mean of x_0 = {1, 2, 0} and x_1 = {2, 2, -1}; d/db: the mean of 2 b_r.
+    EXPECT_EQ((*grads)[0], (std::vector<double>{1.5, 2.0, -0.5}));
+    EXPECT_EQ((*grads)[1], (std::vector<double>{2.0}));
+  }
+  auto failed = Both([&](int r) { return step(r, r == 0); });
+  for (const auto& grads : failed) {
+    EXPECT_EQ(tc::ReasonOf(grads.status()), v1::AUTODIFF_CONTEXT_NOT_ENABLED) << grads.status();
+  }
+  EXPECT_EQ(tc::MetadataOf(failed[1].status())["rank"], "0") << failed[1].status();
+  EXPECT_EQ(tc::MetadataOf(failed[1].status())["phase"], "gradient_reduction");
+  auto again = Both([&](int r) { return step(r, false); });
+  for (const auto& grads : again) EXPECT_TRUE(grads.ok()) << grads.status();
 }
 
 }  // namespace

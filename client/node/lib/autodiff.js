@@ -21,10 +21,16 @@ class AutodiffContext {
 
   // Backward from `roots` (a Tensor or an array); resolves to a Map leaf Tensor -> gradient.
   // Leaves are matched to Tensor objects this session created; `byHandle` has every gradient.
-  async backward(roots, {seed = null, retainGraph = false} = {}) {
+  // `reduce`: buckets (arrays of requires-grad leaves, the last layers first) whose gradients
+  // the server reduces across the session's group (`reduceOp` 'mean' or 'sum') while the
+  // backward runs, as DistributedDataParallel does; their gradients come back reduced.
+  async backward(roots, {seed = null, retainGraph = false, reduce = null,
+    reduceOp = 'mean'} = {}) {
     const s = this.session;
     roots = Array.isArray(roots) ? roots : [roots];
     const rootHandles = roots.map((r, i) => handleIn(s, r, {root_index: i}));
+    const reduction = reduce === null ? null : {op: reduceOp, buckets: reduce.map(
+        (bucket, b) => ({leaves: bucket.map((leaf) => handleIn(s, leaf, {bucket_index: b}))}))};
     s._checkOpen();
     const seeds = [];
     const temps = [];
@@ -41,7 +47,7 @@ class AutodiffContext {
     }
     try {
       const resp = await s._unary('Backward', {session_id: s.id, context_id: this.id,
-        roots: rootHandles, seeds, retain_graph: retainGraph});
+        roots: rootHandles, seeds, retain_graph: retainGraph, reduce: reduction});
       const grads = new Map();
       grads.byHandle = new Map();
       for (const g of resp.gradients) {

@@ -71,6 +71,7 @@ class ProgramTrace:
         self.roots = None    # CallOutputs once backward was called
         self.leaves = []     # leaf Tensors whose gradients the updates or results use
         self.fetch_gradients = False
+        self.reduction = None  # GradientReduction of the backward's reduce=
         # tensord.compile's view of `.grad` during the trace (loss.backward() fills it); None
         # under sess.compile, whose functions take the gradients from ctx.backward(loss).
         self.grad_view = None
@@ -106,7 +107,7 @@ class ProgramTrace:
         self.parameters.append(param)
         return Tensor(self.session, lazy=(self, (PARAM, k), 0))
 
-    def backward(self, ctx, loss, seed) -> dict:
+    def backward(self, ctx, loss, seed, reduce=None, reduce_op="mean") -> dict:
         if self.roots is not None:
             raise client_error("INVALID_REQUEST", "tensord: a program has one backward",
                                {"context_id": ctx.id})
@@ -124,7 +125,15 @@ class ProgramTrace:
                 raise client_error("BAD_OPERAND", "tensord: a program's backward roots must be "
                                    "outputs of its own calls", {"root_index": i})
             self.roots.append(ops_pb2.CallOutput(call=r._lazy[1], output=r._lazy[2]))
-        return _Gradients(self, ctx.id)
+        grads = _Gradients(self, ctx.id)
+        if reduce is not None:
+            # The reduced leaves are leaves of the backward whether or not the updates read them.
+            self.reduction = self.session._gradient_reduction(reduce, reduce_op)
+            for bucket in reduce:
+                for leaf in bucket:
+                    if not any(known is leaf for known in self.leaves):
+                        grads[leaf]  # noqa: B018  (makes it a leaf of the backward)
+        return grads
 
     def gradient_of(self, leaf: Tensor, grads: dict) -> Tensor:
         self.keepalive.append(leaf)
@@ -321,6 +330,8 @@ def compile_program(sess, fn, example_inputs, names=None, ctx=None) -> Program:
         req.backward.roots.extend(trace.roots)
         req.backward.leaves.extend(leaf._info.handle for leaf in trace.leaves)
         req.backward.fetch_gradients = trace.fetch_gradients
+        if trace.reduction is not None:
+            req.backward.reduce.CopyFrom(trace.reduction)
     resp = sess._call("CompileProgram", req)
     trace.state = "done"
     return Program(sess, resp.program_id, trace, spec, resp)

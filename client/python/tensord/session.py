@@ -115,14 +115,22 @@ class AutodiffContext:
         self.checkpointing = checkpointing
         self.closed = False
 
-    def backward(self, loss, seed=None, retain_graph: bool = False) -> dict:
+    def backward(self, loss, seed=None, retain_graph: bool = False, reduce=None,
+                 reduce_op: str = "mean") -> dict:
         """Runs reverse-mode autodiff from `loss` (a Tensor or a list of Tensors) and returns
         {leaf Tensor: gradient Tensor} for every requires-grad leaf reached.
 
         seed: the output gradient(s) (Tensor or array, one per root); None seeds scalar roots
         with 1.
+        reduce: buckets of leaves (a list of lists of requires-grad leaf Tensors) whose
+        gradients the server all-reduces (`reduce_op`: "mean" or "sum") across the session's
+        process group while the backward runs, as DistributedDataParallel does: a bucket is
+        flattened and reduced as soon as the backward has finished its gradients, while the
+        backward goes on. Buckets launch in the order given: list them as the backward
+        finishes them (the last layers first). Every rank must pass buckets of the same
+        dtypes and sizes; the returned gradients of bucket leaves are the reduced ones.
         """
-        return self.session._backward(self, loss, seed, retain_graph)
+        return self.session._backward(self, loss, seed, retain_graph, reduce, reduce_op)
 
     def info(self):
         """This context's ContextInfo (state, tape_nodes, saved_bytes) from GetSessionInfo."""
@@ -371,9 +379,9 @@ class Session:
             f"({expected} bytes)",
             {"tensor_id": handle, "received_bytes": received, "expected_bytes": expected})
 
-    def _backward(self, ctx, loss, seed, retain_graph):
+    def _backward(self, ctx, loss, seed, retain_graph, reduce=None, reduce_op="mean"):
         if isinstance(self._batch, ProgramTrace):
-            return self._batch.backward(ctx, loss, seed)
+            return self._batch.backward(ctx, loss, seed, reduce, reduce_op)
         if self._batch is not None:
             raise client_error("INVALID_REQUEST", "tensord: backward() cannot run inside "
                                "sess.batch(); end the batch first", {"context_id": ctx.id})
@@ -389,9 +397,12 @@ class Session:
                     s = self.tensor(s)
                     keepalive.append(s)
                 seeds.append(self._own_info(s, {"seed_index": i}).handle)
-        resp = self._call("Backward", service_pb2.BackwardRequest(
-            session_id=self.id, context_id=ctx.id, roots=root_handles,
-            seeds=seeds, retain_graph=retain_graph))
+        req = service_pb2.BackwardRequest(session_id=self.id, context_id=ctx.id,
+                                          roots=root_handles, seeds=seeds,
+                                          retain_graph=retain_graph)
+        if reduce is not None:
+            req.reduce.CopyFrom(self._gradient_reduction(reduce, reduce_op))
+        resp = self._call("Backward", req)
         grads = {}
         for g in resp.gradients:
             grad = Tensor(self, g.grad)
@@ -400,6 +411,17 @@ class Session:
             if leaf is not None:
                 grads[leaf] = grad
         return grads
+
+    def _gradient_reduction(self, buckets, op: str):
+        """The GradientReduction message for buckets of leaf Tensors of this session."""
+        reduction = service_pb2.GradientReduction(op=op)
+        for b, bucket in enumerate(buckets):
+            if isinstance(bucket, Tensor):
+                raise client_error("INVALID_REQUEST", "tensord: reduce= takes buckets, lists "
+                                   "of leaf tensors; write [[w, b], ...]", {"bucket_index": b})
+            handles = [self._own_info(leaf, {"bucket_index": b}).handle for leaf in bucket]
+            reduction.buckets.add(leaves=handles)
+        return reduction
 
     # -- API -----------------------------------------------------------------------------------
     def tensor(self, value, requires_grad: bool = False, ctx=None, device: str | None = None,
