@@ -86,6 +86,7 @@ GradientReduction::~GradientReduction() {
   {
     absl::MutexLock lock(&mu_);
     stop_ = true;
+    has_work_ = true;
   }
   if (worker_.joinable()) worker_.join();
 }
@@ -160,13 +161,16 @@ void GradientReduction::Submit(Job job) {
     {
       absl::MutexLock lock(&mu_);
       ++submitted_;
+      drained_ = false;
     }
     Run(std::move(job));
     return;
   }
   absl::MutexLock lock(&mu_);
   ++submitted_;
+  drained_ = false;
   queue_.push_back(std::move(job));
+  has_work_ = true;
   if (!worker_.joinable()) worker_ = std::thread([this] { Work(); });
 }
 
@@ -175,10 +179,11 @@ void GradientReduction::Work() {
     Job job;
     {
       absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(this, &GradientReduction::HasWork));
+      mu_.Await(absl::Condition(&has_work_));
       if (queue_.empty()) return;
       job = std::move(queue_.front());
       queue_.erase(queue_.begin());
+      has_work_ = stop_ || !queue_.empty();
     }
     Run(std::move(job));
   }
@@ -216,11 +221,8 @@ void GradientReduction::Done(absl::Status status) {
   absl::MutexLock lock(&mu_);
   if (failed_.ok() && !status.ok()) failed_ = std::move(status);
   ++finished_;
+  drained_ = finished_ == submitted_;
 }
-
-bool GradientReduction::HasWork() const { return stop_ || !queue_.empty(); }
-
-bool GradientReduction::Drained() const { return finished_ >= submitted_; }
 
 absl::Status GradientReduction::Failure() const {
   absl::MutexLock lock(&mu_);
@@ -239,7 +241,7 @@ absl::Status GradientReduction::End() {
 
 void GradientReduction::Wait() {
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(this, &GradientReduction::Drained));
+  mu_.Await(absl::Condition(&drained_));
 }
 
 absl::StatusOr<std::vector<std::pair<uint64_t, Tensor>>> GradientReduction::Finish(

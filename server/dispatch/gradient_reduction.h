@@ -93,8 +93,6 @@ class GradientReduction : public LeafGradientSink {
   // Until every submitted job has run.
   void Wait() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Status Failure() const ABSL_LOCKS_EXCLUDED(mu_);
-  bool HasWork() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool Drained() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Dispatcher& dispatcher_;
   CallEnv env_;  // no_grad
@@ -112,6 +110,9 @@ class GradientReduction : public LeafGradientSink {
   std::vector<Job> queue_ ABSL_GUARDED_BY(mu_);
   size_t submitted_ ABSL_GUARDED_BY(mu_) = 0;  // jobs given to the worker or run
   size_t finished_ ABSL_GUARDED_BY(mu_) = 0;   // jobs done
+  // What the waits wait for, kept as flags: absl::Condition reads a bool inside the library.
+  bool drained_ ABSL_GUARDED_BY(mu_) = true;    // finished_ == submitted_
+  bool has_work_ ABSL_GUARDED_BY(mu_) = false;  // stop_ or a queued job
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);  // the first bucket that failed
   std::thread worker_;

@@ -4,7 +4,8 @@
 // planned only where each step's own call would have computed that same arithmetic here: on a
 // loop kernel, or on oneDNN's binary add/sub/mul/div (IEEE operations: the same bits). oneDNN's
 // activations on large tensors compute otherwise; a step that would have run one is refused, and
-// the program compiler then leaves it out of the expression.
+// the program compiler then leaves it out of the expression. A large output's tiles are shared
+// among the intra-op threads (OpenMP, the runtime oneDNN's threads come from).
 #include <algorithm>
 #include <vector>
 
@@ -22,6 +23,9 @@ using fusion::Fn;
 using fusion::Step;
 
 constexpr int64_t kTile = 2048;  // elements per pass: the stack's buffers stay in L1/L2
+// From this many tiles (64K elements) the tiles are shared among the intra-op threads: below
+// it, starting the threads costs about what a second core saves.
+constexpr int64_t kParallelTiles = 32;
 
 // A value on the expression's stack for one tile: kTile elements, or one repeated.
 template <typename T>
@@ -188,20 +192,20 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
       leaves[k].strides = BroadcastStrides(in.shape(), shape);
     }
   }
-  // A tile buffer per stack value, no longer than the output.
+  // A tile buffer per stack value, no longer than the output; one set per thread.
   const int64_t tile = std::min(kTile, std::max<int64_t>(total, 1));
-  std::vector<T> buffers(static_cast<size_t>(fusion::StackDepth(steps) * tile));
-  Value<T> stack[fusion::kMaxStackDepth];
+  const size_t per_thread = static_cast<size_t>(fusion::StackDepth(steps) * tile);
   T* out = out_tensor.data<T>();
-  for (int64_t start = 0; start < total; start += kTile) {
+  auto run_tile = [&](int64_t start, T* buffers) {
     const int64_t n = std::min(kTile, total - start);
+    Value<T> stack[fusion::kMaxStackDepth];
     int depth = 0;
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& s = steps[i];
       const bool last = i + 1 == steps.size();
       if (s.input) {
         const Leaf<T>& leaf = leaves[s.index];
-        T* buf = buffers.data() + depth * tile;
+        T* buf = buffers + depth * tile;
         if (leaf.full) {
           stack[depth] = {leaf.data + start, false};
         } else if (leaf.scalar) {
@@ -216,7 +220,7 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
       const int arity = fusion::Arity(s.fn);
       const int at = depth - arity;
       // The last step writes the output itself.
-      T* target = last ? out + start : buffers.data() + at * tile;
+      T* target = last ? out + start : buffers + at * tile;
       stack[at] = arity == 1 ? Apply1<T>(s, stack[at], target, n)
                              : Apply2<T>(s, stack[at], stack[at + 1], target, n);
       depth = at + 1;
@@ -227,6 +231,20 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
     } else if (result.data != out + start) {
       std::copy(result.data, result.data + n, out + start);
     }
+  };
+  const int64_t tiles = (total + kTile - 1) / kTile;
+  if (tiles < kParallelTiles) {
+    std::vector<T> buffers(per_thread);
+    for (int64_t t = 0; t < tiles; ++t) run_tile(t * kTile, buffers.data());
+    return;
+  }
+  // Tiles are independent (each writes its own part of the output): the intra-op threads
+  // (--threads, as oneDNN's) share them, with the same bits as one thread.
+#pragma omp parallel
+  {
+    std::vector<T> buffers(per_thread);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < tiles; ++t) run_tile(t * kTile, buffers.data());
   }
 }
 
