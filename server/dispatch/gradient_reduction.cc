@@ -92,6 +92,7 @@ GradientReduction::~GradientReduction() {
 }
 
 absl::Status GradientReduction::Begin(const BackwardPlan& plan) {
+  RETURN_IF_ERROR(check_);  // no step runs for a request that cannot reduce
   overlap_ = std::none_of(plan.steps.begin(), plan.steps.end(), [](const BackwardPlan::Step& s) {
     return s.runs && s.op->collective != CollectiveKind::kNone;
   });

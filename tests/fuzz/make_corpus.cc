@@ -608,6 +608,28 @@ int main(int argc, char** argv) {
               .Step(kGroup, join("pair", 0, 2))
               .Step(kGroup, join("bad", 3, 2))
               .Write(dir, "process_groups");
+    // A backward that reduces its gradients across a group of one: a good bucket, then a
+    // bucket naming the loss (not a leaf), an empty one, a leaf named twice, a bad op.
+    auto reduced = [](std::vector<std::vector<uint64_t>> buckets, const std::string& op) {
+      BackwardRequest r = Backward(2, {7}, {}, true);
+      r.mutable_reduce()->set_op(op);
+      for (const auto& bucket : buckets) {
+        auto* b = r.mutable_reduce()->add_buckets();
+        for (uint64_t h : bucket) b->add_leaves(h);
+      }
+      return r;
+    };
+    ok &= Seed()
+              .Step(kGroup, join("reducing", 0, 1))
+              .Step(kOpen, OpenAutodiffContextRequest())
+              .Put(F32Put({2, 3}, {1, 2, 3, 4, 5, 6}, true, 2))
+              .Step(kExecute, MulSum(2, 5))
+              .Step(kBackward, reduced({{5}}, "mean"))
+              .Step(kBackward, reduced({{7}}, "sum"))
+              .Step(kBackward, reduced({{}, {5}}, ""))
+              .Step(kBackward, reduced({{5}, {5}}, "mean"))
+              .Step(kBackward, reduced({{5}}, "max"))
+              .Write(dir, "backward_reducing_gradients");
   }
   if (!ok) {
     std::fprintf(stderr, "make_corpus: could not write into %s\n", dir.c_str());
