@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
 #include "server/service/program_fusion.h"
@@ -510,23 +511,15 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
 
 absl::Status ChargeProgram(Program& program, const std::shared_ptr<MemoryAccount>& account,
                            int64_t bytes) {
-  // In pieces of at most the per-tensor maximum, which Charge enforces on each call.
-  const int64_t piece = std::max<int64_t>(1, account->max_charge_bytes());
-  int64_t charged = 0;
-  while (charged < bytes) {
-    const int64_t n = std::min(piece, bytes - charged);
-    if (absl::Status st = account->Charge(n); !st.ok()) {
-      account->Credit(charged);
-      const int64_t used = account->used();
-      return Error(Reason::kQuotaExceeded,
-                   absl::StrCat("program: holding the program takes ", bytes,
-                                " bytes, which would exceed the memory quota (", used, " of ",
-                                account->quota(), " bytes in use); release tensors or programs"),
-                   {{"requested_bytes", Str(bytes)},
-                    {"used_bytes", Str(used)},
-                    {"quota_bytes", Str(account->quota())}});
-    }
-    charged += n;
+  if (!ChargeInPieces(*account, bytes)) {
+    const int64_t used = account->used();
+    return Error(Reason::kQuotaExceeded,
+                 absl::StrCat("program: holding the program takes ", bytes,
+                              " bytes, which would exceed the memory quota (", used, " of ",
+                              account->quota(), " bytes in use); release tensors or programs"),
+                 {{"requested_bytes", Str(bytes)},
+                  {"used_bytes", Str(used)},
+                  {"quota_bytes", Str(account->quota())}});
   }
   // A deleter without an object: it runs once, when the last owner of the program lets go.
   program.quota_charge =
@@ -539,6 +532,9 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
                                           const std::function<bool()>& cancelled,
                                           const ExecuteLimits& limits,
                                           const CallObserver& observe) {
+  // The run allocates in the room the program holds for it, which it takes again after.
+  program.peak_reservation.Release();
+  absl::Cleanup hold_again = [&program] { program.peak_reservation.Hold(); };
   absl::StatusOr<Steps> steps = RunSteps(
       session, dispatcher, program.spec, &program.parameters, inputs,
       /*commit=*/true, cancelled, limits, observe, &program.plans, program.backward_plan.get());

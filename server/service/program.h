@@ -18,6 +18,7 @@
 #include "server/dispatch/dispatcher.h"
 #include "server/dispatch/gradient_reduction.h"
 #include "server/service/execute.h"
+#include "server/service/program_memory_plan.h"
 #include "server/service/session.h"
 
 namespace tensord {
@@ -80,6 +81,8 @@ struct Program {
   // The bytes the program holds (its stored request: calls, attributes, literals), charged to
   // the session's quota for as long as the program lives; the last owner credits them back.
   std::shared_ptr<void> quota_charge;
+  // The quota held for the runs: the peak (program_memory_plan.h).
+  PeakReservation peak_reservation;
 };
 
 // Charges `program`'s stored request to `account`, all or nothing: QUOTA_EXCEEDED when the

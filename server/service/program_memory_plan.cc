@@ -34,4 +34,36 @@ std::vector<std::vector<uint32_t>> PlanReleases(const ProgramSpec& spec) {
   return releases;
 }
 
+bool ChargeInPieces(MemoryAccount& account, int64_t bytes) {
+  const int64_t piece = std::max<int64_t>(1, account.max_charge_bytes());
+  int64_t charged = 0;
+  while (charged < bytes) {
+    const int64_t n = std::min(piece, bytes - charged);
+    if (!account.Charge(n).ok()) {
+      account.Credit(charged);
+      return false;
+    }
+    charged += n;
+  }
+  return true;
+}
+
+void PeakReservation::Set(std::shared_ptr<MemoryAccount> account, int64_t bytes) {
+  Release();
+  account_ = std::move(account);
+  bytes_ = std::max<int64_t>(0, bytes);
+}
+
+bool PeakReservation::Hold() {
+  if (held_ || account_ == nullptr) return held_;
+  held_ = ChargeInPieces(*account_, bytes_);
+  return held_;
+}
+
+void PeakReservation::Release() {
+  if (!held_) return;
+  account_->Credit(bytes_);
+  held_ = false;
+}
+
 }  // namespace tensord

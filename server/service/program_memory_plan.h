@@ -1,10 +1,12 @@
 // A program's memory plan. Compiling decides after which call each call's outputs are read
 // no more, so that a run drops them there instead of holding every intermediate to its end;
-// and the trial run measures the bytes a run holds at its peak, which the program reports.
+// the trial run measures the bytes a run holds at its peak, which the program reports and
+// holds of the session's quota for as long as it lives.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "server/core/tensor.h"
@@ -33,6 +35,36 @@ class PeakBytes {
   const MemoryAccount* account_;
   int64_t base_;
   int64_t peak_ = 0;
+};
+
+// Charges `bytes` to `account` in pieces of at most its per-tensor maximum (what is charged is
+// not one tensor), all or nothing: false, with nothing charged, when the quota cannot hold them.
+bool ChargeInPieces(MemoryAccount& account, int64_t bytes);
+
+// The quota a compiled program holds for its runs: the peak its trial run measured, charged
+// once, at compile, so that other tensors of the session cannot take the room a run needs.
+// A run gives the bytes back while it allocates for real and takes them again after it. When
+// it cannot (the run kept outputs, or other calls of the session took the room meanwhile),
+// the program runs without the hold until a later run can take it again.
+class PeakReservation {
+ public:
+  PeakReservation() = default;
+  PeakReservation(const PeakReservation&) = delete;
+  PeakReservation& operator=(const PeakReservation&) = delete;
+  ~PeakReservation() { Release(); }
+
+  // What to hold, and of which account; not held yet.
+  void Set(std::shared_ptr<MemoryAccount> account, int64_t bytes);
+  // Takes the bytes (again); false when the quota cannot hold them.
+  bool Hold();
+  void Release();
+  bool held() const { return held_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  std::shared_ptr<MemoryAccount> account_;
+  int64_t bytes_ = 0;
+  bool held_ = false;
 };
 
 }  // namespace tensord

@@ -393,9 +393,10 @@ TEST_F(ProgramTest, ProgramsCountAgainstTheMemoryQuota) {
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo empty, s.Info());
   ASSERT_OK_AND_ASSIGN(tc::Program first, compile());
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo holding, s.Info());
-  // Two literals of 1 MiB (the example and the constant), and the request around them.
-  EXPECT_GE(holding.memory_used_bytes, empty.memory_used_bytes + (2u << 20));
-  EXPECT_LT(holding.memory_used_bytes, empty.memory_used_bytes + (3u << 20));
+  // Two literals of 1 MiB (the example and the constant), the request around them, and the
+  // peak a run holds.
+  EXPECT_GE(holding.memory_used_bytes, empty.memory_used_bytes + (2u << 20) + first.peak_bytes());
+  EXPECT_LT(holding.memory_used_bytes, empty.memory_used_bytes + (3u << 20) + first.peak_bytes());
   ASSERT_OK(first.Release());
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo released, s.Info());
   EXPECT_EQ(released.memory_used_bytes, empty.memory_used_bytes);
@@ -415,6 +416,70 @@ TEST_F(ProgramTest, ProgramsCountAgainstTheMemoryQuota) {
   EXPECT_EQ(after, before) << "a refused compile holds nothing";
 }
 
+// A compiled program holds its run's peak of the session's quota, charged once at compile:
+// a tensor that would take the room a run needs is refused, the runs still fit, each run
+// takes the hold back, and releasing the program gives it up. A quota with room for the
+// program but not for its peak refuses the compile.
+TEST_F(ProgramTest, AProgramHoldsItsRunsPeakOfTheQuota) {
+  REQUIRE_OPS("cumsum");
+  constexpr int64_t kQuota = 8 << 20;
+  constexpr int64_t kN = 1 << 18;  // f32: 1 MiB
+  ASSERT_OK_AND_ASSIGN(tc::Session s, client().CreateSession({"", 0, kQuota}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, s.Put(tc::HostTensor(std::vector<float>(kN, 1.0f), {kN})));
+  auto compile = [&](tc::Session& in, const tc::Tensor& input) {
+    tc::ProgramBuilder b = in.NewProgram(0, /*no_grad=*/true);
+    tc::CallRef c = b.Add("cumsum", {b.Parameter(input, "x")}, {{"dim", int64_t{0}}});
+    b.Add("cumsum", {c.out(0)}, {{"dim", int64_t{0}}}, {/*fetch=*/false});
+    return b.Compile();
+  };
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, s.Info());
+  ASSERT_OK_AND_ASSIGN(tc::Program p, compile(s, x));
+  ASSERT_GE(p.peak_bytes(), 2 * kN * 4) << "two intermediates live at once";
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo held, s.Info());
+  const int64_t used = static_cast<int64_t>(held.memory_used_bytes);
+  EXPECT_GE(used, static_cast<int64_t>(before.memory_used_bytes) + p.peak_bytes());
+  EXPECT_LT(used, static_cast<int64_t>(before.memory_used_bytes) + p.peak_bytes() + (64 << 10))
+      << "the request itself is small";
+
+  // Fits beside the program's request, not beside its peak too.
+  const int64_t room = kQuota - used;
+  auto filler = [](int64_t bytes) { return tc::HostTensor(std::vector<float>(bytes / 4, 0.0f)); };
+  EXPECT_TRUE(FailsWith(Status(s.Put(filler(room + p.peak_bytes() / 2))),
+                        absl::StatusCode::kResourceExhausted, v1::QUOTA_EXCEEDED));
+  const int64_t filled = (room - (16 << 10)) & ~3;
+  ASSERT_OK_AND_ASSIGN(tc::Tensor fill, s.Put(filler(filled)));
+  for (int run = 0; run < 3; ++run) {
+    const absl::Status ran = Status(p.Run({x}));
+    ASSERT_TRUE(ran.ok()) << "run " << run << ", whose peak is held for it: " << ran;
+    ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, s.Info());
+    EXPECT_EQ(static_cast<int64_t>(after.memory_used_bytes), used + filled)
+        << "the run took its hold back";
+  }
+  ASSERT_OK(p.Release());
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo released, s.Info());
+  EXPECT_EQ(static_cast<int64_t>(released.memory_used_bytes),
+            static_cast<int64_t>(before.memory_used_bytes) + filled);
+
+  // Room for the trial run and the request, not for the peak beside them: the compile is
+  // refused, holding nothing. The same program again, so the same peak and request bytes.
+  const int64_t request = used - static_cast<int64_t>(before.memory_used_bytes) - p.peak_bytes();
+  ASSERT_GT(request, 64);
+  ASSERT_OK_AND_ASSIGN(tc::Session tight, client().CreateSession({"", 0, 4 << 20}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor y, tight.Put(tc::HostTensor(std::vector<float>(kN, 1.0f), {kN})));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo with_y, tight.Info());
+  const int64_t slack = p.peak_bytes() + request / 2;
+  ASSERT_OK_AND_ASSIGN(
+      tc::Tensor big,
+      tight.Put(filler(((4 << 20) - static_cast<int64_t>(with_y.memory_used_bytes) - slack) & ~3)));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo tight_before, tight.Info());
+  absl::StatusOr<tc::Program> refused = compile(tight, y);
+  EXPECT_TRUE(FailsWith(Status(refused), absl::StatusCode::kResourceExhausted, v1::QUOTA_EXCEEDED))
+      << Status(refused);
+  EXPECT_THAT(std::string(Status(refused).message()), ::testing::HasSubstr("at its peak"));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo tight_after, tight.Info());
+  EXPECT_EQ(tight_after, tight_before) << "a refused compile holds nothing";
+}
+
 // A fused program keeps its calls as written too (a failing run runs them): their structures
 // count against the quota, the literals they share with the fused calls once.
 TEST_F(ProgramTest, AFusedProgramCountsItsLiteralsOnce) {
@@ -428,8 +493,8 @@ TEST_F(ProgramTest, AFusedProgramCountsItsLiteralsOnce) {
   ASSERT_OK_AND_ASSIGN(tc::Program p, b.Compile());
   EXPECT_EQ(p.fused_calls(), 1);
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo holding, s.Info());
-  EXPECT_GE(holding.memory_used_bytes, empty.memory_used_bytes + (2u << 20));
-  EXPECT_LT(holding.memory_used_bytes, empty.memory_used_bytes + (3u << 20));
+  EXPECT_GE(holding.memory_used_bytes, empty.memory_used_bytes + (2u << 20) + p.peak_bytes());
+  EXPECT_LT(holding.memory_used_bytes, empty.memory_used_bytes + (3u << 20) + p.peak_bytes());
   ASSERT_OK(p.Release());
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo released, s.Info());
   EXPECT_EQ(released.memory_used_bytes, empty.memory_used_bytes);

@@ -229,7 +229,8 @@ class Program:
         self.fused_ops = [c.fused_op for c in resp.calls]
         self.fused_calls = resp.fused_calls
         # The most bytes the server's trial run held above what the session held before it,
-        # sampled after each call and after the backward: what a run needs of the quota.
+        # sampled after each call and after the backward: what a run needs of the quota, which
+        # the program holds of it until released (docs/programs.md).
         self.peak_bytes = resp.peak_bytes
         self.released = False
 
