@@ -153,3 +153,23 @@ def test_a_bucket_of_mixed_dtypes_is_refused(group):
     assert "mixes" in str(results[0])
     all_reduce_works(group)
 
+
+
+def test_a_compiled_step_with_a_bad_bucket_is_refused_typed(group):
+    """A traced reduce= naming a tensor that is not a leaf: the compile fails on every rank
+    with BAD_OPERAND, and the group goes on."""
+    def step(r, s):
+        ctx = s.autodiff()
+        p = parameters(s, ctx)
+        plain = s.tensor(np.ones(2))
+
+        def traced(scale):
+            b = buckets(p)
+            b[0] = [plain] if r == 0 else b[0]
+            grads = ctx.backward(loss_of(s, p, r), reduce=b)
+            return s.op("mul", grads[p["w1"]], scale)
+        return s.compile(traced, 1.0, ctx=ctx)
+    results = run_ranks(step, group)
+    expect_on_every_rank(results, "BAD_OPERAND")
+    assert all(e.metadata.get("rank") == "0" for e in results[1:]), results
+    all_reduce_works(group)

@@ -131,7 +131,8 @@ class ProgramTrace:
             self.reduction = self.session._gradient_reduction(reduce, reduce_op)
             for bucket in reduce:
                 for leaf in bucket:
-                    if not any(known is leaf for known in self.leaves):
+                    # (A tensor that is no leaf is left to the server to refuse, typed.)
+                    if grads._leaf(leaf) and not any(known is leaf for known in self.leaves):
                         grads[leaf]  # noqa: B018  (makes it a leaf of the backward)
         return grads
 
