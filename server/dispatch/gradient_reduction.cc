@@ -235,9 +235,27 @@ absl::Status GradientReduction::End() {
   for (Bucket& bucket : buckets_) bucket.waiting = 0;
   absl::Status launched = LaunchReady();
   Wait();
-  ended_ = true;
   RETURN_IF_ERROR(launched);
-  return Failure();
+  RETURN_IF_ERROR(Failure());
+  // Split back here, while a failure still fails the backward before it frees its graph.
+  DispatchRunner run(dispatcher_, env_);
+  size_t next = 0;
+  for (Bucket& bucket : buckets_) {
+    int64_t start = 0;
+    for (const Tensor& leaf : bucket.leaves) {
+      Tensor g = bucket.reduced;
+      if (bucket.leaves.size() > 1) {
+        ASSIGN_OR_RETURN(
+            g, run.Run1(opname::narrow, {g},
+                        {{"dim", int64_t{0}}, {"start", start}, {"length", leaf.numel()}}));
+      }
+      start += leaf.numel();
+      ASSIGN_OR_RETURN(g, run.Run1(opname::reshape, {g}, {{"shape", leaf.shape()}}));
+      reduced_.emplace_back(leaf_ids_[next++], g.Detached());
+    }
+  }
+  ended_ = true;
+  return absl::OkStatus();
 }
 
 void GradientReduction::Wait() {
@@ -257,24 +275,7 @@ absl::StatusOr<std::vector<std::pair<uint64_t, Tensor>>> GradientReduction::Fini
   Wait();
   RETURN_IF_ERROR(backward);
   RETURN_IF_ERROR(Failure());
-  std::vector<std::pair<uint64_t, Tensor>> out;
-  DispatchRunner run(dispatcher_, env_);
-  size_t next = 0;
-  for (Bucket& bucket : buckets_) {
-    int64_t start = 0;
-    for (const Tensor& leaf : bucket.leaves) {
-      Tensor g = bucket.reduced;
-      if (bucket.leaves.size() > 1) {
-        ASSIGN_OR_RETURN(
-            g, run.Run1(opname::narrow, {g},
-                        {{"dim", int64_t{0}}, {"start", start}, {"length", leaf.numel()}}));
-      }
-      start += leaf.numel();
-      ASSIGN_OR_RETURN(g, run.Run1(opname::reshape, {g}, {{"shape", leaf.shape()}}));
-      out.emplace_back(leaf_ids_[next++], g.Detached());
-    }
-  }
-  return out;
+  return std::move(reduced_);
 }
 
 }  // namespace tensord

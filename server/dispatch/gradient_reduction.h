@@ -55,14 +55,15 @@ class GradientReduction : public LeafGradientSink {
   // in its order on the calling thread, and the buckets must keep their place among them.
   absl::Status Begin(const BackwardPlan& plan) override;
   absl::Status Final(uint64_t leaf_id, const Tensor& grad) override;
-  // Launches what is left (a leaf the backward did not reach with zeros) and waits for every
-  // bucket: the backward fails, keeping its graph, when a reduction failed.
+  // Launches what is left (a leaf the backward did not reach with zeros), waits for every
+  // bucket and splits the results back: the backward fails, keeping its graph, when any of
+  // it failed.
   absl::Status End() override;
 
-  // After the backward, which ended with `backward`: after a failure (or when the backward
-  // never ran End), refuses every bucket not launched yet and waits for them; then gives the
-  // reduced gradient of each bucket leaf, by leaf handle. The error of the check, the
-  // backward or the first bucket that failed.
+  // After the backward, which ended with `backward`: after a failure, meets the peers with it
+  // at the next bucket not launched yet and waits; otherwise gives the reduced gradient of
+  // each bucket leaf, by leaf handle. The error of the check, the backward or the first
+  // bucket that failed.
   absl::StatusOr<std::vector<std::pair<uint64_t, Tensor>>> Finish(absl::Status backward);
 
  private:
@@ -104,6 +105,7 @@ class GradientReduction : public LeafGradientSink {
   size_t launched_ = 0;  // buckets launched or refused, in order
   bool overlap_ = true;
   bool ended_ = false;
+  std::vector<std::pair<uint64_t, Tensor>> reduced_;  // per bucket leaf, once ended
   bool stopped_ = false;  // a refusal was submitted: nothing is launched after it
 
   mutable absl::Mutex mu_;
