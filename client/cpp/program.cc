@@ -88,6 +88,26 @@ void ProgramBuilder::Backward(const std::vector<CallOutput>& roots,
   backward->set_fetch_gradients(fetch_gradients);
 }
 
+void ProgramBuilder::Reduce(const GradientReduction& reduce) {
+  ::tensord::v1::GradientReduction* r = request_.mutable_backward()->mutable_reduce();
+  r->Clear();
+  r->set_op(reduce.op);
+  for (size_t b = 0; b < reduce.buckets.size(); ++b) {
+    ::tensord::v1::GradientBucket* bucket = r->add_buckets();
+    for (const Tensor& leaf : reduce.buckets[b]) {
+      absl::StatusOr<uint64_t> handle =
+          state_ ? internal::HandleIn(*state_, leaf, {{"bucket_index", absl::StrCat(b)}})
+                 : absl::StatusOr<uint64_t>(internal::NoSession());
+      if (!handle.ok()) {
+        if (error_.ok()) error_ = handle.status();
+        continue;
+      }
+      bucket->add_leaves(*handle);
+      leaves_.push_back(leaf);
+    }
+  }
+}
+
 CallRef ProgramBuilder::Update(const std::string& op, std::vector<Operand> inputs,
                                const Attrs& attrs, const ProgramCallOptions& options) {
   const int index = request_.calls_size() + request_.updates_size();

@@ -91,6 +91,10 @@ class ProgramBuilder {
   // (requires-grad leaves of the program's context).
   void Backward(const std::vector<CallOutput>& roots, const std::vector<Tensor>& leaves,
                 bool fetch_gradients = false);
+  // Has the backward reduce these gradients across the session's process group while it runs
+  // (GradientReduction, session.h); every bucket leaf must be one of Backward's leaves. The
+  // updates and fetched gradients then see the reduced values.
+  void Reduce(const GradientReduction& reduce);
   // An update call (no recording, after the backward); Operand::GradientOf(leaf) takes a
   // gradient of the backward.
   CallRef Update(const std::string& op, std::vector<Operand> inputs, const Attrs& attrs = {},

@@ -158,5 +158,37 @@ TEST_F(CollectivesTest, ABackwardReducesItsGradientsAcrossTheGroup) {
   for (const auto& grads : again) EXPECT_TRUE(grads.ok()) << grads.status();
 }
 
+// The same reduction inside a compiled program (ProgramBuilder::Reduce): the fetched
+// gradients are the group's mean, at every run.
+TEST_F(CollectivesTest, AProgramsBackwardReducesItsGradientsAcrossTheGroup) {
+  auto step = [&](int r) -> absl::StatusOr<std::vector<std::vector<double>>> {
+    tc::Session& s = sessions_[r];
+    ASSIGN_OR_RETURN(tc::AutodiffContext ctx, s.OpenAutodiff());
+    ASSIGN_OR_RETURN(tc::Tensor w, s.Put(tc::HostTensor(std::vector<double>{1.0, 2.0}),
+                                         tc::PutOptions{true, ctx.id()}));
+    tc::ProgramBuilder b = s.NewProgram(ctx.id());
+    tc::Operand x = b.Parameter(tc::HostTensor(std::vector<double>{0.0, 0.0}), "x");
+    tc::CallRef wx = b.Add("mul", {w, x});
+    tc::CallRef loss = b.Add("sum", {wx.out(0)});
+    b.Backward({loss.out(0)}, {w}, /*fetch_gradients=*/true);
+    b.Reduce(tc::GradientReduction{{{w}}, "mean"});
+    ASSIGN_OR_RETURN(tc::Program p, b.Compile());
+    std::vector<std::vector<double>> out;
+    for (double scale : {1.0, 3.0}) {
+      const std::vector<double> xs = {scale * (1.0 + r), -scale * r};
+      ASSIGN_OR_RETURN(tc::ProgramResult res, p.Run({tc::HostTensor(xs)}));
+      out.push_back(*res.gradients().at(0).ToVector<double>());
+    }
+    return out;
+  };
+  auto grads = Both(step);
+  for (const auto& g : grads) {
+    ASSERT_TRUE(g.ok()) << g.status();
+    // The mean of x over the ranks: ({1, 0} + {2, -1}) / 2, then three times that.
+    EXPECT_EQ((*g)[0], (std::vector<double>{1.5, -0.5}));
+    EXPECT_EQ((*g)[1], (std::vector<double>{4.5, -1.5}));
+  }
+}
+
 }  // namespace
 }  // namespace tensord::service_test
