@@ -141,14 +141,15 @@ absl::Status ServiceCore::Backward(const v1::BackwardRequest& req, const Cancell
     auto walked = walk(&reduction);
     ASSIGN_OR_RETURN(auto reduced, reduction.Finish(walked.status()));
     grads = *std::move(walked);
-    for (auto& [leaf, grad] : reduced) {
+    for (auto& reduced_leaf : reduced) {
+      const uint64_t leaf = reduced_leaf.first;
       auto it = std::find_if(grads.begin(), grads.end(),
-                             [&](const LeafGradient& g) { return g.leaf->tensor_id == leaf; });
+                             [leaf](const LeafGradient& g) { return g.leaf->tensor_id == leaf; });
       if (it != grads.end()) {
-        it->grad = std::move(grad);
+        it->grad = std::move(reduced_leaf.second);
       } else {  // not reached here: the group's sum of zeros and the peers' gradients
         ASSIGN_OR_RETURN(Tensor t, session->Get(leaf));
-        grads.push_back({t.autograd(), std::move(grad)});
+        grads.push_back({t.autograd(), std::move(reduced_leaf.second)});
       }
     }
   }
