@@ -3,8 +3,10 @@
 //   1. a small op through Execute vs a bare unary echo on the same channel;
 //   2. a 2048x2048 f32 matmul on server-resident tensors vs oneDNN called in-process;
 //   3. put+get of 256 MiB vs the same bytes through a bare gRPC stream, and through a shared
-//      memory region vs the streams.
-// Usage: service_bench [--quick]   (--quick shrinks sizes and repetitions for CI smoke runs)
+//      memory region vs the streams;
+//   4. two sessions' batches sent side by side vs one session's alone (throughput).
+// Usage: service_bench [--quick] [--only small_op|matmul|transfer|two_sessions]...
+//   (--quick shrinks sizes and repetitions for CI smoke runs; --only runs the lines named)
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -13,6 +15,8 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_timing.h"
@@ -201,10 +205,104 @@ void Transfer(const std::shared_ptr<grpc::Channel>& channel, tc::Session& sessio
       tensord_s / in_place_s);
 }
 
+// One client of TwoSessions: its own channel (its own connection, as a separate client process
+// would have), its own session, and a batch of n chained adds of [4] f32 built once.
+struct BatchSender {
+  std::unique_ptr<tensord::v1::Tensord::Stub> stub;
+  tensord::v1::ExecuteRequest batch;
+  std::string session;
+
+  BatchSender(const std::string& target, int index, int n) {
+    grpc::ChannelArguments args;
+    args.SetInt("tensord.bench.sender", index);  // distinct args: no shared subchannel
+    stub = tensord::v1::Tensord::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    grpc::ClientContext ctx;
+    tensord::v1::CreateSessionRequest req;
+    tensord::v1::CreateSessionResponse resp;
+    Check(stub->CreateSession(&ctx, req, &resp), "CreateSession");
+    session = resp.session_id();
+    batch.set_session_id(session);
+    for (int k = 0; k < n; ++k) {
+      auto* call = batch.add_calls();
+      call->set_op("add");
+      if (k == 0) {
+        auto* lit = call->add_inputs()->mutable_literal();
+        lit->set_dtype(tensord::v1::DTYPE_F32);
+        lit->add_shape(4);
+        lit->set_data(std::string(16, '\0'));
+      } else {
+        call->add_inputs()->mutable_call_output()->set_call(k - 1);
+      }
+      call->add_inputs()->mutable_scalar()->set_f(1.0);
+    }
+  }
+
+  // Sends the batch `times` times, releasing its outputs after each, as a client would.
+  void Send(int times) {
+    for (int i = 0; i < times; ++i) {
+      grpc::ClientContext ctx;
+      tensord::v1::ExecuteResponse resp;
+      Check(stub->Execute(&ctx, batch, &resp), "Execute batch");
+      tensord::v1::ReleaseRequest release;
+      release.set_session_id(session);
+      for (const auto& r : resp.results())
+        for (const auto& o : r.outputs()) release.add_handles(o.handle());
+      grpc::ClientContext rctx;
+      tensord::v1::ReleaseResponse rr;
+      Check(stub->Release(&rctx, release, &rr), "Release");
+    }
+  }
+};
+
+// Two sessions' batches side by side against one session's alone, rounds interleaved: with no
+// lock that one session's batch holds against the other, two sessions on two cores move close
+// to twice the ops of one (the client's own threads share those cores).
+void TwoSessions(const std::string& target, int n, int batches, int rounds) {
+  BatchSender first(target, 0, n), second(target, 1, n);
+  first.Send(2);
+  second.Send(2);
+  std::vector<double> alone, together;
+  for (int r = 0; r < rounds; ++r) {
+    auto a = Clock::now();
+    first.Send(batches);
+    alone.push_back(Seconds(a, Clock::now()));
+    a = Clock::now();
+    std::thread other([&] { second.Send(batches); });
+    first.Send(batches);
+    other.join();
+    together.push_back(Seconds(a, Clock::now()));
+  }
+  std::sort(alone.begin(), alone.end());
+  std::sort(together.begin(), together.end());
+  const double one = alone[alone.size() / 2], two = together[together.size() / 2];
+  const double ops = static_cast<double>(n) * batches;
+  std::printf(
+      "two sessions, batches of %d adds   %8.0f k ops/s   one session %8.0f k ops/s   ratio %.2f "
+      "(goal >= 1.7 on 2 cores)\n",
+      n, 2 * ops / two * 1e-3, ops / one * 1e-3, 2 * one / two);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  std::vector<std::string> only;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+      only.push_back(argv[++i]);
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: service_bench [--quick] [--only small_op|matmul|transfer|two_sessions]\n");
+      return 2;
+    }
+  }
+  auto runs = [&](const char* line) {
+    return only.empty() || std::find(only.begin(), only.end(), line) != only.end();
+  };
   tensord::bench::EchoService echo;
   tensord::ServerOptions options;
   options.address = "127.0.0.1:0";
@@ -222,9 +320,12 @@ int main(int argc, char** argv) {
   auto client = tc::Client::Connect(target).value();
   auto session = client.CreateSession().value();
   std::printf("tensord service_bench (%s run, one process, loopback)\n", quick ? "quick" : "full");
-  SmallOp(client.channel(), session.id(), quick ? 200 : 2000);
-  Matmul(session, quick ? 512 : 2048, quick ? 3 : 10);
-  Transfer(client.channel(), session, quick ? (int64_t{16} << 20) : (int64_t{256} << 20),
-           quick ? 2 : 5);
+  if (runs("small_op")) SmallOp(client.channel(), session.id(), quick ? 200 : 2000);
+  if (runs("matmul")) Matmul(session, quick ? 512 : 2048, quick ? 3 : 10);
+  if (runs("transfer")) {
+    Transfer(client.channel(), session, quick ? (int64_t{16} << 20) : (int64_t{256} << 20),
+             quick ? 2 : 5);
+  }
+  if (runs("two_sessions")) TwoSessions(target, 1000, quick ? 3 : 20, quick ? 2 : 5);
   return 0;
 }
