@@ -9,6 +9,8 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev libclblast-dev libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev
   # Collectives across servers.
   libgloo-dev libhiredis-dev
+  # The server's malloc (server/core/process_malloc.h): tcmalloc.
+  libgoogle-perftools-dev
 )
 if [[ "${1:-build}" == "test" ]]; then
   packages+=(python3 python3-grpcio python3-protobuf python3-numpy python3-pytest python3-torch

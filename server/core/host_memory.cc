@@ -1,6 +1,5 @@
 #include "server/core/host_memory.h"
 
-#include <malloc.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -29,8 +28,6 @@ constexpr bool kPool = true;
 #else
 constexpr bool kPool = true;
 #endif
-
-constexpr int kMallocArenas = 2;
 
 struct CachedBlock {
   void* block;
@@ -152,22 +149,6 @@ Stats GetStats() {
   Pool& pool = ThePool();
   absl::MutexLock lock(&pool.mu);
   return pool.stats;
-}
-
-void ConfigureMalloc() {
-  // Setting them also turns off glibc's dynamic thresholds, which would follow freed blocks up
-  // to 32 MiB (mmap) and 64 MiB (trim) and keep that much in each arena.
-  mallopt(M_MMAP_THRESHOLD, static_cast<int>(kMallocMmapThresholdBytes));
-  mallopt(M_TRIM_THRESHOLD, static_cast<int>(kMallocTrimThresholdBytes));
-  // glibc gives each thread that meets contention an arena of its own, up to 8 per core, and
-  // malloc_trim cannot hand back what their scattered small blocks pin: under 32 clients the
-  // gRPC threads left 16 arenas holding 2-4 MiB each. Nor can it shrink the top of an arena
-  // other than the main one below the trim threshold. Two arenas (and the per-thread caches in
-  // front of them) keep the server's memory near its baseline after load at no cost in
-  // throughput (scripts/load.sh: 128 calls/s with 16 arenas, 173-213 with 2-4 at the old
-  // 256 KiB thresholds; with 4 arenas a 32 MiB trim threshold left 182 MiB after load against
-  // a 107 MiB baseline, with 2 and 16 MiB 111-114 MiB at 535-572 calls/s).
-  mallopt(M_ARENA_MAX, kMallocArenas);
 }
 
 }  // namespace tensord::host_memory

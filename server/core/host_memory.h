@@ -5,9 +5,10 @@
 // to the operating system, so a server's memory comes back after load. glibc does not give
 // that back by itself: it keeps the tops of its per-thread arenas and raises its mmap threshold
 // past tensor sizes. So tensors of at least kPooledBytes are mmap'd pages in size classes,
-// cached here; smaller ones come from malloc, with its thresholds fixed (ConfigureMalloc) so
-// the arenas stay bounded. The pool starts below malloc's mmap threshold: a block between the
-// two would come from an arena top that malloc trims when it is freed, fresh pages on every call.
+// cached here, whichever malloc the server is built with (process_malloc.h); smaller ones come
+// from malloc. Under glibc's, whose thresholds are fixed (process_malloc::Configure) so the
+// arenas stay bounded, the pool starts below the mmap threshold: a block between the two would
+// come from an arena top that malloc trims when it is freed, fresh pages on every call.
 #pragma once
 
 #include <cstddef>
@@ -18,11 +19,11 @@ namespace tensord::host_memory {
 
 // Smallest block that is pooled; smaller ones are malloc'd.
 inline constexpr size_t kPooledBytes = size_t{64} << 10;
-// malloc's mmap and trim thresholds (ConfigureMalloc). gRPC's message buffers (1 MiB chunks
-// and their framing) stay below the first, so they come from the arenas; the second keeps a few
-// of them at an arena's top between messages. With both at 256 KiB every buffer was fresh pages
-// and a 256 MiB put+get from C++ ran at 136-169 MiB/s (a page fault per 4 KiB moved); at 4 and
-// 16 MiB it runs at 1.4-1.6 GiB/s (bench/service_bench, docs/performance.md).
+// glibc malloc's mmap and trim thresholds (process_malloc::Configure). gRPC's message buffers (1
+// MiB chunks and their framing) stay below the first, so they come from the arenas; the second
+// keeps a few of them at an arena's top between messages. With both at 256 KiB every buffer was
+// fresh pages and a 256 MiB put+get from C++ ran at 136-169 MiB/s (a page fault per 4 KiB moved);
+// at 4 and 16 MiB it runs at 1.4-1.6 GiB/s (bench/service_bench, docs/performance.md).
 inline constexpr size_t kMallocMmapThresholdBytes = size_t{4} << 20;
 inline constexpr size_t kMallocTrimThresholdBytes = size_t{16} << 20;
 
@@ -45,12 +46,6 @@ struct Stats {
   size_t maps = 0;          // allocations that mapped fresh pages
 };
 Stats GetStats();
-
-// Fixes malloc's mmap and trim thresholds (above), so allocations too large for the arenas are
-// unmapped when freed and arena tops are trimmed past 16 MiB (the session reaper trims the main
-// arena's once sessions free memory), and caps malloc at two arenas. Called once at server
-// start, before its threads start.
-void ConfigureMalloc();
 
 // False in sanitizer builds, which malloc every block so that they see its use.
 bool Pooled();

@@ -12,6 +12,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "server/core/host_memory.h"
+#include "server/core/process_malloc.h"
 #include "server/core/status.h"
 #include "server/plugins/plugin_loader.h"
 #include "server/service/auth.h"
@@ -179,7 +180,7 @@ TensordServer::TensordServer(const ServerOptions& options, std::unique_ptr<Servi
 
 absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const ServerOptions& options) {
   if (absl::Status st = Validate(options); !st.ok()) return st;
-  host_memory::ConfigureMalloc();
+  process_malloc::Configure();
   ServiceConfig config;
   config.default_ttl_seconds = options.default_ttl_seconds;
   config.default_quota_bytes = options.default_quota_bytes;
@@ -251,7 +252,8 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
                       {"port", server->port_},
                       {"metrics_port", server->metrics_port()},
                       {"security", security.summary},
-                      {"ops", server->op_count()}});
+                      {"ops", server->op_count()},
+                      {"malloc", process_malloc::Name()}});
   return server;
 }
 

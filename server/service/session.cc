@@ -1,6 +1,5 @@
 #include "server/service/session.h"
 
-#include <malloc.h>
 #include <sys/random.h>
 
 #include <atomic>
@@ -13,16 +12,18 @@
 #include "absl/strings/str_cat.h"
 #include "server/core/device_block_cache.h"
 #include "server/core/host_memory.h"
+#include "server/core/process_malloc.h"
 #include "server/core/status.h"
 #include "server/service/shared_memory.h"
 
 namespace tensord {
 namespace {
 
-// Set when a closed or collected session freed its memory. glibc keeps freed small blocks' pages
-// in its arenas, so a server's RSS would stay above its baseline after every session closed;
-// the reaper hands the pages back with malloc_trim, at most once per reap interval and off the
-// request path. (Large blocks are host_memory's, which the reaper releases when idle.)
+// Set when a closed or collected session freed its memory. malloc keeps freed small blocks' pages
+// (glibc in its arenas, tcmalloc in its page heap), so a server's RSS would stay above its
+// baseline after every session closed; the reaper hands the pages back
+// (process_malloc::ReleaseFree), at most once per reap interval and off the request path. (Large
+// blocks are host_memory's, which the reaper releases when idle.)
 std::atomic<bool> freed_since_trim{false};
 constexpr absl::Duration kHostMemoryIdle = absl::Seconds(1);
 
@@ -337,7 +338,9 @@ void SessionManager::ReaperLoop() {
     // load gives its memory back.
     host_memory::ReleaseIdle(kHostMemoryIdle);
     DeviceBlockCache::ReleaseIdleEverywhere(kHostMemoryIdle);
-    if (freed_since_trim.exchange(false)) malloc_trim(0);
+    if (freed_since_trim.exchange(false) && !process_malloc::ReleaseFree(size() == 0)) {
+      freed_since_trim.store(true);  // not given back yet: asked again next round
+    }
     mu_.Lock();
   }
 }

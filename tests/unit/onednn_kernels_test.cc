@@ -12,6 +12,7 @@
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/onednn_common.h"
 #include "server/core/host_memory.h"
+#include "server/core/process_malloc.h"
 #include "server/core/status.h"
 #include "server/ops/registry.h"
 #include "tests/support/onednn_test_util.h"
@@ -365,7 +366,7 @@ TEST(OneDnn, NnKernelsMatchLoops) {
 // its blocked copies from oneDNN's own allocator, fresh pages (a fault each) on every call.
 TEST(OneDnn, RepeatedStepTouchesNoFreshPages) {
   if (!host_memory::Pooled()) GTEST_SKIP() << "sanitizer build: host memory is malloc'd";
-  host_memory::ConfigureMalloc();  // as the server does: large blocks are not kept by malloc
+  process_malloc::Configure();  // as the server does: large blocks are not kept by malloc
   // Large enough that activations and their blocked copies are pooled sizes.
   Tensor x = Random(kF32, {4, 32, 32, 32}, 1), w = Random(kF32, {32, 32, 3, 3}, 2);
   const AttrMap conv = {{"padding", Ints{1}}};
