@@ -305,13 +305,17 @@ SessionManager::SessionManager(absl::Duration reap_interval, int64_t max_session
 
 SessionManager::~SessionManager() {
   StopReaper();
-  std::map<std::string, std::shared_ptr<Session>> sessions;
+  std::vector<std::shared_ptr<Session>> sessions;
   {
     absl::MutexLock lock(&mu_);
-    sessions.swap(sessions_);
+    for (Shard& shard : shards_) {
+      absl::MutexLock shard_lock(&shard.mu);
+      for (auto& [id, s] : shard.sessions) sessions.push_back(std::move(s));
+      shard.sessions.clear();
+    }
     tenant_sessions_.clear();
   }
-  for (auto& [id, s] : sessions) {
+  for (auto& s : sessions) {
     absl::MutexLock lock(&s->mu_);
     s->Clear();
   }
@@ -359,16 +363,19 @@ absl::StatusOr<std::shared_ptr<Session>> SessionManager::Create(SessionConfig co
                   {"tenant", session->tenant()}});
   }
   ++held;
+  Shard& shard = ShardOf(session->id());
+  absl::MutexLock shard_lock(&shard.mu);
   session->last_use_ = absl::Now();
-  sessions_[session->id()] = session;
+  shard.sessions[session->id()] = session;
   return session;
 }
 
 absl::Status SessionManager::CheckTenant(const std::string& tenant, const std::string& id,
                                          bool closing) const {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end() || it->second->tenant() == tenant) return absl::OkStatus();
+  Shard& shard = ShardOf(id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.sessions.find(id);
+  if (it == shard.sessions.end() || it->second->tenant() == tenant) return absl::OkStatus();
   return closing ? NoSessionToClose(id) : NoSession(id);
 }
 
@@ -378,25 +385,30 @@ int64_t SessionManager::TenantSessions(const std::string& tenant) const {
   return it == tenant_sessions_.end() ? 0 : it->second;
 }
 
+SessionManager::Shard& SessionManager::ShardOf(const std::string& id) const {
+  return shards_[std::hash<std::string>()(id) % kShards];
+}
+
 std::shared_ptr<Session> SessionManager::EraseLocked(
-    std::map<std::string, std::shared_ptr<Session>>::iterator it) {
+    Shard& shard, std::map<std::string, std::shared_ptr<Session>>::iterator it) {
   std::shared_ptr<Session> session = std::move(it->second);
-  sessions_.erase(it);
+  shard.sessions.erase(it);
   auto count = tenant_sessions_.find(session->tenant());
   if (count != tenant_sessions_.end() && --count->second <= 0) tenant_sessions_.erase(count);
   return session;
 }
 
 absl::StatusOr<SessionRef> SessionManager::Find(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return NoSession(id);
+  Shard& shard = ShardOf(id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.sessions.find(id);
+  if (it == shard.sessions.end()) return NoSession(id);
   it->second->active_calls_++;
   return SessionRef(this, it->second);
 }
 
 void SessionManager::Release(Session* session) {
-  absl::MutexLock lock(&mu_);
+  absl::MutexLock lock(&ShardOf(session->id()).mu);
   session->active_calls_--;
   session->last_use_ = absl::Now();
 }
@@ -405,9 +417,11 @@ absl::Status SessionManager::Close(const std::string& id) {
   std::shared_ptr<Session> session;
   {
     absl::MutexLock lock(&mu_);
-    auto it = sessions_.find(id);
-    if (it == sessions_.end()) return NoSessionToClose(id);
-    session = EraseLocked(it);
+    Shard& shard = ShardOf(id);
+    absl::MutexLock shard_lock(&shard.mu);
+    auto it = shard.sessions.find(id);
+    if (it == shard.sessions.end()) return NoSessionToClose(id);
+    session = EraseLocked(shard, it);
   }
   session->AbortGroup();
   absl::MutexLock lock(&session->mu_);
@@ -417,9 +431,10 @@ absl::Status SessionManager::Close(const std::string& id) {
 }
 
 absl::StatusOr<absl::Duration> SessionManager::KeepAlive(const std::string& id) {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(id);
-  if (it == sessions_.end()) return NoSession(id);
+  Shard& shard = ShardOf(id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.sessions.find(id);
+  if (it == shard.sessions.end()) return NoSession(id);
   it->second->last_use_ = absl::Now();
   return it->second->ttl();
 }
@@ -430,15 +445,18 @@ int SessionManager::Reap(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
     on_expired = on_expired_;
-    for (auto it = sessions_.begin(); it != sessions_.end();) {
-      Session& s = *it->second;
-      // A session in use is never collected under a running call (a long upload, say).
-      if (s.active_calls_ == 0 && now - s.last_use_ > s.ttl()) {
-        auto next = std::next(it);
-        expired.push_back(EraseLocked(it));
-        it = next;
-      } else {
-        ++it;
+    for (Shard& shard : shards_) {
+      absl::MutexLock shard_lock(&shard.mu);
+      for (auto it = shard.sessions.begin(); it != shard.sessions.end();) {
+        Session& s = *it->second;
+        // A session in use is never collected under a running call (a long upload, say).
+        if (s.active_calls_ == 0 && now - s.last_use_ > s.ttl()) {
+          auto next = std::next(it);
+          expired.push_back(EraseLocked(shard, it));
+          it = next;
+        } else {
+          ++it;
+        }
       }
     }
   }
@@ -453,16 +471,20 @@ int SessionManager::Reap(absl::Time now) {
 
 void SessionManager::AbortGroups() {
   std::vector<std::shared_ptr<Session>> sessions;
-  {
-    absl::MutexLock lock(&mu_);
-    for (const auto& [id, session] : sessions_) sessions.push_back(session);
+  for (Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    for (const auto& [id, session] : shard.sessions) sessions.push_back(session);
   }
   for (const auto& session : sessions) session->AbortGroup();
 }
 
 size_t SessionManager::size() const {
-  absl::MutexLock lock(&mu_);
-  return sessions_.size();
+  size_t n = 0;
+  for (const Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    n += shard.sessions.size();
+  }
+  return n;
 }
 
 void SessionManager::set_on_expired(std::function<void(const Session&)> on_expired) {
@@ -471,12 +493,13 @@ void SessionManager::set_on_expired(std::function<void(const Session&)> on_expir
 }
 
 std::vector<SessionUsage> SessionManager::Usage() const {
-  absl::MutexLock lock(&mu_);
   std::vector<SessionUsage> out;
-  out.reserve(sessions_.size());
-  for (const auto& [id, s] : sessions_) {
-    out.push_back({s->tenant(), s->device(), s->tensor_count(), s->account()->used(),
-                   s->open_context_count()});
+  for (const Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    for (const auto& [id, s] : shard.sessions) {
+      out.push_back({s->tenant(), s->device(), s->tensor_count(), s->account()->used(),
+                     s->open_context_count()});
+    }
   }
   return out;
 }

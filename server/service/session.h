@@ -2,6 +2,7 @@
 // and an idle TTL. No gRPC here; the RPC layer looks sessions up by id and locks them.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -157,7 +158,8 @@ class Session {
   mutable absl::Mutex group_mu_;
   std::shared_ptr<distributed::ProcessGroup> group_ ABSL_GUARDED_BY(group_mu_);
 
-  // Owned by SessionManager::mu_: calls in flight and the end of the last one.
+  // Owned by the mutex of the SessionManager shard that holds the session: calls in flight and
+  // the end of the last one.
   int active_calls_ = 0;
   absl::Time last_use_;
 };
@@ -236,14 +238,24 @@ class SessionManager {
   friend class SessionRef;
   void Release(Session* session);
   void ReaperLoop();
-  // Removes a session from the table (and its tenant's count); returns it.
-  std::shared_ptr<Session> EraseLocked(std::map<std::string, std::shared_ptr<Session>>::iterator it)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The sessions, in shards by id: a call finds its session (and ends) under its shard's lock
+  // only, so calls of different sessions do not wait for one process-wide lock. mu_ (the
+  // tenants' counts, the reaper) is taken before a shard's lock, never after.
+  struct Shard {
+    mutable absl::Mutex mu;
+    std::map<std::string, std::shared_ptr<Session>> sessions ABSL_GUARDED_BY(mu);
+  };
+  static constexpr size_t kShards = 16;
+  Shard& ShardOf(const std::string& id) const;
+  // Removes a session from its shard and its tenant's count; returns it.
+  std::shared_ptr<Session> EraseLocked(Shard& shard,
+                                       std::map<std::string, std::shared_ptr<Session>>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_, shard.mu);
 
   const absl::Duration reap_interval_;
   const int64_t max_sessions_per_tenant_;
   mutable absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  mutable std::array<Shard, kShards> shards_;
   std::map<std::string, int64_t> tenant_sessions_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void(const Session&)> on_expired_ ABSL_GUARDED_BY(mu_);
