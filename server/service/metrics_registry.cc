@@ -1,5 +1,6 @@
 #include "server/service/metrics_registry.h"
 
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 
@@ -93,18 +94,29 @@ void Family::RenderHeader(std::string& out, absl::string_view type) const {
                   "\n");
 }
 
+size_t MetricShard() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t shard = next.fetch_add(1, std::memory_order_relaxed) % kMetricShards;
+  return shard;
+}
+
 void CounterFamily::Add(const LabelValues& values, double amount) {
   const LabelValues key = Padded(values, label_names_.size());
-  absl::MutexLock lock(&mu_);
-  series_[key] += amount;
+  Shard& shard = shards_[MetricShard()];
+  absl::MutexLock lock(&shard.mu);
+  shard.series[key] += amount;
 }
 
 void CounterFamily::Render(std::string& out) const {
   RenderHeader(out, "counter");
-  absl::MutexLock lock(&mu_);
+  std::map<LabelValues, double> series;
+  for (const Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    for (const auto& [values, v] : shard.series) series[values] += v;
+  }
   // A counter without labels is shown from the start (at 0), so a query finds it at once.
-  if (series_.empty() && label_names_.empty()) absl::StrAppend(&out, name_, " 0\n");
-  for (const auto& [values, v] : series_) {
+  if (series.empty() && label_names_.empty()) absl::StrAppend(&out, name_, " 0\n");
+  for (const auto& [values, v] : series) {
     absl::StrAppend(&out, SeriesName("", values), " ", Number(v), "\n");
   }
 }
@@ -121,8 +133,9 @@ void HistogramFamily::Observe(const LabelValues& values, double value) {
 
 void HistogramFamily::ObserveAll(const LabelValues& values, absl::Span<const double> observed) {
   const LabelValues key = Padded(values, label_names_.size());
-  absl::MutexLock lock(&mu_);
-  Series& s = series_[key];
+  Shard& shard = shards_[MetricShard()];
+  absl::MutexLock lock(&shard.mu);
+  Series& s = shard.series[key];
   if (s.buckets.empty()) s.buckets.assign(upper_bounds_.size(), 0);
   for (double value : observed) {
     for (size_t i = 0; i < upper_bounds_.size(); ++i) {
@@ -138,8 +151,18 @@ void HistogramFamily::ObserveAll(const LabelValues& values, absl::Span<const dou
 
 void HistogramFamily::Render(std::string& out) const {
   RenderHeader(out, "histogram");
-  absl::MutexLock lock(&mu_);
-  for (const auto& [values, s] : series_) {
+  std::map<LabelValues, Series> series;
+  for (const Shard& shard : shards_) {
+    absl::MutexLock lock(&shard.mu);
+    for (const auto& [values, part] : shard.series) {
+      Series& s = series[values];
+      if (s.buckets.empty()) s.buckets.assign(upper_bounds_.size(), 0);
+      for (size_t i = 0; i < upper_bounds_.size(); ++i) s.buckets[i] += part.buckets[i];
+      s.count += part.count;
+      s.sum += part.sum;
+    }
+  }
+  for (const auto& [values, s] : series) {
     uint64_t cumulative = 0;
     for (size_t i = 0; i < upper_bounds_.size(); ++i) {
       cumulative += s.buckets[i];

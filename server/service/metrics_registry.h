@@ -1,9 +1,12 @@
 // Counters, gauges and histograms with labels, rendered in the Prometheus text exposition
 // format (version 0.0.4). Debian has no Prometheus client library for C++, and the format is
 // small; this holds only what tensord uses. Families are created once at start-up and live as
-// long as the registry; recording is thread-safe and takes one short per-family lock.
+// long as the registry. Recording is thread-safe: a family keeps its series in shards, and a
+// thread records into the shard it was given (MetricShard), under that shard's lock only, so
+// calls on different threads do not queue on one lock per family; a scrape sums the shards.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -17,6 +20,10 @@
 namespace tensord::metrics {
 
 using LabelValues = std::vector<std::string>;
+
+inline constexpr size_t kMetricShards = 16;
+// The calling thread's shard: given round-robin at its first recording, kept for its life.
+size_t MetricShard();
 
 // One sample of a gauge computed when scraped.
 struct GaugeSample {
@@ -52,8 +59,11 @@ class CounterFamily final : public Family {
   void Render(std::string& out) const override;
 
  private:
-  mutable absl::Mutex mu_;
-  std::map<LabelValues, double> series_ ABSL_GUARDED_BY(mu_);
+  struct Shard {
+    mutable absl::Mutex mu;
+    std::map<LabelValues, double> series ABSL_GUARDED_BY(mu);
+  };
+  std::array<Shard, kMetricShards> shards_;
 };
 
 // Observations counted into cumulative buckets, with their sum and count.
@@ -72,9 +82,12 @@ class HistogramFamily final : public Family {
     uint64_t count = 0;
     double sum = 0;
   };
+  struct Shard {
+    mutable absl::Mutex mu;
+    std::map<LabelValues, Series> series ABSL_GUARDED_BY(mu);
+  };
   const std::vector<double> upper_bounds_;
-  mutable absl::Mutex mu_;
-  std::map<LabelValues, Series> series_ ABSL_GUARDED_BY(mu_);
+  std::array<Shard, kMetricShards> shards_;
 };
 
 // A value read when scraped (sessions open, bytes in use): the callback returns every sample.
