@@ -3,9 +3,9 @@
 // when the server is built (CMake's TENSORD_MALLOC, one file of server/core/malloc/ compiled in):
 //   - tcmalloc (gperftools' thread-caching malloc), where it is installed: each thread allocates
 //     and frees small objects in a cache of its own, so concurrent sessions do not queue on an
-//     allocator lock. With glibc's two arenas, two sessions' batches of small ops ran at 0.6-0.8x
-//     the throughput of one session alone; with tcmalloc at 0.9-1.25x, and the 32-client load at
-//     875-899 calls/s against 542-594 (docs/performance.md).
+//     allocator lock. Two sessions' batches of small ops moved 332-333 k ops/s together against
+//     214-215 k with glibc's two arenas, and the 32-client load ran at 609-705 calls/s against
+//     521-605 (docs/performance.md).
 //   - glibc, elsewhere and in sanitizer and fuzz builds (the sanitizers interpose malloc
 //     themselves): thresholds and arena count fixed so that memory comes back after load.
 #pragma once
@@ -24,8 +24,8 @@ void Configure();
 // asks again next round). The session reaper calls it, off the request path.
 // glibc's malloc_trim runs every time (glibc gives nothing back by itself). tcmalloc hands its
 // free spans back gradually on its own (TCMALLOC_RELEASE_RATE), so ReleaseFreeMemory runs only
-// once the server is idle: releasing all of them while sessions come and go cost a third of the
-// 32-client load's calls per second in page faults (590-609 calls/s against 875-899).
+// once the server is idle: releasing all of them at every round while sessions came and went
+// ran the 32-client load at 590-609 calls/s against 679-705 (page faults on reuse).
 bool ReleaseFree(bool idle);
 
 }  // namespace tensord::process_malloc
