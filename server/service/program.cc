@@ -511,19 +511,11 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
 
 absl::Status ChargeProgram(Program& program, const std::shared_ptr<MemoryAccount>& account,
                            int64_t bytes) {
-  if (!ChargeInPieces(*account, bytes)) {
-    const int64_t used = account->used();
-    return Error(Reason::kQuotaExceeded,
-                 absl::StrCat("program: holding the program takes ", bytes,
-                              " bytes, which would exceed the memory quota (", used, " of ",
-                              account->quota(), " bytes in use); release tensors or programs"),
-                 {{"requested_bytes", Str(bytes)},
-                  {"used_bytes", Str(used)},
-                  {"quota_bytes", Str(account->quota())}});
+  program.stored_hold.Set(account, bytes);
+  if (!program.stored_hold.Hold()) {
+    return QuotaRefusal(*account, bytes,
+                        absl::StrCat("holding the program takes ", bytes, " bytes"));
   }
-  // A deleter without an object: it runs once, when the last owner of the program lets go.
-  program.quota_charge =
-      std::shared_ptr<void>(nullptr, [account, bytes](void*) { account->Credit(bytes); });
   return absl::OkStatus();
 }
 
@@ -533,8 +525,8 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
                                           const ExecuteLimits& limits,
                                           const CallObserver& observe) {
   // The run allocates in the room the program holds for it, which it takes again after.
-  program.peak_reservation.Release();
-  absl::Cleanup hold_again = [&program] { program.peak_reservation.Hold(); };
+  program.peak_hold.Release();
+  absl::Cleanup hold_again = [&program] { program.peak_hold.Hold(); };
   absl::StatusOr<Steps> steps = RunSteps(
       session, dispatcher, program.spec, &program.parameters, inputs,
       /*commit=*/true, cancelled, limits, observe, &program.plans, program.backward_plan.get());

@@ -78,11 +78,10 @@ struct Program {
   // written, so that its failure is the one the calls themselves report.
   std::unique_ptr<ProgramSpec> unfused;
   std::vector<CallPlan> unfused_plans;
-  // The bytes the program holds (its stored request: calls, attributes, literals), charged to
-  // the session's quota for as long as the program lives; the last owner credits them back.
-  std::shared_ptr<void> quota_charge;
-  // The quota held for the runs: the peak (program_memory_plan.h).
-  PeakReservation peak_reservation;
+  // Of the session's quota (program_memory_plan.h): the stored request (calls, attributes,
+  // literals), held for as long as the program lives, and a run's peak.
+  QuotaHold stored_hold;
+  QuotaHold peak_hold;
 };
 
 // Charges `program`'s stored request to `account`, all or nothing: QUOTA_EXCEEDED when the

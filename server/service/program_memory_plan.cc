@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <variant>
 
+#include "absl/strings/str_cat.h"
+#include "server/core/status.h"
 #include "server/service/program.h"
 
 namespace tensord {
@@ -34,6 +36,16 @@ std::vector<std::vector<uint32_t>> PlanReleases(const ProgramSpec& spec) {
   return releases;
 }
 
+absl::Status QuotaRefusal(const MemoryAccount& account, int64_t bytes, absl::string_view what) {
+  return Error(
+      Reason::kQuotaExceeded,
+      absl::StrCat("program: ", what, ", which would exceed the memory quota (", account.used(),
+                   " of ", account.quota(), " bytes in use); release tensors or programs"),
+      {{"requested_bytes", absl::StrCat(bytes)},
+       {"used_bytes", absl::StrCat(account.used())},
+       {"quota_bytes", absl::StrCat(account.quota())}});
+}
+
 bool ChargeInPieces(MemoryAccount& account, int64_t bytes) {
   const int64_t piece = std::max<int64_t>(1, account.max_charge_bytes());
   int64_t charged = 0;
@@ -48,19 +60,19 @@ bool ChargeInPieces(MemoryAccount& account, int64_t bytes) {
   return true;
 }
 
-void PeakReservation::Set(std::shared_ptr<MemoryAccount> account, int64_t bytes) {
+void QuotaHold::Set(std::shared_ptr<MemoryAccount> account, int64_t bytes) {
   Release();
   account_ = std::move(account);
   bytes_ = std::max<int64_t>(0, bytes);
 }
 
-bool PeakReservation::Hold() {
+bool QuotaHold::Hold() {
   if (held_ || account_ == nullptr) return held_;
   held_ = ChargeInPieces(*account_, bytes_);
   return held_;
 }
 
-void PeakReservation::Release() {
+void QuotaHold::Release() {
   if (!held_) return;
   account_->Credit(bytes_);
   held_ = false;

@@ -9,6 +9,8 @@
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "server/core/tensor.h"
 
 namespace tensord {
@@ -41,17 +43,22 @@ class PeakBytes {
 // not one tensor), all or nothing: false, with nothing charged, when the quota cannot hold them.
 bool ChargeInPieces(MemoryAccount& account, int64_t bytes);
 
-// The quota a compiled program holds for its runs: the peak its trial run measured, charged
-// once, at compile, so that other tensors of the session cannot take the room a run needs.
-// A run gives the bytes back while it allocates for real and takes them again after it. When
-// it cannot (the run kept outputs, or other calls of the session took the room meanwhile),
-// the program runs without the hold until a later run can take it again.
-class PeakReservation {
+// QUOTA_EXCEEDED for a hold of `bytes` the account cannot take; `what` says what it is for
+// ("holding the program takes N bytes").
+absl::Status QuotaRefusal(const MemoryAccount& account, int64_t bytes, absl::string_view what);
+
+// Bytes of an account's quota that are no tensor, held from Hold until Release or the hold's
+// end. A compiled program holds two: its stored request, for as long as it lives, and the peak
+// its trial run measured, so that other tensors of the session cannot take the room a run
+// needs. A run gives the peak back while it allocates for real and takes it again after it;
+// when it cannot (the run kept outputs, or other calls of the session took the room
+// meanwhile), the program runs without that hold until a later run can take it again.
+class QuotaHold {
  public:
-  PeakReservation() = default;
-  PeakReservation(const PeakReservation&) = delete;
-  PeakReservation& operator=(const PeakReservation&) = delete;
-  ~PeakReservation() { Release(); }
+  QuotaHold() = default;
+  QuotaHold(const QuotaHold&) = delete;
+  QuotaHold& operator=(const QuotaHold&) = delete;
+  ~QuotaHold() { Release(); }
 
   // What to hold, and of which account; not held yet.
   void Set(std::shared_ptr<MemoryAccount> account, int64_t bytes);

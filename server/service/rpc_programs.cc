@@ -85,18 +85,12 @@ absl::Status ServiceCore::CompileProgram(const v1::CompileProgramRequest& req,
                                  : 0;
   RETURN_IF_ERROR(ChargeProgram(*program, session->account(), size + as_written));
   // A run's peak, held of the quota from now on (program_memory_plan.h).
-  program->peak_reservation.Set(session->account(), program->peak_bytes);
-  if (!program->peak_reservation.Hold()) {
-    const MemoryAccount& account = *session->account();
-    return Error(Reason::kQuotaExceeded,
-                 absl::StrCat("program: a run holds up to ", program->peak_bytes,
-                              " bytes at its peak, which the quota must keep for it beside the "
-                              "program (",
-                              account.used(), " of ", account.quota(),
-                              " bytes in use); release tensors or programs"),
-                 {{"requested_bytes", absl::StrCat(program->peak_bytes)},
-                  {"used_bytes", absl::StrCat(account.used())},
-                  {"quota_bytes", absl::StrCat(account.quota())}});
+  program->peak_hold.Set(session->account(), program->peak_bytes);
+  if (!program->peak_hold.Hold()) {
+    return QuotaRefusal(*session->account(), program->peak_bytes,
+                        absl::StrCat("a run holds up to ", program->peak_bytes,
+                                     " bytes at its peak, which the quota must keep for it "
+                                     "beside the program"));
   }
   const Program& compiled = *program;
   resp->set_program_id(session->AddProgram(std::move(program)));
