@@ -35,7 +35,9 @@ Lines (tensord | baseline):
   conv block      conv -> relu -> max_pool2d -> sum, forward + backward | local PyTorch
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
-  fusion          the MLP and CNN programs, and a residual conv block compiled for inference
+  fusion          the MLP and CNN programs, a gated GELU block's training program ([256,512]:
+                  gelu(x w + b) * g + x, a sigmoid gate, mean square; its pointwise trees fuse
+                  in the recorded forward), and a residual conv block compiled for inference
                   ([32,32,32,32], two conv2d with bias and relu, the second with the block's
                   input added, then summed) | the same programs on a server started with
                   --fusion=off; trees of pointwise calls (an expression on [1024,1024], GELU

@@ -7,15 +7,18 @@ import numpy as np
 import torch
 
 import tensord
-from models import cnn_data, cnn_loss, mlp_data, mlp_loss, residual_block, residual_data
+from models import (cnn_data, cnn_loss, gated_data, gated_loss, mlp_data, mlp_loss,
+                    residual_block, residual_data)
 from timing import best_of, interleaved, line, ms, us
 
 
 def fusion_compare(client, unfused, rounds, inner):
-    """The MLP and CNN training programs, and a residual conv block compiled for inference,
-    on this server (products fused with their bias, activation and residual add) against the
-    same programs on a server started with --fusion=off."""
+    """The MLP, CNN and gated-block training programs, and a residual conv block compiled for
+    inference, on this server (products fused with their bias, activation and residual add;
+    trees of pointwise calls, in the recorded forward too) against the same programs on a
+    server started with --fusion=off."""
     models = [("MLP program", mlp_data, mlp_loss, True), ("CNN program", cnn_data, cnn_loss, True),
+              ("gated GELU block program", gated_data, gated_loss, True),
               ("residual block (inference)", residual_data, residual_block, False)]
     for name, data, loss_fn, train in models:
         runs = []

@@ -53,3 +53,21 @@ def residual_block(sess, params, xb):
     c1, b1, c2, b2 = params
     h = sess.op("relu", sess.op("conv2d", xb, c1, b1, padding=1))
     return sess.op("sum", sess.op("relu", sess.op("conv2d", h, c2, b2, padding=1) + xb))
+
+
+def gated_data():
+    """A [256, 512] batch, a 512x512 weight, a bias and a per-feature gain (no labels)."""
+    rng = np.random.default_rng(3)
+    xn = rng.standard_normal((256, 512)).astype(np.float32)
+    init = [(rng.standard_normal(s) * k).astype(np.float32)
+            for s, k in [((512, 512), 0.04), ((512,), 0.1), ((512,), 1.0)]]
+    return xn, None, init
+
+
+def gated_loss(sess, params, xb):
+    """A transformer-like feed-forward block with a gate: a = gelu(x w + b) * g + x,
+    y = sigmoid(a) * a - 0.01 x^2, mean(y^2). Its pointwise trees fuse in a recorded forward."""
+    w, b, g = params
+    a = sess.op("gelu", sess.op("matmul", xb, w) + b, approximate="tanh") * g + xb
+    y = sess.op("sigmoid", a) * a - sess.op("square", xb) * 0.01
+    return sess.op("mean", y * y)

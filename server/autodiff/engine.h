@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "server/autodiff/backward_plan.h"
 #include "server/autodiff/tape.h"
+#include "server/ops/gradient_shape.h"
 
 namespace tensord {
 
@@ -23,8 +24,5 @@ absl::StatusOr<std::vector<LeafGradient>> RunBackward(AutodiffContext& ctx,
                                                       const std::vector<Tensor>& seeds,
                                                       bool retain_graph, OpRunner& runner,
                                                       LeafGradientSink* sink = nullptr);
-
-// Sums `grad` down to `shape` (undoing broadcasting) and casts it to `dtype`.
-absl::StatusOr<Tensor> ReduceGradTo(const Tensor& grad, const TensorMeta& target, OpRunner& runner);
 
 }  // namespace tensord

@@ -203,6 +203,8 @@ void RegisterElementwiseFusionOp(OpRegistry& r) {
   d.max_inputs = kVariadic;
   d.promote_from = 0;  // number operands take the tensors' dtype, as in the calls it replaces
   d.widen_storage_dtypes = false;
+  d.marking = Marking::kDifferentiable;
+  d.backward = ElementwiseBackward;
   d.attrs.push_back(StringAttr(kStepsAttr, ""));
   d.doc =
       "a tree of pointwise calls computed in one pass over its output (formed by programs; "

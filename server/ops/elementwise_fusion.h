@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/ops/attrs.h"
+#include "server/ops/op_def.h"
 
 namespace tensord {
 class OpRegistry;
@@ -83,6 +84,10 @@ absl::StatusOr<std::shared_ptr<const std::vector<Step>>> CachedSteps(const std::
                                                                      size_t inputs);
 // The most values the expression holds at once.
 int StackDepth(const std::vector<Step>& steps);
+
+// The backward rule (elementwise_fusion_gradient.cc): recomputes the values between the inputs
+// and the output with the ops the steps stand for, and runs their own rules from the root down.
+absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g);
 
 // Registers fused_elementwise.
 void RegisterElementwiseFusionOp(OpRegistry& r);

@@ -2,12 +2,12 @@
 // calls (server/ops/elementwise_fusion.h).
 //
 // A call is a candidate when it is a pointwise op the expression language has, of one float
-// dtype (its tensor operands and its output; numbers are welcome), not recorded for autodiff,
-// and the device plans it as a one-step expression (the CPU does so only where the step
-// computes what the call's own kernel computes). A candidate absorbs a candidate operand call
-// when that call's output is read by it alone and leaves the program nowhere, no call in
-// between writes a tensor, and the expression stays within its limits. Each tree of two calls
-// or more then runs as one call at its root, its other calls folded into it.
+// dtype (its tensor operands and its output; numbers are welcome), with a backward rule of its
+// own where the forward records for autodiff, and the device plans it as a one-step expression (the
+// CPU does so only where the step computes what the call's own kernel computes). A candidate
+// absorbs a candidate operand call when that call's output is read by it alone and leaves the
+// program nowhere, no call in between writes a tensor, and the expression stays within its limits.
+// Each tree of two calls or more then runs as one call at its root, its other calls folded into it.
 #include <algorithm>
 #include <optional>
 
@@ -113,9 +113,14 @@ class ElementwiseFusion {
   bool Candidate(size_t k) {
     const CallSpec& c = *g_.calls[k];
     if (c.folded_into >= 0 || !c.requested_op.empty() || metas_[k].size() != 1) return false;
-    if (recording_ && k < g_.n_forward) return false;  // the tape needs each call
     const TensorMeta& out = metas_[k][0];
     if (!kFloat.Contains(out.dtype) || c.def == nullptr || Writes(dispatcher_, c)) return false;
+    // A recorded call's step must differentiate by its op's own rule, which the fused call's
+    // rule runs (elementwise_fusion.h).
+    if (recording_ && k < g_.n_forward &&
+        (c.def->marking != Marking::kDifferentiable || !c.def->backward)) {
+      return false;
+    }
     absl::StatusOr<Attrs> attrs = ValidateAttrs(c.op, c.def->attrs, c.attrs);
     Node& n = nodes_[k];
     if (!attrs.ok() || !fusion::StepOf(c.op, *attrs, &n.step) ||

@@ -11,7 +11,8 @@
 //
 // Then trees of pointwise calls (arithmetic, activations, math functions) whose intermediate
 // values nobody else reads become fused_elementwise calls (server/ops/elementwise_fusion.h;
-// program_elementwise_fusion.cc), outside forwards that record for autodiff.
+// program_elementwise_fusion.cc), in recorded forwards too: the fused call saves its inputs
+// alone, and its backward recomputes the values between them and its output.
 #pragma once
 
 #include <vector>

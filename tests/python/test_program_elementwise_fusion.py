@@ -2,8 +2,10 @@
 fused_elementwise call, computed in one pass over the output. On the CPU the fused call gives
 the unfused program's bits exactly (each step applies its own loop kernel's function), so
 every program here is checked bit for bit against the same program on a server started with
---fusion=off, NaN and infinities included; outputs read elsewhere are never folded away, and a
-forward that records for autodiff runs as written."""
+--fusion=off, NaN and infinities included; outputs read elsewhere are never folded away. In a
+forward that records for autodiff the fused call saves its inputs alone and its backward
+recomputes what lies between them and its output: gradients are checked against the unfused
+program's and PyTorch's."""
 
 import numpy as np
 import pytest
@@ -140,7 +142,7 @@ def test_integer_and_mixed_dtype_calls_run_as_written(client):
         np.testing.assert_array_equal(mixed(i, x), (i * 2).astype(np.float32) + x * x)
 
 
-def test_a_training_program_fuses_its_updates_not_its_recorded_forward(client, unfused):
+def test_a_training_program_fuses_its_recorded_forward_and_its_updates(client, unfused):
     rng = np.random.default_rng(16)
     w0, x = f32(rng, 8, 8, scale=0.3), f32(rng, 16, 8)
     results = []
@@ -161,10 +163,106 @@ def test_a_training_program_fuses_its_updates_not_its_recorded_forward(client, u
             losses = [float(program(x)) for _ in range(3)]
             results.append((program.fused_calls, list(program.fused_ops), losses, w.numpy()))
     (n, ops, losses, trained), (n_plain, _, plain_losses, plain_trained) = results
-    assert n_plain == 0 and n == 2  # the two update expressions
-    assert ops[:5] == ["", "", "", "", ""]  # the recorded forward runs as written
+    assert n_plain == 0 and n == 3  # tanh(h * 0.5 + 0.1) and the two update expressions
+    assert ops[:6] == ["", FUSED, FUSED, FUSED, "", ""]
+    # A chain: the fused call's backward runs the same rules on the same values in the same
+    # order as the unfused calls' backward, so training gives the same bits.
     assert losses == plain_losses
     assert_same_bits(trained, plain_trained)
+
+
+def _grad_program(sess, ctx, build, inputs):
+    """A program (no parameters) computing sum(build(inputs)) and its gradient for every input
+    that requires grad: a leaf the expression does not read still reaches the loss through
+    sum(leaf) * 0."""
+    leaves = [t for t in inputs if t.requires_grad]
+
+    def step():
+        loss = sess.op("sum", build(sess, *inputs))
+        for leaf in leaves:
+            loss = loss + sess.op("sum", leaf) * 0.0
+        grads = ctx.backward(loss)
+        return [loss] + [grads[leaf] for leaf in leaves]
+    return sess.compile(step)
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "balanced"])
+def test_random_recorded_expressions_give_the_unfused_gradients(client, unfused, checkpointing):
+    """Random trees of pointwise calls in forwards that record, over leaves and plain tensors:
+    the forward fuses, gives the unfused bits, and the gradients of every leaf match the unfused program's (to rounding:
+    where a leaf is read twice, its gradients are summed in another order)."""
+    rng = np.random.default_rng(21 if checkpointing == "none" else 22)
+    fused = 0
+    for case in range(40):
+        build, inputs, plan = random_expression(rng)
+        inputs = [np.nan_to_num(v, nan=0.3, posinf=1.5, neginf=-1.5) for v in inputs]
+        # Some inputs are plain tensors: the values above them are read, not differentiated.
+        needs = rng.random(len(inputs)) < 0.7
+        needs[int(rng.integers(len(inputs)))] = True
+        results = []
+        for c in (client, unfused):
+            with c.session() as sess, sess.autodiff(checkpointing=checkpointing) as ctx:
+                tensors = [sess.tensor(v, requires_grad=bool(grad))
+                           for v, grad in zip(inputs, needs)]
+                program = _grad_program(sess, ctx, build, tensors)
+                results.append((program.fused_calls, program()))
+        (n, got), (n_plain, want) = results
+        assert n_plain == 0
+        fused += n
+        try:
+            assert_same_bits(got[0], want[0], any_nan=True)
+            for g, w in zip(got[1:], want[1:]):
+                tol = 1e-12 if np.asarray(w).dtype == np.float64 else 2e-5
+                np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
+        except AssertionError as e:
+            raise AssertionError(f"case {case}: {plan}") from e
+    assert fused >= 20, "most random expressions fuse"
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "balanced"])
+def test_a_fused_block_trains_as_pytorch_does(client, checkpointing):
+    """A transformer-like block, y = sigmoid(a) * a - 0.01 x^2 with a = gelu(x w + b) * g + x,
+    trained with Adam as a program: its elementwise trees fuse in the recorded forward, and
+    loss, gradients and trained weights follow PyTorch's in f64."""
+    rng = np.random.default_rng(23)
+    x = rng.standard_normal((16, 12))
+    w0, b0, g0 = rng.standard_normal((12, 12)) * 0.3, rng.standard_normal(12) * 0.1, \
+        rng.standard_normal(12)
+    with client.session() as sess, sess.autodiff(checkpointing=checkpointing) as ctx:
+        params = [sess.tensor(v, requires_grad=True) for v in (w0, b0, g0)]
+        opt = tensord.optim.Adam(params, lr=0.01)
+
+        def step(xx):
+            w, b, g = params
+            a = sess.op("gelu", sess.op("matmul", xx, w) + b, approximate="tanh") * g + xx
+            y = sess.op("sigmoid", a) * a - sess.op("square", xx) * 0.01
+            loss = sess.op("mean", y * y)
+            grads = ctx.backward(loss)
+            out = [loss] + [grads[p] for p in params]
+            opt.step(grads)
+            return out
+        program = sess.compile(step, x)
+        assert program.fused_calls >= 2
+        assert FUSED in program.fused_ops[:8]
+        runs = [program(x) for _ in range(3)]
+        trained = [p.numpy() for p in params]
+
+    tp = [torch.tensor(v, requires_grad=True) for v in (w0, b0, g0)]
+    topt = torch.optim.Adam(tp, lr=0.01, foreach=False)
+    tx = torch.tensor(x)
+    for got in runs:
+        w, b, g = tp
+        a = torch.nn.functional.gelu(tx @ w + b, approximate="tanh") * g + tx
+        y = torch.sigmoid(a) * a - tx * tx * 0.01
+        loss = (y * y).mean()
+        topt.zero_grad()
+        loss.backward()
+        np.testing.assert_allclose(got[0], loss.item(), rtol=1e-12)
+        for mine, p in zip(got[1:], tp):
+            np.testing.assert_allclose(mine, p.grad.numpy(), rtol=1e-10, atol=1e-12)
+        topt.step()
+    for mine, p in zip(trained, tp):
+        np.testing.assert_allclose(mine, p.detach().numpy(), rtol=1e-10, atol=1e-12)
 
 
 def test_the_fused_op_is_not_part_of_the_api(sess):
