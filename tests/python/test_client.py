@@ -1,6 +1,10 @@
 """The Python client against a real server: transfers, operands, operator sugar, batches,
 typed errors, session isolation and handle release."""
 import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -45,6 +49,82 @@ def test_large_tensor_streams_both_ways(sess):
     np.testing.assert_array_equal(t.numpy(), x)
     # A large array operand is uploaded rather than sent as a literal.
     np.testing.assert_allclose((t + x).numpy(), 2 * x)
+
+
+def test_download_chunks_are_read_in_place(sess, monkeypatch):
+    """A message holding one chunk alone is read as a view of the bytes gRPC handed over; any
+    other message is parsed by protobuf. The download is the same either way."""
+    from tensord import stream_chunks
+    from tensord._pb import tensor_pb2
+    read = stream_chunks.read_get_tensor_response
+    for size in (0, 1, 127, 128, 16383, 16384, 1 << 20):
+        data = bytes(range(256)) * (size // 256) + bytes(size % 256)
+        msg = read(service_pb2.GetTensorResponse(chunk=data).SerializeToString())
+        assert isinstance(msg, stream_chunks.ChunkOnly) == (size > 0) and not msg.HasField("info")
+        assert bytes(msg.chunk) == data
+    first = read(service_pb2.GetTensorResponse(
+        info=tensor_pb2.TensorInfo(handle=7, shape=[2]), chunk=b"ab").SerializeToString())
+    assert isinstance(first, service_pb2.GetTensorResponse) and first.info.handle == 7
+    # A chunk followed by a field this client does not know: parsed, the field kept aside.
+    extra = service_pb2.GetTensorResponse(chunk=b"abc").SerializeToString() + b"\x78\x01"
+    assert bytes(read(extra).chunk) == b"abc"
+    with pytest.raises(Exception):
+        read(b"\x12\x05abc")  # cut short: protobuf's own error
+
+    seen = []
+    monkeypatch.setattr(stream_chunks, "ChunkOnly",
+                        lambda chunk: seen.append(len(chunk)) or ChunkSpy(chunk))
+    x = np.random.default_rng(5).standard_normal(3 << 18).astype(np.float32)  # 3 MiB
+    np.testing.assert_array_equal(sess.tensor(x).numpy(), x)
+    assert sum(seen) > 0 and len(seen) >= 2  # every chunk after the first, read in place
+
+
+FAULTS_PER_MIB = """
+import resource, sys
+import numpy as np
+import tensord
+with tensord.connect(sys.argv[1]) as c, c.session() as s:
+    # 64 MiB: above glibc's adaptive ceiling, so that freeing it never raises the thresholds
+    t = s.tensor(np.ones(16 << 20, np.float32))
+    t.numpy()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(3):
+        t.numpy()
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    print(faults / (3 * 64), tensord.process_malloc.state())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+def test_downloads_reuse_the_client_process_memory(client):
+    """At its first connect the client raises glibc's mmap and trim thresholds, so that the
+    buffers gRPC receives a download into are reused instead of mapped fresh (and faulted in
+    page by page) for every chunk; TENSORD_CLIENT_MALLOC=default leaves glibc's defaults."""
+    results = {}
+    for mode in ("", "default"):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
+        env["TENSORD_CLIENT_MALLOC"] = mode
+        env["PYTHONPATH"] = str(Path(tensord.__file__).resolve().parents[1])
+        out = subprocess.run([sys.executable, "-c", FAULTS_PER_MIB, client.address], env=env,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        faults, state = out.stdout.split()
+        results[mode] = (float(faults), state)
+    (tuned, tuned_state), (default, default_state) = results[""], results["default"]
+    assert (tuned_state, default_state) == ("set", "asked")
+    assert tuned < default / 3, results
+
+
+class ChunkSpy:
+    __slots__ = ("chunk",)
+
+    def __init__(self, chunk):
+        self.chunk = chunk
+
+    @staticmethod
+    def HasField(name):  # noqa: N802
+        return False
 
 
 def test_non_contiguous_and_big_endian_inputs(sess):

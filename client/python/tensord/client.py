@@ -8,8 +8,8 @@ import time
 
 import grpc
 
-from . import dtypes
-from ._pb import health_modules, ops_pb2, service_pb2, service_pb2_grpc
+from . import dtypes, process_malloc, stream_chunks
+from ._pb import health_modules, ops_pb2, service_pb2
 from .errors import from_rpc_error
 from .session import Session
 
@@ -81,6 +81,7 @@ class Client:
                  certificate_chain: bytes | None = None, token: str | None = None,
                  timeout: float | None = None, options=None):
         self.address = address or os.environ.get("TENSORD_ADDRESS") or DEFAULT_ADDRESS
+        process_malloc.configure()
         opts = list(_CHANNEL_OPTIONS) + list(options or [])
         root_certificates = root_certificates or _pem(tls_ca, "CA certificate")
         certificate_chain = certificate_chain or _pem(tls_cert, "client certificate")
@@ -96,7 +97,7 @@ class Client:
             self._channel = grpc.insecure_channel(self.address, options=opts)
         self._metadata = (("authorization", f"Bearer {token}"),) if token else None
         self.timeout = timeout
-        self.stub = service_pb2_grpc.TensordStub(self._channel)
+        self.stub = stream_chunks.Stub(self._channel)
         self._last = threading.local()  # each thread's last call's trailers (last_server_time)
         self._ops_cache = None
         self._attr_types = None
