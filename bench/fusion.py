@@ -41,7 +41,8 @@ def fusion_compare(client, unfused, rounds, inner):
             (fused, fi), (plain, pi) = runs
             t_fused, t_plain = interleaved(lambda: fused(*fi), lambda: plain(*pi), rounds, inner)
             line(name + ", fused", ms(t_fused), ms(t_plain) + " unfused", t_plain / t_fused,
-                 f"{fused.fused_calls} fused ops ({plain.fused_calls} with --fusion=off)")
+                 f"{fused.fused_calls} fused ops ({plain.fused_calls} with --fusion=off); "
+                 f"run peak {fused.peak_bytes / 2**20:.2f} / {plain.peak_bytes / 2**20:.2f} MiB")
 
 
 def gelu_written_out(x, tanh):

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "server/core/shape.h"
 #include "server/core/status.h"
 #include "server/ops/elementwise_fusion.h"
 #include "server/ops/gradient_shape.h"
@@ -17,11 +18,34 @@ namespace {
 
 // One value of the expression: an input, or a step's result.
 struct Value {
+  TensorMeta meta;               // its dtype, shape and device
   Tensor tensor;                 // defined where a rule reads it
   std::vector<size_t> operands;  // positions of a step's operands
   bool needs = false;            // some input below it needs a gradient
   Tensor grad;
 };
+
+// What the rules of the steps' ops read besides the incoming gradient (elementwise_arithmetic.cc,
+// elementwise_unary.cc): add, sub and neg read nothing; mul reads, for each operand that needs
+// a gradient, the other one; every other rule may read its operands and its output. A value no
+// rule reads is not recomputed.
+template <typename Needs>
+bool RuleReadsOperand(Fn fn, size_t operand, Needs needs) {
+  switch (fn) {
+    case Fn::kAdd:
+    case Fn::kSub:
+    case Fn::kNeg:
+      return false;
+    case Fn::kMul:
+      return needs(1 - operand);
+    default:
+      return true;
+  }
+}
+
+bool RuleReadsOutput(Fn fn) {
+  return fn != Fn::kAdd && fn != Fn::kSub && fn != Fn::kNeg && fn != Fn::kMul;
+}
 
 absl::Status AddTo(Tensor& slot, const Tensor& grad, OpRunner& run) {
   if (!slot.defined()) {
@@ -47,24 +71,40 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
     Value& v = values[p];
     if (s.input) {
       v.needs = g.needs_input_grad[s.index];
+      v.meta = g.inputs[s.index].meta();
       stack.push_back(p);
       continue;
     }
     v.operands.assign(stack.end() - Arity(s.fn), stack.end());
     stack.resize(stack.size() - v.operands.size());
     stack.push_back(p);
-    for (size_t q : v.operands) v.needs |= values[q].needs;
+    v.meta = g.outputs[0].meta();
+    v.meta.shape = values[v.operands[0]].meta.shape;
+    for (size_t q : v.operands) {
+      v.needs |= values[q].needs;
+      ASSIGN_OR_RETURN(v.meta.shape, BroadcastShapes(v.meta.shape, values[q].meta.shape));
+    }
     ASSIGN_OR_RETURN(defs[p], OpRegistry::Builtin().Find(OpOf(s.fn)));
     ASSIGN_OR_RETURN(attrs[p], ValidateAttrs(defs[p]->name, defs[p]->attrs, StepAttrs(s)));
   }
-  // The values the rules read: the operands of every step whose rule runs, and what computes
-  // them. The output is given; a step below it is recomputed by its own op.
+  // The values the rules read, and what recomputes them. The output is given; a step below it
+  // is recomputed by its own op from its operands.
   const size_t root = steps.size() - 1;
   std::vector<bool> read(steps.size(), false);
-  read[root] = true;
   for (size_t p = steps.size(); p-- > 0;) {
-    if (steps[p].input || !read[p] || (p == root && !values[p].needs)) continue;
-    for (size_t q : values[p].operands) read[q] = true;
+    if (steps[p].input) continue;
+    const std::vector<size_t>& operands = values[p].operands;
+    if (values[p].needs) {
+      for (size_t i = 0; i < operands.size(); ++i) {
+        read[operands[i]] = read[operands[i]] || RuleReadsOperand(steps[p].fn, i, [&](size_t k) {
+                              return values[operands[k]].needs;
+                            });
+      }
+      read[p] = read[p] || RuleReadsOutput(steps[p].fn);
+    }
+    if (read[p] && p != root) {
+      for (size_t q : operands) read[q] = true;
+    }
   }
   for (size_t p = 0; p < steps.size(); ++p) {
     Value& v = values[p];
@@ -90,7 +130,7 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
       continue;
     }
     if (!v.grad.defined()) {
-      const TensorMeta& m = v.tensor.meta();
+      const TensorMeta& m = v.meta;
       ASSIGN_OR_RETURN(v.grad, g.run.Run1(opname::zeros, {},
                                           {{"shape", m.shape},
                                            {"dtype", std::string(DTypeName(m.dtype))},
@@ -116,8 +156,7 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
     for (size_t i = 0; i < operands.size(); ++i) {
       if (!needs[i] || !operand_grads[i].defined()) continue;
       Value& operand = values[v.operands[i]];
-      ASSIGN_OR_RETURN(Tensor reduced,
-                       ReduceGradTo(operand_grads[i], operand.tensor.meta(), g.run));
+      ASSIGN_OR_RETURN(Tensor reduced, ReduceGradTo(operand_grads[i], operand.meta, g.run));
       RETURN_IF_ERROR(AddTo(operand.grad, reduced, g.run));
     }
     v.grad = Tensor();
