@@ -143,6 +143,19 @@ def test_tensor_of_another_session_is_tensor_not_found(client):
         np.testing.assert_array_equal(theirs.numpy(), [0, 1, 2])
 
 
+def test_an_execute_request_that_does_not_parse_is_invalid_request(client, sess):
+    """Bytes that are no ExecuteRequest get INVALID_ARGUMENT with reason INVALID_REQUEST, like
+    every other malformed request, and leave the server and the session unharmed."""
+    execute = client._channel.unary_unary("/tensord.v1.Tensord/Execute")
+    for body in (b"\xff\xff\xff", b"\x12\x05ab"):
+        with pytest.raises(grpc.RpcError) as err:
+            execute(body, timeout=10)
+        assert err.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        e = tensord.errors.from_rpc_error(err.value)
+        assert e.reason == "INVALID_REQUEST" and "ExecuteRequest" in str(e)
+    np.testing.assert_array_equal((sess.tensor(np.ones(2, np.float32)) + 1).numpy(), [2, 2])
+
+
 def test_closed_session_is_session_not_found(client):
     s = client.session()
     t = s.tensor(np.ones(2, np.float32))
