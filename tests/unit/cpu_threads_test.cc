@@ -1,8 +1,10 @@
 // The CPU backend's thread bound (--threads): a kernel call sets the calling thread's OpenMP
-// team size, which oneDNN's parallel regions follow, and the device description says so.
+// team size, which oneDNN's parallel regions follow, and the device description says so. Loop
+// kernels share a large output among those threads with the bits of one thread.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 
 #include "server/backends/cpu/cpu_backend.h"
@@ -18,6 +20,27 @@ int MaxThreads() {
   using Get = int (*)();
   static const auto get = reinterpret_cast<Get>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
   return get == nullptr ? -1 : get();
+}
+
+// Runs `op` on `inputs` through `backend` into an output of `shape`.
+absl::StatusOr<Tensor> RunOn(Backend& backend, const std::string& op, std::vector<Tensor> inputs,
+                             const Shape& shape, DType dtype) {
+  ASSIGN_OR_RETURN(const OpDef* def, OpRegistry::Builtin().Find(op));
+  ASSIGN_OR_RETURN(Tensor out, Tensor::Empty(dtype, shape));
+  std::vector<Tensor> outputs = {out};
+  const std::vector<TensorMeta> metas = {out.meta()};
+  ASSIGN_OR_RETURN(Attrs attrs, ValidateAttrs(op, def->attrs, {}));
+  std::vector<DType> dtypes;
+  std::vector<TensorMeta> input_metas;
+  for (const Tensor& t : inputs) {
+    dtypes.push_back(t.dtype());
+    input_metas.push_back(t.meta());
+  }
+  ASSIGN_OR_RETURN(KernelPlan plan,
+                   backend.Plan({*def, dtypes, &attrs, input_metas, metas, "cpu"}));
+  KernelCall call{*def, inputs, attrs, outputs, metas, nullptr};
+  RETURN_IF_ERROR(backend.Run(plan, call));
+  return outputs[0];
 }
 
 absl::Status RunMatmul(Backend& backend) {
@@ -63,6 +86,63 @@ TEST(CpuThreads, AKernelCallBoundsItsThreadsTeam) {
   });
   other.join();
   EXPECT_EQ(after, before);
+}
+
+TEST(CpuThreads, LoopKernelsGiveOneThreadsBitsOnAnyTeam) {
+  // Outputs above the loops' parallel threshold (64Ki elements), with rows that do not divide
+  // into the threads' blocks: flat, a scalar operand, broadcast rows, a middle broadcast dim.
+  struct Case {
+    std::string op;
+    std::vector<Shape> shapes;
+    Shape out;
+  };
+  const std::vector<Case> cases = {
+      {"maximum", {{70001}, {70001}}, {70001}},
+      {"atan2", {{70001}, {}}, {70001}},
+      {"fmod", {{40000, 3}, {3}}, {40000, 3}},
+      {"maximum", {{17, 1, 4099}, {5, 1}}, {17, 5, 4099}},
+      {"where", {{3, 1}, {3, 50000}, {50000}}, {3, 50000}},
+      {"trunc", {{300, 301}}, {300, 301}},
+  };
+  CpuBackendOptions one, two;
+  one.threads = 1;
+  two.threads = 2;
+  std::unique_ptr<Backend> serial = MakeCpuBackend(one);
+  std::unique_ptr<Backend> shared = MakeCpuBackend(two);
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    std::vector<Tensor> inputs;
+    for (const Shape& shape : c.shapes) {
+      const bool mask = c.op == "where" && inputs.empty();
+      inputs.push_back(testing::Random(mask ? DType::kBool : DType::kF32, shape, seed++, -3, 3));
+    }
+    Tensor a, b;
+    std::thread([&] {
+      auto r = RunOn(*serial, c.op, inputs, c.out, DType::kF32);
+      ASSERT_TRUE(r.ok()) << c.op << ": " << r.status();
+      a = *r;
+    }).join();
+    std::thread([&] {
+      auto r = RunOn(*shared, c.op, inputs, c.out, DType::kF32);
+      ASSERT_TRUE(r.ok()) << c.op << ": " << r.status();
+      b = *r;
+    }).join();
+    ASSERT_TRUE(a.defined() && b.defined()) << c.op;
+    EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.nbytes()), 0) << c.op;
+    // And one thread's bits are each element's own function.
+    if (c.op == "maximum" && c.shapes[0].size() == 3) {
+      const float* x = inputs[0].data<float>();
+      const float* y = inputs[1].data<float>();
+      const float* z = a.data<float>();
+      for (int64_t i = 0; i < 17; ++i) {
+        for (int64_t j = 0; j < 5; ++j) {
+          for (int64_t k = 0; k < 4099; k += 97) {
+            ASSERT_EQ(z[(i * 5 + j) * 4099 + k], std::max(x[i * 4099 + k], y[j])) << i << j << k;
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
