@@ -119,10 +119,10 @@ absl::Status ExpandKernel(KernelCall& c) {
   TENSORD_DISPATCH_ALL(x.dtype(), [&] {
     const T* p = x.data<T>();
     T* q = out.data<T>();
-    BroadcastWalk(out.shape(), strides,
-                  [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
-                    for (int64_t i = 0; i < len; ++i) q[o + i] = p[off[0] + i * s];
-                  });
+    ParallelBroadcastWalk(out.shape(), strides,
+                          [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
+                            for (int64_t i = 0; i < len; ++i) q[o + i] = p[off[0] + i * s];
+                          });
   });
   return absl::OkStatus();
 }
@@ -184,11 +184,11 @@ absl::Status AssignKernel(KernelCall& c) {
       const In* p = value.data<In>();
       TENSORD_DISPATCH_TYPED(target.dtype(), [&] {
         T* q = target.data<T>();
-        BroadcastWalk(target.shape(), std::vector<std::vector<int64_t>>{strides},
-                      [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
-                        for (int64_t i = 0; i < len; ++i)
-                          q[o + i] = ConvertElement<T>(p[off[0] + i * s]);
-                      });
+        ParallelBroadcastWalk(target.shape(), std::vector<std::vector<int64_t>>{strides},
+                              [&](const std::vector<int64_t>& off, int64_t o, int64_t len) {
+                                for (int64_t i = 0; i < len; ++i)
+                                  q[o + i] = ConvertElement<T>(p[off[0] + i * s]);
+                              });
       });
     });
   }
