@@ -186,14 +186,13 @@ def _grad_program(sess, ctx, build, inputs):
     return sess.compile(step)
 
 
-@pytest.mark.parametrize("checkpointing", ["none", "balanced"])
-def test_random_recorded_expressions_give_the_unfused_gradients(client, unfused, checkpointing):
-    """Random trees of pointwise calls in forwards that record, over leaves and plain tensors:
-    the forward fuses, gives the unfused bits, and the gradients of every leaf match the unfused program's (to rounding:
-    where a leaf is read twice, its gradients are summed in another order)."""
-    rng = np.random.default_rng(21 if checkpointing == "none" else 22)
+def _random_recorded_cases(client, unfused, rng, cases, checkpointing="none", device=None):
+    """Random trees of pointwise calls in forwards that record, over leaves and plain tensors,
+    compiled with their backward on both servers: asserts the forward's bits and every leaf's
+    gradient against the unfused program's, and returns how many fused calls this server
+    made."""
     fused = 0
-    for case in range(40):
+    for case in range(cases):
         build, inputs, plan = random_expression(rng)
         inputs = [np.nan_to_num(v, nan=0.3, posinf=1.5, neginf=-1.5) for v in inputs]
         # Some inputs are plain tensors: the values above them are read, not differentiated.
@@ -201,7 +200,8 @@ def test_random_recorded_expressions_give_the_unfused_gradients(client, unfused,
         needs[int(rng.integers(len(inputs)))] = True
         results = []
         for c in (client, unfused):
-            with c.session() as sess, sess.autodiff(checkpointing=checkpointing) as ctx:
+            with c.session(device=device) as sess, \
+                    sess.autodiff(checkpointing=checkpointing) as ctx:
                 tensors = [sess.tensor(v, requires_grad=bool(grad))
                            for v, grad in zip(inputs, needs)]
                 program = _grad_program(sess, ctx, build, tensors)
@@ -216,7 +216,25 @@ def test_random_recorded_expressions_give_the_unfused_gradients(client, unfused,
                 np.testing.assert_allclose(g, w, rtol=tol, atol=tol, equal_nan=True)
         except AssertionError as e:
             raise AssertionError(f"case {case}: {plan}") from e
-    assert fused >= 20, "most random expressions fuse"
+    return fused
+
+
+@pytest.mark.parametrize("checkpointing", ["none", "balanced"])
+def test_random_recorded_expressions_give_the_unfused_gradients(client, unfused, checkpointing):
+    """The forward fuses and gives the unfused bits; the gradients match the unfused
+    program's, to rounding where a leaf is read twice (its gradients are summed in another
+    order)."""
+    rng = np.random.default_rng(21 if checkpointing == "none" else 22)
+    assert _random_recorded_cases(client, unfused, rng, 40, checkpointing) >= 20, \
+        "most random expressions fuse"
+
+
+def test_gpu_recorded_expressions_give_the_unfused_gradients(client, unfused, gpu_device):
+    """On a GPU device the fused forward is one generated kernel, and its backward runs the
+    steps' own ops there."""
+    rng = np.random.default_rng(24)
+    assert _random_recorded_cases(client, unfused, rng, 8, device=gpu_device) >= 3, \
+        "most random expressions fuse"
 
 
 @pytest.mark.parametrize("checkpointing", ["none", "balanced"])
