@@ -26,9 +26,25 @@ struct Value {
 };
 
 // What the rules of the steps' ops read besides the incoming gradient (elementwise_arithmetic.cc,
-// elementwise_unary.cc): add, sub and neg read nothing; mul reads, for each operand that needs
-// a gradient, the other one; every other rule may read its operands and its output. A value no
-// rule reads is not recomputed.
+// elementwise_unary.cc, activation_pointwise.cc): add, sub and neg read nothing; mul reads,
+// for each operand that needs a gradient, the other one; relu, sigmoid, tanh, exp, sqrt, rsqrt
+// and reciprocal read their output alone; every other rule may read its operands and its
+// output. A value no rule reads is not recomputed.
+bool ReadsOutputOnly(Fn fn) {
+  switch (fn) {
+    case Fn::kRelu:
+    case Fn::kSigmoid:
+    case Fn::kTanh:
+    case Fn::kExp:
+    case Fn::kSqrt:
+    case Fn::kRsqrt:
+    case Fn::kReciprocal:
+      return true;
+    default:
+      return false;
+  }
+}
+
 template <typename Needs>
 bool RuleReadsOperand(Fn fn, size_t operand, Needs needs) {
   switch (fn) {
@@ -39,7 +55,7 @@ bool RuleReadsOperand(Fn fn, size_t operand, Needs needs) {
     case Fn::kMul:
       return needs(1 - operand);
     default:
-      return true;
+      return !ReadsOutputOnly(fn);
   }
 }
 

@@ -50,21 +50,30 @@ TEST(ElementwiseFusionGrad, ArithmeticWithBroadcastLeaves) {
 }
 
 TEST(ElementwiseFusionGrad, EveryFunction) {
-  // Operands kept away from kinks and from the domain edges of log, sqrt and rsqrt.
-  const Tensor pos = X({2, 5}, 10, 0.5, 2), any = AwayFromZero({2, 5}, 11);
+  // Each function applied to a value the rule recomputes (x + y) and to an input, operands kept
+  // away from kinks and from the domain edges of log, sqrt and rsqrt.
+  const Tensor x = AwayFromZero({2, 5}, 11), y = X({2, 5}, 13, 0.05, 0.06);
+  const Tensor p = X({2, 5}, 10, 0.5, 2), q = X({2, 5}, 14, 0.1, 0.2);
   for (const char* fn :
        {"neg", "abs", "square", "exp", "relu", "sigmoid", "tanh", "silu", "gelu", "gelu_tanh",
         "leaky_relu:0.2", "elu:1.5", "clamp:-0.5:0.5", "clamp:-inf:0.3", "clamp:-0.2:inf"}) {
-    EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {any}, Steps(absl::StrCat("$0,", fn, ",$0,mul"))))
+    EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {x, y},
+                          Steps(absl::StrCat("$0,$1,add:1,", fn, ",$0,mul"))))
+        << fn;
+    EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {x}, Steps(absl::StrCat("$0,", fn, ",$0,mul"))))
         << fn;
   }
   for (const char* fn : {"log", "sqrt", "rsqrt", "reciprocal"}) {
-    EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {pos}, Steps(absl::StrCat("$0,", fn, ",exp"))))
+    EXPECT_TRUE(
+        GradCheck(fusion::kElementwiseOp, {p, q}, Steps(absl::StrCat("$0,$1,add:1,", fn, ",exp"))))
+        << fn;
+    EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {p}, Steps(absl::StrCat("$0,", fn, ",exp"))))
         << fn;
   }
-  // maximum and minimum of operands that never tie.
+  // maximum and minimum of operands that never tie, one of them recomputed.
   const Tensor a = X({2, 5}, 12), b = Values(DType::kF64, {5}, {0.05, -0.35, 0.65, -0.95, 1.25});
-  EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {a, b}, Steps("$0,$1,maximum,$0,$1,minimum,mul")));
+  EXPECT_TRUE(GradCheck(fusion::kElementwiseOp, {a, b},
+                        Steps("$0,$1,maximum,$0,$1,minimum,mul,$0,$1,mul,$1,div,maximum")));
 }
 
 // The gradients of the unfused calls of relu(x*w + b) * x - 0.5 (x a leaf twice).
