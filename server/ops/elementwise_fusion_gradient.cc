@@ -45,15 +45,15 @@ bool ReadsOutputOnly(Fn fn) {
   }
 }
 
-template <typename Needs>
-bool RuleReadsOperand(Fn fn, size_t operand, Needs needs) {
+// `other_needs`: the step's other operand (of a binary step) needs a gradient.
+bool RuleReadsOperand(Fn fn, bool other_needs) {
   switch (fn) {
     case Fn::kAdd:
     case Fn::kSub:
     case Fn::kNeg:
       return false;
     case Fn::kMul:
-      return needs(1 - operand);
+      return other_needs;
     default:
       return !ReadsOutputOnly(fn);
   }
@@ -95,7 +95,7 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
     stack.resize(stack.size() - v.operands.size());
     stack.push_back(p);
     v.meta = g.outputs[0].meta();
-    v.meta.shape = values[v.operands[0]].meta.shape;
+    v.meta.shape = {};
     for (size_t q : v.operands) {
       v.needs |= values[q].needs;
       ASSIGN_OR_RETURN(v.meta.shape, BroadcastShapes(v.meta.shape, values[q].meta.shape));
@@ -112,11 +112,10 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
     const std::vector<size_t>& operands = values[p].operands;
     if (values[p].needs) {
       for (size_t i = 0; i < operands.size(); ++i) {
-        read[operands[i]] = read[operands[i]] || RuleReadsOperand(steps[p].fn, i, [&](size_t k) {
-                              return values[operands[k]].needs;
-                            });
+        const bool other_needs = operands.size() == 2 && values[operands[1 - i]].needs;
+        if (RuleReadsOperand(steps[p].fn, other_needs)) read[operands[i]] = true;
       }
-      read[p] = read[p] || RuleReadsOutput(steps[p].fn);
+      if (RuleReadsOutput(steps[p].fn)) read[p] = true;
     }
     if (read[p] && p != root) {
       for (size_t q : operands) read[q] = true;

@@ -16,19 +16,22 @@ namespace tensord::cpu {
 inline constexpr int64_t kParallelElements = int64_t{1} << 16;
 inline constexpr int64_t kParallelBlock = int64_t{1} << 14;  // elements per share
 
-// Calls body(begin, end) over [0, n): once for a small n, else over blocks shared by the
-// intra-op threads.
+// Calls body(begin, end) over [0, n) in blocks of `block`, shared by the intra-op threads.
+template <typename Body>
+void SharedBlocks(int64_t n, int64_t block, Body& body) {
+  const int64_t blocks = (n + block - 1) / block;
+#pragma omp parallel for schedule(static)
+  for (int64_t b = 0; b < blocks; ++b) body(b * block, std::min(n, (b + 1) * block));
+}
+
+// Calls body(begin, end) over [0, n): once for a small n, else in shared blocks.
 template <typename Body>
 void ForBlocks(int64_t n, Body body) {
   if (n < kParallelElements) {
     body(int64_t{0}, n);
     return;
   }
-  const int64_t blocks = (n + kParallelBlock - 1) / kParallelBlock;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    body(b * kParallelBlock, std::min(n, (b + 1) * kParallelBlock));
-  }
+  SharedBlocks(n, kParallelBlock, body);
 }
 
 // out[i] = f(in[i]).
@@ -100,12 +103,8 @@ void ParallelBroadcastWalk(const Shape& out_shape, const std::vector<std::vector
     WalkRows(out_shape, strides, 0, rows, body);
     return;
   }
-  const int64_t per_block = std::max<int64_t>(1, kParallelBlock / out_shape.back());
-  const int64_t blocks = (rows + per_block - 1) / per_block;
-#pragma omp parallel for schedule(static)
-  for (int64_t b = 0; b < blocks; ++b) {
-    WalkRows(out_shape, strides, b * per_block, std::min(rows, (b + 1) * per_block), body);
-  }
+  auto walk = [&](int64_t first, int64_t last) { WalkRows(out_shape, strides, first, last, body); };
+  SharedBlocks(rows, std::max<int64_t>(1, kParallelBlock / out_shape.back()), walk);
 }
 
 // out = f(a, b) with broadcasting. A, B: input element types; Out: output type.
