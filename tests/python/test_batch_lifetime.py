@@ -14,7 +14,14 @@ from tensord import session as session_module
 ROUNDS = 1000
 
 
-def tanh_loop(sess, rounds, collect=False):
+def collect(i):
+    """A collection inside a loop, as the runtime makes them: the young generations, where this
+    round's garbage is, and a full one every 50th round (in a whole test run a full collection
+    costs tens of milliseconds)."""
+    gc.collect(2 if i % 50 == 0 else 1)
+
+
+def tanh_loop(sess, rounds, collect_inside=False):
     """The issue's repro: the uploaded tensor's only reference dies inside the block. Returns
     the failures (round, reason), after checking every value that came back."""
     failures = []
@@ -23,8 +30,8 @@ def tanh_loop(sess, rounds, collect=False):
         try:
             with sess.batch():
                 t = sess.op("tanh", sess.tensor(np.ones(3)) * 2.0)
-                if collect:  # a full collection is slow: the young generation mostly
-                    gc.collect(2 if i % 50 == 0 else 0)
+                if collect_inside:
+                    collect(i)
             np.testing.assert_allclose(t.numpy(), want, rtol=1e-12, err_msg=f"round {i}")
         except tensord.TensordError as e:
             failures.append((i, e.reason))
@@ -45,7 +52,7 @@ def test_issue_repro_runs_1000_times(sess):
 def test_repro_with_eager_release_flushes_and_collections(sess, monkeypatch, count):
     monkeypatch.setattr(session_module, "RELEASE_BATCH_COUNT", count)
     base = memory_used(sess)
-    failures = tanh_loop(sess, ROUNDS, collect=True)
+    failures = tanh_loop(sess, ROUNDS, collect_inside=True)
     assert not failures, f"{len(failures)} of {ROUNDS} batches failed: {failures[:5]}"
     assert memory_used(sess) == base, "every temporary was released once the batches ran"
 
@@ -65,13 +72,13 @@ def test_uploaded_literals_indexing_and_no_grad_batches(sess, monkeypatch):
             with sess.batch():
                 y = sess.op("relu", sess.op("add", sess.tensor(x) @ w, np.zeros(3)))
                 head = sess.tensor(x)[1:3, ::2]
-                gc.collect()
+                collect(i)
             np.testing.assert_allclose(y.numpy(), np.maximum(x @ wn, 0), rtol=1e-12)
             np.testing.assert_array_equal(head.numpy(), x[1:3, ::2])
             delta = rng.standard_normal((4, 3)) * 0.01
             with sess.no_grad(), sess.batch():
                 sess.op("assign", w, sess.tensor(wn) - sess.tensor(delta))
-                gc.collect()
+                collect(i)
             wn = wn - delta
             np.testing.assert_array_equal(w.numpy(), wn)
         del w, y, head
@@ -86,10 +93,10 @@ def test_optimizer_steps_on_temporary_gradients(sess, monkeypatch):
     with sess.autodiff():
         w = sess.tensor(wn, requires_grad=True)
         opt = tensord.optim.SGD([w], lr=0.1, momentum=0.9)
-        for _ in range(30):
+        for i in range(30):
             g = rng.standard_normal(4)
             opt.step({w: sess.tensor(g) * 1.0})  # the gradient's only reference is the dict
-            gc.collect()
+            collect(i)
             buf = g if buf is None else 0.9 * buf + g
             wn = wn - 0.1 * buf
             np.testing.assert_allclose(w.numpy(), wn, rtol=1e-12)
@@ -144,10 +151,10 @@ def test_programs_hold_what_they_name(sess, monkeypatch):
 
     step = sess.compile(fn, np.zeros(3))
     rng = np.random.default_rng(7)
-    for _ in range(200):
+    for i in range(200):
         x = rng.standard_normal(3)
         sess.tensor(x).numpy()  # garbage whose release the next run sends
-        gc.collect()
+        collect(i)
         np.testing.assert_allclose(step(x), np.tanh(x * scale) + 1.0, rtol=1e-12)
     step.release()
     assert memory_used(sess) == base, "a released program lets its tensors go"
@@ -170,7 +177,7 @@ def test_a_failed_batch_lets_its_temporaries_go(sess, monkeypatch):
                 with sess.batch():
                     sess.op("neg", sess.tensor(np.ones(2)))
                     raise KeyError("abandon")
-        gc.collect()
+        collect(i)
         with sess.batch():
             t = sess.op("tanh", sess.tensor(np.ones(3)) * 2.0)
         np.testing.assert_allclose(t.numpy(), np.tanh(np.full(3, 2.0)), rtol=1e-12)
@@ -200,7 +207,7 @@ def test_shared_memory_puts_inside_batches(shm_sess, monkeypatch):
             x = np.full(4, float(i))
             with shm_sess.batch():
                 t = shm_sess.op("tanh", shm.put(x) * 0.01)
-                gc.collect()
+                collect(i)
             np.testing.assert_allclose(shm.get(t), np.tanh(x * 0.01), rtol=1e-12)
         del t
     assert memory_used(shm_sess) == base
