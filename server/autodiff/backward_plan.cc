@@ -14,10 +14,6 @@
 namespace tensord {
 namespace {
 
-AttrMap ZerosAttrs(const TensorMeta& m) {
-  return {{"shape", m.shape}, {"dtype", std::string(DTypeName(m.dtype))}, {"device", m.device}};
-}
-
 // Gives the backward rule its saved values, recomputing what BALANCED did not keep.
 class Materializer {
  public:
@@ -74,15 +70,6 @@ class Materializer {
   std::map<const Node*, std::vector<Tensor>> memo_;
 };
 
-absl::Status Accumulate(Tensor& slot, Tensor grad, OpRunner& runner) {
-  if (!slot.defined()) {
-    slot = std::move(grad);
-    return absl::OkStatus();
-  }
-  ASSIGN_OR_RETURN(slot, runner.Run1(opname::add, {slot, std::move(grad)}));
-  return absl::OkStatus();
-}
-
 // The seed of root `r`: one for a single-element root without a seed, else the seed as the
 // root's dtype.
 absl::StatusOr<Tensor> Seed(const Tensor& root, const Tensor& given, size_t r, OpRunner& runner) {
@@ -94,7 +81,7 @@ absl::StatusOr<Tensor> Seed(const Tensor& root, const Tensor& given, size_t r, O
                        "; give a seed gradient or reduce it to one element"),
           {{"root_index", absl::StrCat(r)}, {"shape", ShapeToString(root.shape())}});
     }
-    return runner.Run1(opname::ones, {}, ZerosAttrs(root.meta()));
+    return runner.Run1(opname::ones, {}, CreationAttrs(root.meta()));
   }
   if (given.shape() != root.shape()) {
     return Error(Reason::kShapeMismatch,
@@ -317,9 +304,9 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
     if (t.node >= 0) {
       std::vector<Tensor>& slots = pending[t.node];
       slots.resize(plan.steps[t.node].outputs);
-      return Accumulate(slots[t.output], std::move(g), runner);
+      return AccumulateGrad(slots[t.output], std::move(g), runner);
     }
-    if (t.leaf >= 0) return Accumulate(leaf_grads[t.leaf], std::move(g), runner);
+    if (t.leaf >= 0) return AccumulateGrad(leaf_grads[t.leaf], std::move(g), runner);
     return absl::OkStatus();
   };
   for (size_t r = 0; r < roots.size(); ++r) {
@@ -351,8 +338,7 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
     gouts.resize(step.outputs);
     for (size_t k = 0; k < gouts.size(); ++k) {
       if (!gouts[k].defined()) {
-        ASSIGN_OR_RETURN(gouts[k],
-                         runner.Run1(opname::zeros, {}, ZerosAttrs(node->output_types[k])));
+        ASSIGN_OR_RETURN(gouts[k], ZeroGrad(node->output_types[k], runner));
       }
     }
     const std::vector<bool>& needs = step.needs;
@@ -360,8 +346,7 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
     if (node->op->marking == Marking::kZeroGrad) {
       for (size_t k = 0; k < needs.size(); ++k) {
         if (!needs[k]) continue;
-        ASSIGN_OR_RETURN(grads[k],
-                         runner.Run1(opname::zeros, {}, ZerosAttrs(node->input_types[k])));
+        ASSIGN_OR_RETURN(grads[k], ZeroGrad(node->input_types[k], runner));
       }
     } else {
       std::vector<Tensor> ins;

@@ -7,7 +7,7 @@
 #include "absl/status/statusor.h"
 #include "server/autodiff/backward_plan.h"
 #include "server/autodiff/tape.h"
-#include "server/ops/gradient_shape.h"
+#include "server/ops/gradient_sums.h"
 
 namespace tensord {
 

@@ -9,7 +9,7 @@
 #include "server/core/shape.h"
 #include "server/core/status.h"
 #include "server/ops/elementwise_fusion.h"
-#include "server/ops/gradient_shape.h"
+#include "server/ops/gradient_sums.h"
 #include "server/ops/op_names.h"
 #include "server/ops/registry.h"
 
@@ -61,15 +61,6 @@ bool RuleReadsOperand(Fn fn, bool other_needs) {
 
 bool RuleReadsOutput(Fn fn) {
   return fn != Fn::kAdd && fn != Fn::kSub && fn != Fn::kNeg && fn != Fn::kMul;
-}
-
-absl::Status AddTo(Tensor& slot, const Tensor& grad, OpRunner& run) {
-  if (!slot.defined()) {
-    slot = grad;
-    return absl::OkStatus();
-  }
-  ASSIGN_OR_RETURN(slot, run.Run1(opname::add, {slot, grad}));
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -141,15 +132,11 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
     Value& v = values[p];
     if (!v.needs) continue;
     if (steps[p].input) {
-      if (v.grad.defined()) RETURN_IF_ERROR(AddTo(grads[steps[p].index], v.grad, g.run));
+      if (v.grad.defined()) RETURN_IF_ERROR(AccumulateGrad(grads[steps[p].index], v.grad, g.run));
       continue;
     }
     if (!v.grad.defined()) {
-      const TensorMeta& m = v.meta;
-      ASSIGN_OR_RETURN(v.grad, g.run.Run1(opname::zeros, {},
-                                          {{"shape", m.shape},
-                                           {"dtype", std::string(DTypeName(m.dtype))},
-                                           {"device", m.device}}));
+      ASSIGN_OR_RETURN(v.grad, ZeroGrad(v.meta, g.run));
     }
     std::vector<Tensor> operands;
     std::vector<bool> needs;
@@ -172,7 +159,7 @@ absl::StatusOr<std::vector<Tensor>> ElementwiseBackward(const GradContext& g) {
       if (!needs[i] || !operand_grads[i].defined()) continue;
       Value& operand = values[v.operands[i]];
       ASSIGN_OR_RETURN(Tensor reduced, ReduceGradTo(operand_grads[i], operand.meta, g.run));
-      RETURN_IF_ERROR(AddTo(operand.grad, reduced, g.run));
+      RETURN_IF_ERROR(AccumulateGrad(operand.grad, std::move(reduced), g.run));
     }
     v.grad = Tensor();
     if (p != root) v.tensor = Tensor();  // no later rule reads a value above its operands

@@ -1,6 +1,7 @@
-#include "server/ops/gradient_shape.h"
+#include "server/ops/gradient_sums.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/core/status.h"
@@ -28,6 +29,25 @@ absl::StatusOr<Tensor> ReduceGradTo(const Tensor& grad, const TensorMeta& target
         g, runner.Run1(opname::to_dtype, {g}, {{"dtype", std::string(DTypeName(target.dtype))}}));
   }
   return g;
+}
+
+absl::Status AccumulateGrad(Tensor& slot, Tensor grad, OpRunner& runner) {
+  if (!slot.defined()) {
+    slot = std::move(grad);
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(slot, runner.Run1(opname::add, {slot, std::move(grad)}));
+  return absl::OkStatus();
+}
+
+AttrMap CreationAttrs(const TensorMeta& meta) {
+  return {{"shape", meta.shape},
+          {"dtype", std::string(DTypeName(meta.dtype))},
+          {"device", meta.device}};
+}
+
+absl::StatusOr<Tensor> ZeroGrad(const TensorMeta& meta, OpRunner& runner) {
+  return runner.Run1(opname::zeros, {}, CreationAttrs(meta));
 }
 
 }  // namespace tensord
