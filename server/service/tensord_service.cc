@@ -69,9 +69,8 @@ grpc::Status Done(RpcCall& call, absl::Status status, const google::protobuf::Me
 
 absl::StatusOr<std::string> TensordService::Tenant(const grpc::ServerContext& ctx) {
   // One read of the table per call: a reload swaps the table, never changes one in use.
-  const std::shared_ptr<const TokenTable> tokens =
-      tokens_ == nullptr ? nullptr : tokens_->Current();
-  return Authenticate(tokens.get(), cert_field_, ctx);
+  const TokenTable* tokens = tokens_ == nullptr ? nullptr : tokens_->Current().get();
+  return Authenticate(tokens, cert_field_, ctx);
 }
 
 absl::Status TensordService::Admit(RpcCall& call, const grpc::ServerContext& ctx,

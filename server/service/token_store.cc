@@ -22,6 +22,12 @@ void LogReloadFailed(const std::string& path, const absl::Status& error) {
                      {{"path", path}, {"error", error.message()}});
 }
 
+// Starts at 1: a thread's copy of no store has 0.
+uint64_t NextSerial() {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 int64_t Nanoseconds(const struct timespec& t) { return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec; }
 
 }  // namespace
@@ -50,7 +56,7 @@ absl::StatusOr<std::unique_ptr<TokenStore>> TokenStore::Open(const std::string& 
 }
 
 TokenStore::TokenStore(std::string path, std::shared_ptr<const TokenTable> table, FileStamp stamp)
-    : path_(std::move(path)), table_(std::move(table)), last_read_(stamp) {}
+    : path_(std::move(path)), serial_(NextSerial()), table_(std::move(table)), last_read_(stamp) {}
 
 TokenStore::~TokenStore() {
   {
@@ -60,9 +66,21 @@ TokenStore::~TokenStore() {
   if (watcher_.joinable()) watcher_.join();
 }
 
-std::shared_ptr<const TokenTable> TokenStore::Current() const {
-  absl::MutexLock lock(&table_mu_);
-  return table_;
+const std::shared_ptr<const TokenTable>& TokenStore::Current() const {
+  // The calling thread's copy: of one store at a time (a server's threads serve one store).
+  thread_local struct {
+    uint64_t store = 0;
+    uint64_t reloads = 0;
+    std::shared_ptr<const TokenTable> table;
+  } copy;
+  const uint64_t reloads = reloads_.load(std::memory_order_acquire);
+  if (copy.store != serial_ || copy.reloads != reloads || copy.table == nullptr) {
+    absl::MutexLock lock(&table_mu_);
+    copy.store = serial_;
+    copy.reloads = reloads_.load(std::memory_order_relaxed);
+    copy.table = table_;
+  }
+  return copy.table;
 }
 
 absl::Status TokenStore::Reload() { return ReloadIf(/*only_if_changed=*/false); }
@@ -99,8 +117,10 @@ absl::Status TokenStore::ReloadIf(bool only_if_changed) {
   {
     absl::MutexLock lock(&table_mu_);
     table_.swap(fresh);
+    reloads_.fetch_add(1, std::memory_order_release);
   }
-  // The old table is freed here, outside the lock, once no call holds it any more.
+  // The old table is freed once no call holds it and every thread that read it has read the
+  // new one (or ended); here, outside the lock, when none did.
   fresh.reset();
   LogReloaded(path_, tokens);
   return absl::OkStatus();

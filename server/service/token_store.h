@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -30,9 +31,12 @@ class TokenStore {
   TokenStore(const TokenStore&) = delete;
   TokenStore& operator=(const TokenStore&) = delete;
 
-  // The table in use, never null. A call reads it once and keeps its copy for its whole
-  // admission, so a reload in between cannot mix two tables in one decision.
-  std::shared_ptr<const TokenTable> Current() const;
+  // The table in use, never null, read without a lock or a shared count: each thread keeps
+  // the table it last read beside the store's reload count then, and reads the table again
+  // only when that count has moved. The reference is that thread's copy, replaced at its next
+  // Current() after a reload: a call reads it once for its whole admission, so a reload in
+  // between cannot mix two tables in one decision; copy it to keep the table longer.
+  const std::shared_ptr<const TokenTable>& Current() const;
 
   // Re-reads the file now and swaps the table in; an error (the reason, never a token) keeps
   // the table in use. Both outcomes are logged. Safe from any thread; reloads run one at a time.
@@ -59,9 +63,13 @@ class TokenStore {
   void Watch(absl::Duration poll_interval);
 
   const std::string path_;
+  // Tells this store's tables from another's in a thread's copy; never reused in a process.
+  const uint64_t serial_;
 
   mutable absl::Mutex table_mu_;
   std::shared_ptr<const TokenTable> table_ ABSL_GUARDED_BY(table_mu_);
+  // Reloads so far; moved under table_mu_ with each swap of table_.
+  std::atomic<uint64_t> reloads_{0};
 
   // Held for a whole reload, so a SIGHUP and the watch thread never interleave their reads.
   absl::Mutex reload_mu_ ABSL_ACQUIRED_BEFORE(table_mu_);

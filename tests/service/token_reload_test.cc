@@ -231,5 +231,47 @@ TEST(TokenStoreTest, CurrentIsTheLastGoodTable) {
   EXPECT_FALSE(TokenStore::Open(path, absl::ZeroDuration()).ok()) << "a missing file at start";
 }
 
+TEST(TokenStoreTest, EveryThreadReadsTheTableAfterAReload) {
+  const std::string dir = ::testing::TempDir();
+  const std::string base = dir + "/token_store_threads_" + std::to_string(getpid());
+  std::ofstream(base + "_a.txt", std::ios::trunc) << kTokenA << " alice\n";
+  std::ofstream(base + "_b.txt", std::ios::trunc) << kTokenB << " bob\n";
+  absl::StatusOr<std::unique_ptr<TokenStore>> a =
+      TokenStore::Open(base + "_a.txt", absl::ZeroDuration());
+  absl::StatusOr<std::unique_ptr<TokenStore>> b =
+      TokenStore::Open(base + "_b.txt", absl::ZeroDuration());
+  ASSERT_TRUE(a.ok() && b.ok());
+  // One thread alternates between two stores: each read is of the store asked.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*a)->Current()->Lookup(kTokenA), "alice");
+    EXPECT_EQ((*b)->Current()->Lookup(kTokenB), "bob");
+    EXPECT_EQ((*b)->Current()->Lookup(kTokenA), "");
+  }
+  // Threads that read the table before a reload made elsewhere read the new one next.
+  constexpr int kThreads = 4;
+  std::atomic<int> read{0};
+  std::atomic<bool> reloaded{false};
+  std::vector<std::string> after(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      EXPECT_EQ((*a)->Current()->Lookup(kTokenA), "alice");
+      ++read;
+      while (!reloaded.load()) std::this_thread::yield();
+      after[t] = (*a)->Current()->Lookup(kTokenB);
+    });
+  }
+  while (read.load() < kThreads) std::this_thread::yield();
+  std::ofstream(base + "_a.txt", std::ios::trunc) << kTokenB << " carol\n";
+  ASSERT_OK((*a)->Reload());
+  reloaded = true;
+  for (std::thread& t : threads) t.join();
+  for (const std::string& tenant : after) EXPECT_EQ(tenant, "carol");
+  EXPECT_EQ((*a)->Current()->Lookup(kTokenA), "");
+  EXPECT_EQ((*b)->Current()->Lookup(kTokenB), "bob") << "the other store is unchanged";
+  std::remove((base + "_a.txt").c_str());
+  std::remove((base + "_b.txt").c_str());
+}
+
 }  // namespace
 }  // namespace tensord::service_test
