@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import tensord
+from conftest import ServerProcess, server_binary
 
 OPTIMIZERS = [
     ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3)),
@@ -199,3 +200,59 @@ def test_tensord_optim_refuses_bad_hyperparameters_itself(sess):
         tensord.optim.Adam([])
     with pytest.raises(tensord.BadOperand):
         tensord.optim.Adam([np.zeros(3)])
+
+
+LARGE_STEPS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.3, weight_decay=1e-2, maximize=True)),
+    ("SGD", dict(lr=0.1, momentum=0.8, nesterov=True, weight_decay=1e-3)),
+    ("Adam", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, amsgrad=True, weight_decay=1e-2, maximize=True)),
+    ("AdamW", dict(lr=0.01, betas=(0.85, 0.99), weight_decay=0.1)),
+    ("AdamW", dict(lr=0.01, amsgrad=True)),
+]
+
+
+@pytest.fixture(scope="module")
+def one_thread_sess(tmp_path_factory):
+    proc = ServerProcess(server_binary(), tmp_path_factory.mktemp("one") / "tensord.log",
+                         ["--threads=1"])
+    proc.start()
+    with tensord.connect(proc.address) as c:
+        s = c.session()
+        yield s
+        s.close()
+    proc.stop()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("kind,config", LARGE_STEPS, ids=lambda v: str(v))
+def test_large_updates_match_torch_optim(sess, one_thread_sess, kind, config, dtype):
+    # 70,001 elements: above the size the CPU kernels share among threads, in blocks that do not
+    # divide it; every option changes the loop the step runs. A server with one thread gives the
+    # same bits.
+    rng = np.random.default_rng(12)
+    start = rng.standard_normal(70001).astype(dtype)
+    tparam = torch.tensor(start, requires_grad=True)
+    topt = getattr(torch.optim, kind)([tparam], foreach=False, **config)
+    with sess.autodiff(), one_thread_sess.autodiff():
+        param = sess.tensor(start, requires_grad=True)
+        alone = one_thread_sess.tensor(start, requires_grad=True)
+        opt = getattr(tensord.optim, kind)([param], **config)
+        opt_alone = getattr(tensord.optim, kind)([alone], **config)
+        for step in range(3):
+            grad = rng.standard_normal(70001).astype(dtype)
+            opt.step({param: sess.tensor(grad)})
+            opt_alone.step({alone: one_thread_sess.tensor(grad)})
+            tparam.grad = torch.tensor(grad)
+            topt.step()
+            got = param.numpy()
+            np.testing.assert_array_equal(got, alone.numpy(), err_msg=f"{kind} step {step}")
+            # torch's step rounds the same operations, but not always as one term: an element
+            # near zero may differ in its last bit.
+            tight = dtype == np.float64
+            np.testing.assert_allclose(got, tparam.detach().numpy(),
+                                       rtol=1e-13 if tight else 1e-6,
+                                       atol=1e-15 if tight else 1e-7,
+                                       err_msg=f"{kind} step {step}")

@@ -2,10 +2,13 @@
 // reads param, grad and state at an index, and writes param and state back. Each element goes
 // through the same sequence of roundings as torch.optim's single-tensor step (every scalar is
 // cast to the param's dtype, every intermediate is rounded to it), so f64 results agree with
-// PyTorch to the last bits and f32 ones to a few ulp.
+// PyTorch to the last bits and f32 ones to a few ulp. A large update is shared by the intra-op
+// threads in blocks (loops.h); an element's roundings do not depend on which thread runs it.
 #include <cmath>
+#include <type_traits>
 
 #include "server/backends/cpu/kernel_table.h"
+#include "server/backends/cpu/loops.h"
 #include "server/ops/optimizers.h"
 
 namespace tensord::cpu {
@@ -30,27 +33,61 @@ T Maximum(T a, T b) {
   return a > b ? a : b;
 }
 
+// Turns a run-time option into a compile-time one: f(std::true_type) or f(std::false_type). An
+// update's loop is instantiated for each combination of its options, so that its body has no
+// branch and vectorizes.
+template <typename F>
+void Specialize(bool option, F&& f) {
+  if (option) {
+    f(std::true_type{});
+  } else {
+    f(std::false_type{});
+  }
+}
+
+template <typename T>
+struct SgdScalars {
+  T lr_neg, momentum, one_minus_dampening, wd;
+};
+
+// The parameters, gradients and states of one update never overlap (CheckOptimizerAliasing).
+template <typename T, bool kMaximize, bool kWd, bool kMomentum, bool kFirst, bool kNesterov>
+void SgdBlock(int64_t begin, int64_t end, T* __restrict p, const T* __restrict g, T* __restrict buf,
+              const SgdScalars<T> s) {
+  for (int64_t i = begin; i < end; ++i) {
+    T d = kMaximize ? -g[i] : g[i];
+    if constexpr (kWd) d = d + s.wd * p[i];
+    if constexpr (kMomentum) {
+      // Step 0: torch.optim clones d into the new buffer.
+      const T b = kFirst ? d : buf[i] * s.momentum + s.one_minus_dampening * d;
+      buf[i] = b;
+      d = kNesterov ? d + s.momentum * b : b;
+    }
+    p[i] = p[i] + s.lr_neg * d;
+  }
+}
+
 template <typename T>
 void SgdLoop(int64_t n, T* p, const T* g, T* buf, bool first_step, const Attrs& a) {
-  const T lr_neg = static_cast<T>(-a.GetFloat("lr"));
-  const T momentum = static_cast<T>(a.GetFloat("momentum"));
-  const T one_minus_dampening = static_cast<T>(1 - a.GetFloat("dampening"));
-  const T wd = static_cast<T>(a.GetFloat("weight_decay"));
-  const bool has_wd = a.GetFloat("weight_decay") != 0;
+  const SgdScalars<T> s{static_cast<T>(-a.GetFloat("lr")), static_cast<T>(a.GetFloat("momentum")),
+                        static_cast<T>(1 - a.GetFloat("dampening")),
+                        static_cast<T>(a.GetFloat("weight_decay"))};
   const bool has_momentum = a.GetFloat("momentum") != 0;
   const bool nesterov = a.GetBool("nesterov");
-  const bool maximize = a.GetBool("maximize");
-  for (int64_t i = 0; i < n; ++i) {
-    T d = maximize ? -g[i] : g[i];
-    if (has_wd) d = d + wd * p[i];
-    if (has_momentum) {
-      // Step 0: torch.optim clones d into the new buffer.
-      const T b = first_step ? d : buf[i] * momentum + one_minus_dampening * d;
-      buf[i] = b;
-      d = nesterov ? d + momentum * b : b;
-    }
-    p[i] = p[i] + lr_neg * d;
-  }
+  Specialize(a.GetBool("maximize"), [&](auto maximize) {
+    Specialize(a.GetFloat("weight_decay") != 0, [&](auto wd) {
+      const auto run = [&](auto momentum, auto first, auto nest) {
+        ForBlocks(n, [&](int64_t begin, int64_t end) {
+          SgdBlock<T, decltype(maximize)::value, decltype(wd)::value, decltype(momentum)::value,
+                   decltype(first)::value, decltype(nest)::value>(begin, end, p, g, buf, s);
+        });
+      };
+      if (!has_momentum) return run(std::false_type{}, std::false_type{}, std::false_type{});
+      Specialize(first_step, [&](auto first) {
+        Specialize(nesterov, [&](auto nest) { run(std::true_type{}, first, nest); });
+      });
+    });
+  });
 }
 
 absl::Status SgdKernel(KernelCall& c) {
@@ -74,36 +111,59 @@ absl::Status SgdKernel(KernelCall& c) {
 }
 
 template <typename T>
-void AdamLoop(int64_t n, T* p, const T* g, T* m, T* v, T* vmax, const ops::AdamScalars& s,
-              bool decoupled, bool maximize) {
-  const T beta1 = static_cast<T>(s.beta1), one_minus_beta1 = static_cast<T>(1 - s.beta1);
-  const T beta2 = static_cast<T>(s.beta2), one_minus_beta2 = static_cast<T>(1 - s.beta2);
-  const T wd = static_cast<T>(s.weight_decay);
-  const T decay = static_cast<T>(1 - s.lr * s.weight_decay);
-  const T bc2_sqrt = static_cast<T>(s.bias_correction2_sqrt);
-  const T eps = static_cast<T>(s.eps);
-  const T step_size_neg = static_cast<T>(-s.step_size);
-  const bool has_wd = s.weight_decay != 0;
-  for (int64_t i = 0; i < n; ++i) {
-    T grad = maximize ? -g[i] : g[i];
+struct AdamConstants {
+  T beta1, one_minus_beta1, beta2, one_minus_beta2, wd, decay, bc2_sqrt, eps, step_size_neg;
+};
+
+template <typename T, bool kMaximize, bool kDecoupled, bool kWd, bool kAmsgrad>
+void AdamBlock(int64_t begin, int64_t end, T* __restrict p, const T* __restrict g, T* __restrict m,
+               T* __restrict v, T* __restrict vmax, const AdamConstants<T> s) {
+  for (int64_t i = begin; i < end; ++i) {
+    T grad = kMaximize ? -g[i] : g[i];
     T param = p[i];
-    if (decoupled) {
-      param = param * decay;  // AdamW: param.mul_(1 - lr * weight_decay), always
-    } else if (has_wd) {
-      grad = grad + wd * param;  // Adam: grad.add(param, alpha=weight_decay)
+    if constexpr (kDecoupled) {
+      param = param * s.decay;  // AdamW: param.mul_(1 - lr * weight_decay), always
+    } else if constexpr (kWd) {
+      grad = grad + s.wd * param;  // Adam: grad.add(param, alpha=weight_decay)
     }
-    const T mi = m[i] * beta1 + one_minus_beta1 * grad;
-    const T vi = v[i] * beta2 + one_minus_beta2 * grad * grad;
+    const T mi = m[i] * s.beta1 + s.one_minus_beta1 * grad;
+    const T vi = v[i] * s.beta2 + s.one_minus_beta2 * grad * grad;
     m[i] = mi;
     v[i] = vi;
     T second = vi;
-    if (vmax != nullptr) {
+    if constexpr (kAmsgrad) {
       second = Maximum(vmax[i], vi);
       vmax[i] = second;
     }
-    const T denom = std::sqrt(second) / bc2_sqrt + eps;
-    p[i] = param + step_size_neg * mi / denom;
+    const T denom = std::sqrt(second) / s.bc2_sqrt + s.eps;
+    p[i] = param + s.step_size_neg * mi / denom;
   }
+}
+
+template <typename T>
+void AdamLoop(int64_t n, T* p, const T* g, T* m, T* v, T* vmax, const ops::AdamScalars& s,
+              bool decoupled, bool maximize) {
+  const AdamConstants<T> k{static_cast<T>(s.beta1),
+                           static_cast<T>(1 - s.beta1),
+                           static_cast<T>(s.beta2),
+                           static_cast<T>(1 - s.beta2),
+                           static_cast<T>(s.weight_decay),
+                           static_cast<T>(1 - s.lr * s.weight_decay),
+                           static_cast<T>(s.bias_correction2_sqrt),
+                           static_cast<T>(s.eps),
+                           static_cast<T>(-s.step_size)};
+  Specialize(maximize, [&](auto max) {
+    Specialize(vmax != nullptr, [&](auto amsgrad) {
+      const auto run = [&](auto coupling, auto wd) {
+        ForBlocks(n, [&](int64_t begin, int64_t end) {
+          AdamBlock<T, decltype(max)::value, decltype(coupling)::value, decltype(wd)::value,
+                    decltype(amsgrad)::value>(begin, end, p, g, m, v, vmax, k);
+        });
+      };
+      if (decoupled) return run(std::true_type{}, std::false_type{});
+      Specialize(s.weight_decay != 0, [&](auto wd) { run(std::false_type{}, wd); });
+    });
+  });
 }
 
 KernelFn AdamKernel(bool decoupled) {
