@@ -29,7 +29,16 @@ stage "C++ tests"
 export TENSORD_BIN="${TENSORD_BIN:-$PWD/${BUILD_DIR:-build}/tensord}"
 if [[ -d tests/python ]]; then
   echo "== Python tests (pytest)"
-  /usr/bin/python3 -m pytest -q tests/python
+  # The op tests first, one pytest worker per core (pytest-xdist) with a server each: they wait
+  # on round trips more than they compute. The rest, which time calls, kill servers and measure
+  # memory, then run one at a time; the slowest are listed, to see where the stage's time goes.
+  op_tests=(tests/python/test_conformance.py tests/python/test_torch_samples.py
+            tests/python/test_int_dtypes.py tests/python/test_low_precision.py
+            tests/python/test_batch_norm.py)
+  workers=()
+  if /usr/bin/python3 -c "import xdist" 2>/dev/null; then workers=(-n "$(nproc)"); fi
+  /usr/bin/python3 -m pytest -q "${workers[@]}" "${op_tests[@]}"
+  /usr/bin/python3 -m pytest -q --durations=15 "${op_tests[@]/#/--ignore=}" tests/python
   stage "Python tests"
 fi
 # oneDNN dispatches on the CPU's instruction set: the kernel, gradient and Python op tests run
