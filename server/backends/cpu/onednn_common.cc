@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
-#include <list>
-#include <mutex>
 #include <new>
 #include <optional>
 #include <unordered_map>
@@ -14,73 +12,6 @@
 #include "server/core/host_memory.h"
 
 namespace tensord::cpu::onednn {
-namespace {
-
-class PrimitiveCache {
- public:
-  std::shared_ptr<const CachedPrimitive> Find(const std::string& key) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    if (it == map_.end()) {
-      ++misses_;
-      return nullptr;
-    }
-    ++hits_;
-    lru_.splice(lru_.begin(), lru_, it->second.second);
-    return it->second.first;
-  }
-
-  std::shared_ptr<const CachedPrimitive> Insert(const std::string& key,
-                                                std::shared_ptr<const CachedPrimitive> p) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = map_.find(key);
-    // Another thread built the same primitive meanwhile: keep one.
-    if (it != map_.end()) return it->second.first;
-    lru_.push_front(key);
-    map_.emplace(key, std::make_pair(p, lru_.begin()));
-    Evict();
-    return p;
-  }
-
-  void SetCapacity(size_t capacity) {
-    std::lock_guard<std::mutex> lock(mu_);
-    capacity_ = capacity;
-    Evict();
-  }
-
-  CacheStats Stats() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return {hits_, misses_, static_cast<int64_t>(map_.size()), static_cast<int64_t>(capacity_)};
-  }
-
-  void Clear() {
-    std::lock_guard<std::mutex> lock(mu_);
-    map_.clear();
-    lru_.clear();
-  }
-
- private:
-  void Evict() {
-    while (map_.size() > capacity_) {
-      map_.erase(lru_.back());
-      lru_.pop_back();
-    }
-  }
-
-  using Entry = std::pair<std::shared_ptr<const CachedPrimitive>, std::list<std::string>::iterator>;
-  std::mutex mu_;
-  std::list<std::string> lru_;  // most recently used first
-  std::unordered_map<std::string, Entry> map_;
-  int64_t hits_ = 0, misses_ = 0;
-  size_t capacity_ = kDefaultCacheCapacity;
-};
-
-PrimitiveCache& Cache() {
-  static PrimitiveCache* cache = new PrimitiveCache();
-  return *cache;
-}
-
-}  // namespace
 
 const dnnl::primitive_attr& Attr() {
   static const dnnl::primitive_attr* attr = [] {
@@ -124,18 +55,6 @@ dnnl::stream& Stream() {
   thread_local dnnl::stream stream(Engine());
   return stream;
 }
-
-std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
-                                                    const std::function<CachedPrimitive()>& make) {
-  if (auto hit = Cache().Find(key)) return hit;
-  // Built outside the lock: creating a primitive JIT-compiles code and can take milliseconds.
-  auto built = std::make_shared<const CachedPrimitive>(make());
-  return Cache().Insert(key, std::move(built));
-}
-
-CacheStats GetCacheStats() { return Cache().Stats(); }
-void ClearCache() { Cache().Clear(); }
-void SetCacheCapacity(size_t capacity) { Cache().SetCapacity(capacity); }
 
 dnnl::memory::data_type DataType(DType d) {
   switch (d) {
