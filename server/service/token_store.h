@@ -34,8 +34,9 @@ class TokenStore {
   // The table in use, never null, read without a lock or a shared count: each thread keeps
   // the table it last read beside the store's reload count then, and reads the table again
   // only when that count has moved. The reference is that thread's copy, replaced at its next
-  // Current() after a reload: a call reads it once for its whole admission, so a reload in
-  // between cannot mix two tables in one decision; copy it to keep the table longer.
+  // Current() after a reload or of another store: a call reads it once for its whole
+  // admission, so a reload in between cannot mix two tables in one decision; copy it to keep
+  // the table longer.
   const std::shared_ptr<const TokenTable>& Current() const;
 
   // Re-reads the file now and swaps the table in; an error (the reason, never a token) keeps
