@@ -10,7 +10,6 @@
 #include "server/core/status.h"
 #include "server/ops/elementwise_fusion.h"
 #include "server/ops/gradient_sums.h"
-#include "server/ops/op_names.h"
 #include "server/ops/registry.h"
 
 namespace tensord::fusion {

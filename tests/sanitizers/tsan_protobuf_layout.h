@@ -10,8 +10,6 @@
 #ifndef TENSORD_TESTS_SANITIZERS_TSAN_PROTOBUF_LAYOUT_H_
 #define TENSORD_TESTS_SANITIZERS_TSAN_PROTOBUF_LAYOUT_H_
 
-#include <atomic>
-#include <functional>
 #include <google/protobuf/arena.h>
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/generated_message_reflection.h>
@@ -24,6 +22,9 @@
 #include <google/protobuf/repeated_field.h>
 #include <google/protobuf/stubs/mutex.h>
 #include <google/protobuf/unknown_field_set.h>
+
+#include <atomic>
+#include <functional>
 
 #pragma push_macro("__SANITIZE_THREAD__")
 #undef __SANITIZE_THREAD__

@@ -5,7 +5,6 @@
 #include <cstring>
 #include <new>
 #include <optional>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
