@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -24,10 +25,22 @@ std::string Number(double v) {
   return text;
 }
 
-LabelValues Padded(const LabelValues& values, size_t n) {
-  LabelValues out = values;
-  out.resize(n);
+// `values` padded with "" (or cut) to `n` label values.
+absl::InlinedVector<absl::string_view, 4> Padded(LabelViews values, size_t n) {
+  absl::InlinedVector<absl::string_view, 4> out(n);
+  for (size_t i = 0; i < n && i < values.size(); ++i) out[i] = values[i];
   return out;
+}
+
+// The entry of `series` for `key`, made (with the key copied) when there is none.
+template <typename Map>
+typename Map::mapped_type& Entry(Map& series,
+                                 const absl::InlinedVector<absl::string_view, 4>& key) {
+  auto it = series.find(key);
+  if (it == series.end()) {
+    it = series.emplace(LabelValues(key.begin(), key.end()), typename Map::mapped_type{}).first;
+  }
+  return it->second;
 }
 
 std::string EscapeHelp(absl::string_view help) {
@@ -100,11 +113,11 @@ size_t MetricShard() {
   return shard;
 }
 
-void CounterFamily::Add(const LabelValues& values, double amount) {
-  const LabelValues key = Padded(values, label_names_.size());
+void CounterFamily::Add(LabelViews values, double amount) {
+  const auto key = Padded(values, label_names_.size());
   Shard& shard = shards_[MetricShard()];
   absl::MutexLock lock(&shard.mu);
-  shard.series[key] += amount;
+  Entry(shard.series, key) += amount;
 }
 
 void CounterFamily::Render(std::string& out) const {
@@ -127,15 +140,13 @@ HistogramFamily::HistogramFamily(std::string name, std::string help,
     : Family(std::move(name), std::move(help), std::move(label_names)),
       upper_bounds_(std::move(upper_bounds)) {}
 
-void HistogramFamily::Observe(const LabelValues& values, double value) {
-  ObserveAll(values, {&value, 1});
-}
+void HistogramFamily::Observe(LabelViews values, double value) { ObserveAll(values, {&value, 1}); }
 
-void HistogramFamily::ObserveAll(const LabelValues& values, absl::Span<const double> observed) {
-  const LabelValues key = Padded(values, label_names_.size());
+void HistogramFamily::ObserveAll(LabelViews values, absl::Span<const double> observed) {
+  const auto key = Padded(values, label_names_.size());
   Shard& shard = shards_[MetricShard()];
   absl::MutexLock lock(&shard.mu);
-  Series& s = shard.series[key];
+  Series& s = Entry(shard.series, key);
   if (s.buckets.empty()) s.buckets.assign(upper_bounds_.size(), 0);
   for (double value : observed) {
     for (size_t i = 0; i < upper_bounds_.size(); ++i) {

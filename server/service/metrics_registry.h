@@ -6,6 +6,7 @@
 // calls on different threads do not queue on one lock per family; a scrape sums the shards.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <functional>
@@ -14,12 +15,27 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 
 namespace tensord::metrics {
 
 using LabelValues = std::vector<std::string>;
+// Label values as a recording passes them: views of the caller's strings, one per label name
+// (fewer are padded with ""). A series is found by them without copying; only a series not
+// seen before copies them into its LabelValues.
+using LabelViews = absl::Span<const absl::string_view>;
+// Orders LabelValues and views of them alike (lexicographically), so maps find either.
+struct LabelOrder {
+  using is_transparent = void;
+  template <typename A, typename B>
+  bool operator()(const A& a, const B& b) const {
+    return std::lexicographical_compare(
+        a.begin(), a.end(), b.begin(), b.end(),
+        [](absl::string_view x, absl::string_view y) { return x < y; });
+  }
+};
 
 inline constexpr size_t kMetricShards = 16;
 // The calling thread's shard: given round-robin at its first recording, kept for its life.
@@ -54,14 +70,13 @@ class Family {
 class CounterFamily final : public Family {
  public:
   using Family::Family;
-  // `values` has one value per label name (fewer are padded with "").
-  void Add(const LabelValues& values, double amount = 1);
+  void Add(LabelViews values, double amount = 1);
   void Render(std::string& out) const override;
 
  private:
   struct Shard {
     mutable absl::Mutex mu;
-    std::map<LabelValues, double> series ABSL_GUARDED_BY(mu);
+    std::map<LabelValues, double, LabelOrder> series ABSL_GUARDED_BY(mu);
   };
   std::array<Shard, kMetricShards> shards_;
 };
@@ -71,9 +86,9 @@ class HistogramFamily final : public Family {
  public:
   HistogramFamily(std::string name, std::string help, std::vector<std::string> label_names,
                   std::vector<double> upper_bounds);
-  void Observe(const LabelValues& values, double value);
+  void Observe(LabelViews values, double value);
   // The same as Observe of each value in turn, with one lock and one series lookup.
-  void ObserveAll(const LabelValues& values, absl::Span<const double> observed);
+  void ObserveAll(LabelViews values, absl::Span<const double> observed);
   void Render(std::string& out) const override;
 
  private:
@@ -84,7 +99,7 @@ class HistogramFamily final : public Family {
   };
   struct Shard {
     mutable absl::Mutex mu;
-    std::map<LabelValues, Series> series ABSL_GUARDED_BY(mu);
+    std::map<LabelValues, Series, LabelOrder> series ABSL_GUARDED_BY(mu);
   };
   const std::vector<double> upper_bounds_;
   std::array<Shard, kMetricShards> shards_;

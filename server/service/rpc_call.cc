@@ -118,7 +118,7 @@ grpc::Status RpcCall::Finish(absl::Status status) {
                 ops_ >= 0 ? LogField("ops", ops_) : LogField("ops", ""),
                 {"code", GrpcCodeName(out.error_code())},
                 {"reason", reason},
-                {"error", std::string(Utf8Prefix(message, 512))},
+                {"error", Utf8Prefix(message, 512)},
                 {"duration_ms", absl::ToDoubleMilliseconds(took)},
                 {"bytes_in", bytes_in_},
                 {"bytes_out", bytes_out_},

@@ -1,6 +1,9 @@
 #include "server/service/server_log.h"
 
+#include <array>
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -28,11 +31,24 @@ size_t Utf8SequenceLength(absl::string_view text, size_t i) {
   return n;
 }
 
+// The bytes a JSON string holds as they are: printable ASCII but the quote and the backslash.
+constexpr std::array<bool, 256> kPlainJson = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x7F; ++c) plain[c] = c != '"' && c != '\\';
+  return plain;
+}();
+
 // A JSON string body: a request's bytes may be anything, the line must stay valid JSON, so
 // control characters are escaped and bytes that are not UTF-8 become U+FFFD.
 void AppendJsonString(std::string& out, absl::string_view text) {
   out += '"';
   for (size_t i = 0; i < text.size();) {
+    // Printable ASCII other than the quote and the backslash goes in as it is, a run at once.
+    size_t plain = i;
+    while (plain < text.size() && kPlainJson[static_cast<unsigned char>(text[plain])]) ++plain;
+    out.append(text.data() + i, plain - i);
+    i = plain;
+    if (i == text.size()) break;
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c < 0x80) {
       if (c == '"' || c == '\\') {
@@ -40,10 +56,8 @@ void AppendJsonString(std::string& out, absl::string_view text) {
         out += static_cast<char>(c);
       } else if (c == '\n') {
         out += "\\n";
-      } else if (c < 0x20 || c == 0x7F) {
-        absl::StrAppendFormat(&out, "\\u%04x", c);
       } else {
-        out += static_cast<char>(c);
+        absl::StrAppendFormat(&out, "\\u%04x", c);
       }
       ++i;
       continue;
@@ -78,6 +92,26 @@ void AppendTextValue(std::string& out, absl::string_view text) {
 std::string NumberText(double v) {
   if (!std::isfinite(v)) return "null";
   return absl::StrFormat("%.6g", v);
+}
+
+// `now` as "2026-12-02T05:16:13.123Z", in a buffer of the calling thread: the part to the
+// second is formatted once per second, the milliseconds written into it.
+absl::string_view ThreadTimestamp(absl::Time now) {
+  thread_local int64_t stamped = std::numeric_limits<int64_t>::min();
+  thread_local std::string text;
+  const int64_t ms = absl::ToUnixMillis(now);  // rounded down, as %E3S truncates
+  const int64_t second = ms >= 0 ? ms / 1000 : (ms - 999) / 1000;
+  if (second != stamped) {
+    text = absl::FormatTime("%Y-%m-%dT%H:%M:%S.000Z", absl::FromUnixSeconds(second),
+                            absl::UTCTimeZone());
+    stamped = second;
+  }
+  const int64_t milli = ms - second * 1000;
+  char* digits = text.data() + text.size() - 4;  // the three after the point
+  digits[0] = static_cast<char>('0' + milli / 100);
+  digits[1] = static_cast<char>('0' + milli / 10 % 10);
+  digits[2] = static_cast<char>('0' + milli % 10);
+  return text;
 }
 
 }  // namespace
@@ -132,6 +166,14 @@ bool ServerLog::Enabled(LogLevel level) const {
 std::string ServerLog::Render(LogFormat format, absl::string_view timestamp, LogLevel level,
                               absl::string_view event, std::initializer_list<LogField> fields) {
   std::string line;
+  RenderInto(line, format, timestamp, level, event, fields);
+  return line;
+}
+
+void ServerLog::RenderInto(std::string& line, LogFormat format, absl::string_view timestamp,
+                           LogLevel level, absl::string_view event,
+                           std::initializer_list<LogField> fields) {
+  line.clear();
   line.reserve(256);
   const bool json = format == LogFormat::kJson;
   if (json) {
@@ -145,7 +187,8 @@ std::string ServerLog::Render(LogFormat format, absl::string_view timestamp, Log
     absl::StrAppend(&line, timestamp, " ", LogLevelName(level), " ", event);
   }
   for (const LogField& f : fields) {
-    if (const auto* s = std::get_if<std::string>(&f.value); s != nullptr && s->empty()) continue;
+    const auto* s = std::get_if<absl::string_view>(&f.value);
+    if (s != nullptr && s->empty()) continue;
     if (json) {
       line += ',';
       AppendJsonString(line, f.key);
@@ -153,7 +196,7 @@ std::string ServerLog::Render(LogFormat format, absl::string_view timestamp, Log
     } else {
       absl::StrAppend(&line, " ", f.key, "=");
     }
-    if (const auto* s = std::get_if<std::string>(&f.value)) {
+    if (s != nullptr) {
       json ? AppendJsonString(line, *s) : AppendTextValue(line, *s);
     } else if (const auto* i = std::get_if<int64_t>(&f.value)) {
       absl::StrAppend(&line, *i);
@@ -165,16 +208,14 @@ std::string ServerLog::Render(LogFormat format, absl::string_view timestamp, Log
   }
   if (json) line += '}';
   line += '\n';
-  return line;
 }
 
 void ServerLog::Write(LogLevel level, absl::string_view event,
                       std::initializer_list<LogField> fields) {
   if (!Enabled(level)) return;
   const LogFormat format = format_.load(std::memory_order_relaxed);
-  const std::string timestamp =
-      absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
-  const std::string line = Render(format, timestamp, level, event, fields);
+  thread_local std::string line;  // a thread's buffer, reused from line to line
+  RenderInto(line, format, ThreadTimestamp(absl::Now()), level, event, fields);
   std::FILE* out = out_.load();
   if (out == nullptr) out = stderr;
   // One fwrite per line under the stream's own lock: lines of concurrent calls never mix.

@@ -24,18 +24,19 @@ absl::StatusOr<LogLevel> ParseLogLevel(absl::string_view name);
 absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name);
 absl::string_view LogLevelName(LogLevel level);
 
+// One field of a line. It refers to its key and text rather than copying them: fields are
+// made in the argument list of Write, so what they point to lives until the line is written.
 struct LogField {
-  LogField(std::string k, std::string v) : key(std::move(k)), value(std::move(v)) {}
-  LogField(std::string k, absl::string_view v) : key(std::move(k)), value(std::string(v)) {}
-  LogField(std::string k, const char* v) : key(std::move(k)), value(std::string(v)) {}
-  LogField(std::string k, int64_t v) : key(std::move(k)), value(v) {}
-  LogField(std::string k, int v) : key(std::move(k)), value(int64_t{v}) {}
-  LogField(std::string k, uint64_t v) : key(std::move(k)), value(static_cast<int64_t>(v)) {}
-  LogField(std::string k, double v) : key(std::move(k)), value(v) {}
-  LogField(std::string k, bool v) : key(std::move(k)), value(v) {}
+  LogField(absl::string_view k, absl::string_view v) : key(k), value(v) {}
+  LogField(absl::string_view k, const char* v) : key(k), value(absl::string_view(v)) {}
+  LogField(absl::string_view k, int64_t v) : key(k), value(v) {}
+  LogField(absl::string_view k, int v) : key(k), value(int64_t{v}) {}
+  LogField(absl::string_view k, uint64_t v) : key(k), value(static_cast<int64_t>(v)) {}
+  LogField(absl::string_view k, double v) : key(k), value(v) {}
+  LogField(absl::string_view k, bool v) : key(k), value(v) {}
 
-  std::string key;
-  std::variant<std::string, int64_t, double, bool> value;
+  absl::string_view key;
+  std::variant<absl::string_view, int64_t, double, bool> value;
 };
 
 class ServerLog {
@@ -57,6 +58,10 @@ class ServerLog {
   // The line Write would print, without the time stamp's variability (for tests).
   static std::string Render(LogFormat format, absl::string_view timestamp, LogLevel level,
                             absl::string_view event, std::initializer_list<LogField> fields);
+  // The same into `line` (cleared first), whose buffer a caller can keep between lines.
+  static void RenderInto(std::string& line, LogFormat format, absl::string_view timestamp,
+                         LogLevel level, absl::string_view event,
+                         std::initializer_list<LogField> fields);
 
  private:
   std::atomic<std::FILE*> out_;

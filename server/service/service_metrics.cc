@@ -221,12 +221,11 @@ ServiceMetrics::ServiceMetrics(const SessionManager& sessions, int64_t plugin_op
 void ServiceMetrics::RecordRpc(absl::string_view method, absl::string_view code,
                                absl::string_view reason, absl::Duration duration, int64_t bytes_in,
                                int64_t bytes_out) {
-  const std::string m(method);
-  rpcs_.Add({m, std::string(code)});
-  if (!reason.empty()) errors_.Add({m, std::string(reason)});
-  rpc_seconds_.Observe({m}, absl::ToDoubleSeconds(duration));
-  if (bytes_in > 0) received_bytes_.Add({m}, static_cast<double>(bytes_in));
-  if (bytes_out > 0) sent_bytes_.Add({m}, static_cast<double>(bytes_out));
+  rpcs_.Add({method, code});
+  if (!reason.empty()) errors_.Add({method, reason});
+  rpc_seconds_.Observe({method}, absl::ToDoubleSeconds(duration));
+  if (bytes_in > 0) received_bytes_.Add({method}, static_cast<double>(bytes_in));
+  if (bytes_out > 0) sent_bytes_.Add({method}, static_cast<double>(bytes_out));
 }
 
 void ServiceMetrics::RecordOps(const OpTimings& timings, const std::string& device) {
@@ -236,9 +235,7 @@ void ServiceMetrics::RecordOps(const OpTimings& timings, const std::string& devi
   }
 }
 
-void ServiceMetrics::RecordBackward(absl::string_view path) {
-  backward_passes_.Add({std::string(path)});
-}
+void ServiceMetrics::RecordBackward(absl::string_view path) { backward_passes_.Add({path}); }
 void ServiceMetrics::RecordSessionCreated() { sessions_created_.Add({}); }
 void ServiceMetrics::RecordSessionExpired(int64_t sessions) {
   sessions_expired_.Add({}, static_cast<double>(sessions));

@@ -4,11 +4,14 @@
 
 #include <cstdio>
 #include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "server/core/status.h"
 #include "server/service/grpc_status.h"
@@ -86,6 +89,39 @@ TEST(ServerLogTest, LevelsFilter) {
   EXPECT_EQ(text.find("off"), std::string::npos);
   EXPECT_FALSE(ParseLogLevel("loud").ok());
   EXPECT_FALSE(ParseLogFormat("xml").ok());
+}
+
+// A line's time stamp is the time it was written, in UTC to the millisecond, also across the
+// seconds a thread's lines pass through (the date and time to the second are kept per second).
+TEST(ServerLogTest, TimeStampsFollowTheClockToTheMillisecond) {
+  constexpr const char* kFormat = "%Y-%m-%dT%H:%M:%E3SZ";
+  const absl::Time end = absl::Now() + absl::Milliseconds(1300);
+  int lines = 0;
+  std::set<std::string> seconds;
+  while (absl::Now() < end) {
+    std::FILE* out = std::tmpfile();
+    ASSERT_NE(out, nullptr);
+    ServerLog log(LogLevel::kInfo, LogFormat::kJson, out);
+    const std::string before = absl::FormatTime(kFormat, absl::Now(), absl::UTCTimeZone());
+    log.Write(LogLevel::kInfo, "tick", {});
+    const std::string after = absl::FormatTime(kFormat, absl::Now(), absl::UTCTimeZone());
+    std::rewind(out);
+    char buf[128] = {};
+    const size_t n = std::fread(buf, 1, sizeof(buf) - 1, out);
+    std::fclose(out);
+    std::smatch m;
+    const std::string line(buf, n);
+    ASSERT_TRUE(std::regex_search(line, m, std::regex("\"ts\":\"([^\"]*)\""))) << line;
+    const std::string ts = m[1];
+    ASSERT_TRUE(std::regex_match(ts, std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+        << ts;
+    EXPECT_LE(before, ts);  // fixed width: the text's order is the time's
+    EXPECT_LE(ts, after);
+    seconds.insert(ts.substr(0, 19));
+    ++lines;
+    absl::SleepFor(absl::Milliseconds(7));
+  }
+  EXPECT_GE(seconds.size(), 2u) << lines << " lines";
 }
 
 TEST(RequestIdTest, WhatIsKeptAndWhatIsReplaced) {
@@ -236,7 +272,10 @@ TEST_F(ObservedServerTest, AutodiffContextsAndBackwardPassesAreCounted) {
   absl::StatusOr<tc::Program> program = b.Compile();
   ASSERT_TRUE(program.ok()) << program.status();
   for (int run = 0; run < 2; ++run) {
-    ASSERT_TRUE(program->Run({tc::HostTensor(std::vector<double>{1, run}, tc::Shape{2})}).ok());
+    ASSERT_TRUE(
+        program
+            ->Run({tc::HostTensor(std::vector<double>{1, static_cast<double>(run)}, tc::Shape{2})})
+            .ok());
   }
   // x bound to a requires-grad leaf: the forward records another graph, which is walked.
   absl::StatusOr<tc::Tensor> tracked =
