@@ -35,7 +35,11 @@ class _Batch:
 
     def __init__(self, session):
         self.session = session
-        self.calls = []
+        # The Execute the block sends: Session.op makes each call in place in it (building a
+        # call apart and copying it in, then copying the list into a request, cost twice the
+        # time of building it).
+        self.request = service_pb2.ExecuteRequest(session_id=session.id)
+        self.calls = self.request.calls
         self.outputs = []  # per call: the lazy Tensors handed out
         self.no_grad = None
         self.context_id = 0
@@ -45,26 +49,37 @@ class _Batch:
         self.keepalive = []
         self.state = "open"  # open -> done | failed
 
+    def new_call(self, op: str):
+        """A call made in place as the batch's last; Session.op fills it, then add()s it, or
+        drops it (drop_last) when it cannot be sent."""
+        call = self.calls.add()
+        call.op = op
+        return call
+
+    def drop_last(self) -> None:
+        del self.calls[-1]
+
     def add(self, call, n_outputs, no_grad: bool, context_id: int):
+        """Takes `call`, the batch's last (new_call), and returns its lazy outputs."""
+        index = len(self.calls) - 1
         # One Execute carries one no_grad flag and one context id: these cannot be sent.
-        where = {"call_index": len(self.calls), "op": call.op}
         if self.no_grad is None:
             self.no_grad = no_grad
         elif self.no_grad != no_grad:
             raise client_error(
                 "INVALID_REQUEST", "tensord: one batch cannot mix no_grad calls with recorded "
                 "calls; end the batch before entering/leaving no_grad()",
-                {**where, "field": "no_grad"})
-        if call.requires_grad and context_id:
+                {"call_index": index, "op": call.op, "field": "no_grad"})
+        if context_id and call.requires_grad:
             if self.context_id and self.context_id != context_id:
                 raise client_error(
                     "INVALID_REQUEST", "tensord: one batch can create requires-grad tensors for "
                     f"one autodiff context only (context {self.context_id}, then {context_id})",
-                    {**where, "field": "context_id", "context_id": context_id})
+                    {"call_index": index, "op": call.op, "field": "context_id",
+                     "context_id": context_id})
             self.context_id = context_id
-        index = len(self.calls)
-        self.calls.append(call)
-        outs = [Tensor(self.session, lazy=(self, index, k)) for k in range(n_outputs)]
+        session = self.session
+        outs = [Tensor(session, None, (self, index, k)) for k in range(n_outputs)]
         self.outputs.append(outs)
         return outs
 
@@ -82,7 +97,9 @@ class _Batch:
             return
         try:
             writes = self.session._writes
-            resp = self.session._execute(self.calls, bool(self.no_grad), self.context_id)
+            self.request.no_grad = bool(self.no_grad)
+            self.request.context_id = self.context_id
+            resp = self.session._execute(self.request)
             stamp = self.session._fetch_stamp(writes, self.calls)
         except BaseException:
             self.state = "failed"
@@ -91,13 +108,15 @@ class _Batch:
         finally:
             self.keepalive = []
         self.state = "done"
+        session = self.session
         for outs, result in zip(self.outputs, resp.results):
             for k, info in enumerate(result.outputs):
                 if k < len(outs):
                     outs[k]._resolve(info)
                 else:  # more outputs than handed out: nobody can reach them
-                    self.session._queue_release(info.handle, info.nbytes)
-            self.session._keep_values(outs, result, stamp)
+                    session._queue_release(info.handle, info.nbytes)
+            if stamp is not None and result.values:
+                session._keep_values(outs, result, stamp)
         self.outputs = []
 
     def discard(self):
@@ -173,7 +192,7 @@ class Session:
         self.memory_quota_bytes = resp.memory_quota_bytes
         self.autodiff_enabled = resp.autodiff_enabled
         self.closed = False
-        self._live = weakref.WeakValueDictionary()  # handle -> Tensor
+        self._live = weakref.WeakValueDictionary()  # handle -> requires-grad Tensor
         self._pending = collections.deque()  # (handle, nbytes) of collected Tensors
         self._pending_bytes = 0
         self._batch = None
@@ -223,9 +242,12 @@ class Session:
                                f"tensord: session {self.id} was closed",
                                {"session_id": self.id})
 
-    def _own_info(self, t: Tensor, where: dict):
+    def _own_info(self, t: Tensor, where):
         """t's TensorInfo if t can be named in this session, else the error the server would
-        answer (a handle of another session names nothing here, or another tensor)."""
+        answer (a handle of another session names nothing here, or another tensor). `where`:
+        a dict, or a call's (call_index, input_index, op)."""
+        if isinstance(where, tuple):
+            where = {"call_index": where[0], "input_index": where[1], "op": where[2]}
         if t.session is not self:
             handle = t._info.handle if t._info is not None else 0
             raise client_error(
@@ -234,7 +256,11 @@ class Session:
         return t._require_info(where)
 
     def _register(self, tensor: Tensor) -> None:
-        self._live[tensor._info.handle] = tensor
+        # Backward names its leaves by handle, and only a requires-grad tensor is a leaf (a
+        # handle keeps the flag it was made with; requires_grad_() takes a new one): the map
+        # holds those alone, which spares every other output a weak reference.
+        if tensor._info.requires_grad:
+            self._live[tensor._info.handle] = tensor
 
     def _queue_release(self, handle: int, nbytes: int = 0) -> None:
         if self.closed:
@@ -276,10 +302,8 @@ class Session:
                     self._call("Release", service_pb2.ReleaseRequest(session_id=self.id,
                                                                      handles=[h]))
 
-    def _execute(self, calls, no_grad: bool, context_id: int):
+    def _execute(self, request):
         self._maybe_flush_releases()
-        request = service_pb2.ExecuteRequest(
-            session_id=self.id, calls=calls, no_grad=no_grad, context_id=context_id)
         try:
             return self._call("Execute", request)
         except TensordError as exc:
@@ -299,29 +323,43 @@ class Session:
             return self._contexts[-1].id if self._contexts else 0
         return ctx.id if isinstance(ctx, AutodiffContext) else int(ctx)
 
-    def _operand(self, value, batch, keepalive, where: dict) -> ops_pb2.Operand:
-        """The wire operand; `where` (call_index, input_index, op) goes into its errors."""
+    def _operand(self, value, batch, keepalive, where,
+                 into: ops_pb2.Operand | None = None) -> ops_pb2.Operand:
+        """The wire operand, filled into `into` (an element of a call's inputs) when given;
+        `where` (a dict, or a call's (call_index, input_index, op)) goes into its errors."""
+        out = ops_pb2.Operand() if into is None else into
         if isinstance(value, Tensor):
-            if value.is_lazy and value.session is self:
-                owner = value._lazy[0]
+            lazy = value._lazy
+            if value._info is None and value._session is self:
+                owner = lazy[0]
                 if owner is batch and owner.state == "open":
-                    if not isinstance(value._lazy[1], int):  # a program's parameter or gradient
-                        return owner.operand(value)
-                    return ops_pb2.Operand(call_output=ops_pb2.CallOutput(
-                        call=value._lazy[1], output=value._lazy[2]))
+                    if not isinstance(lazy[1], int):  # a program's parameter or gradient
+                        out.CopyFrom(owner.operand(value))
+                        return out
+                    named = out.call_output
+                    named.call = lazy[1]
+                    named.output = lazy[2]
+                    return out
             handle = self._own_info(value, where).handle
             if batch is not None:
                 # A batch names the handle when it is sent, a program at every run: until then
                 # the batch holds the Tensor, so that dropping the caller's last reference
                 # (`s.op("tanh", s.tensor(x) * 2.0)` inside a batch) queues no release of it.
                 batch.keepalive.append(value)
-            return ops_pb2.Operand(handle=handle)
+            out.handle = handle
+            return out
         if isinstance(value, (bool, np.bool_)):
-            return ops_pb2.Operand(scalar=tensor_pb2.Scalar(b=bool(value)))
+            out.scalar.b = bool(value)
+            return out
         if isinstance(value, (int, np.integer)):
-            return ops_pb2.Operand(scalar=tensor_pb2.Scalar(i=int(value)))
+            out.scalar.i = int(value)
+            return out
         if isinstance(value, (float, np.floating)):
-            return ops_pb2.Operand(scalar=tensor_pb2.Scalar(f=float(value)))
+            out.scalar.f = float(value)
+            return out
+        if into is not None:
+            into.CopyFrom(self._operand(value, batch, keepalive, where))
+            return into
         if dtypes.is_torch_tensor(value):  # its bytes as they are (bf16 included)
             array, wire = dtypes.encode_torch(value)
             if array.nbytes > LITERAL_LIMIT_BYTES:
@@ -490,43 +528,30 @@ class Session:
         if name in _KEEP_SIZE_OPS and isinstance(attrs.get("output_size"), (list, tuple)):
             # PyTorch's None in output_size (keep that dim's input size) travels as -1.
             attrs["output_size"] = [-1 if v is None else v for v in attrs["output_size"]]
-        call = ops_pb2.OpCall(op=name, requires_grad=bool(requires_grad))
-        types = self.client.attr_types(name) if attrs else {}
-        for key, value in attrs.items():
-            call.attrs[key].CopyFrom(attr_to_proto(key, value, types.get(key)))
-        context_id = self._default_context_id(ctx) if requires_grad else 0
-        no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
         batch = self._batch
-        if fetch:
-            if isinstance(batch, ProgramTrace):
-                raise client_error(
-                    "INVALID_REQUEST", "tensord: fetch=True cannot be used in a function that "
-                    "sess.compile traces: return the tensor from the function to get its value "
-                    "at every run", {"call_index": len(batch.calls) + len(batch.updates),
-                                     "op": name, "field": "fetch"})
-            call.fetch = True
-        if batch is not None:
-            k = len(batch.calls)
-            call.inputs.extend(
-                self._operand(v, batch, batch.keepalive, {"call_index": k, "input_index": i,
-                                                          "op": name})
-                for i, v in enumerate(operands))
-            n = num_outputs if num_outputs is not None else _guess_outputs(name, operands, attrs)
-            if n is None:
-                raise client_error(
-                    "INVALID_REQUEST", f"tensord: inside a batch, {name} needs num_outputs= (its "
-                    "output count depends on a shape the client does not know yet)",
-                    {"call_index": k, "op": name, "field": "num_outputs"})
-            outs = batch.add(call, n, no_grad, context_id)
-            if n == 0:
-                return None
-            return tuple(outs) if n != 1 or _returns_tuple(name, attrs) else outs[0]
+        if isinstance(batch, _Batch):  # made in place as the batch's last call
+            call = batch.new_call(name)
+            try:
+                return self._batch_call(batch, call, name, operands, requires_grad, ctx,
+                                        num_outputs, fetch, attrs)
+            except BaseException:
+                batch.drop_last()
+                raise
+        if batch is not None:  # a traced program's call
+            return self._batch_call(batch, ops_pb2.OpCall(op=name), name, operands,
+                                    requires_grad, ctx, num_outputs, fetch, attrs)
+        request = service_pb2.ExecuteRequest(session_id=self.id)
+        call = request.calls.add()
+        call.op = name
+        context_id = self._fill_call(call, requires_grad, ctx, fetch, attrs)
+        request.no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
+        request.context_id = context_id
         keepalive = []
-        call.inputs.extend(
-            self._operand(v, None, keepalive, {"call_index": 0, "input_index": i, "op": name})
-            for i, v in enumerate(operands))
+        add = call.inputs.add
+        for i, v in enumerate(operands):
+            self._operand(v, None, keepalive, (0, i, name), add())
         writes = self._writes
-        resp = self._execute([call], no_grad, context_id)
+        resp = self._execute(request)
         del keepalive
         outs = []
         for info in resp.results[0].outputs:
@@ -538,6 +563,48 @@ class Session:
         if len(outs) == 1 and not _returns_tuple(name, attrs):
             return outs[0]
         return tuple(outs) if outs else None
+
+    def _fill_call(self, call, requires_grad, ctx, fetch, attrs) -> int:
+        """Sets a call's attributes and flags; returns the context id its requires-grad
+        outputs go to (0: none)."""
+        if requires_grad:
+            call.requires_grad = True
+        if attrs:
+            types = self.client.attr_types(call.op)
+            for key, value in attrs.items():
+                call.attrs[key].CopyFrom(attr_to_proto(key, value, types.get(key)))
+        if fetch:
+            call.fetch = True
+        return self._default_context_id(ctx) if requires_grad else 0
+
+    def _batch_call(self, batch, call, name, operands, requires_grad, ctx, num_outputs, fetch,
+                    attrs):
+        """Session.op inside a batch or a traced program: `call` is named and filled here, and
+        its lazy outputs returned."""
+        if fetch and isinstance(batch, ProgramTrace):
+            raise client_error(
+                "INVALID_REQUEST", "tensord: fetch=True cannot be used in a function that "
+                "sess.compile traces: return the tensor from the function to get its value "
+                "at every run", {"call_index": len(batch.calls) + len(batch.updates),
+                                 "op": name, "field": "fetch"})
+        context_id = self._fill_call(call, requires_grad, ctx, fetch, attrs)
+        no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
+        # The call's index in the batch (a _Batch's call is in it already).
+        k = len(batch.calls) - 1 if isinstance(batch, _Batch) else len(batch.calls)
+        add = call.inputs.add
+        keepalive = batch.keepalive
+        for i, v in enumerate(operands):
+            self._operand(v, batch, keepalive, (k, i, name), add())
+        n = num_outputs if num_outputs is not None else _guess_outputs(name, operands, attrs)
+        if n is None:
+            raise client_error(
+                "INVALID_REQUEST", f"tensord: inside a batch, {name} needs num_outputs= (its "
+                "output count depends on a shape the client does not know yet)",
+                {"call_index": k, "op": name, "field": "num_outputs"})
+        outs = batch.add(call, n, no_grad, context_id)
+        if n == 0:
+            return None
+        return tuple(outs) if n != 1 or _returns_tuple(name, attrs) else outs[0]
 
     def __getattr__(self, name):
         # sess.relu(x), sess.zeros(shape=[2, 3]), ... for every op of the server's catalog.
