@@ -86,6 +86,7 @@ CallRef Batch::Add(const std::string& op, std::vector<Operand> inputs, const Att
   internal::FillCall(call, op, inputs, attrs, state_.get(), &error_, index);
   call->set_requires_grad(options.requires_grad);
   call->set_fetch(options.fetch);
+  call->set_discard(options.discard);
   for (const Operand& operand : inputs) {
     if (const Tensor* t = operand.tensor()) keep_alive_.push_back(*t);
   }

@@ -65,6 +65,10 @@ struct BatchOptions {
 struct CallOptions {
   bool requires_grad = false;
   bool fetch = false;  // return the outputs' values inline (BatchResult::values)
+  // No handles for the outputs (BatchResult::outputs of the call is empty; with fetch the
+  // values still come back): for intermediates that later calls of the batch read and nobody
+  // names afterwards. The server frees them after their last reader.
+  bool discard = false;
 };
 
 struct ProgramCallOptions {

@@ -176,6 +176,7 @@ absl::StatusOr<CallSpec> CallFromProto(const v1::OpCall& in, const char* field, 
   call.requires_grad = in.requires_grad();
   call.fetch = in.fetch();
   call.keep = in.keep();
+  call.discard = in.discard();
   call.inputs.reserve(in.inputs_size());
   for (int i = 0; i < in.inputs_size(); ++i) {
     auto operand = OperandFromProto(

@@ -270,6 +270,22 @@ absl::StatusOr<Tensor> LiteralTensor(const Dispatcher& dispatcher, const Session
                              literal.data.size(), session.account());
 }
 
+std::vector<std::vector<size_t>> DiscardedAfter(const std::vector<CallSpec>& calls) {
+  std::vector<int64_t> last(calls.size(), -1);  // per call, the last call reading it
+  for (size_t k = 0; k < calls.size(); ++k) {
+    for (const OperandSpec& operand : calls[k].inputs) {
+      const auto* c = std::get_if<OperandSpec::CallOutput>(&operand.source);
+      if (c != nullptr && c->call < k) last[c->call] = static_cast<int64_t>(k);
+    }
+  }
+  std::vector<std::vector<size_t>> drops(calls.size());
+  for (size_t k = 0; k < calls.size(); ++k) {
+    if (!calls[k].discard || calls[k].fetch) continue;
+    drops[last[k] < 0 ? k : static_cast<size_t>(last[k])].push_back(k);
+  }
+  return drops;
+}
+
 absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const Dispatcher& dispatcher,
                                                       const BatchSpec& batch,
@@ -278,6 +294,7 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const CallObserver& observe) {
   const CallEnv env = BatchEnv(session, batch.no_grad, cancelled);
   Transaction txn(session, dispatcher);
+  const std::vector<std::vector<size_t>> drops = DiscardedAfter(batch.calls);
   std::vector<std::vector<Tensor>> done;
   done.reserve(batch.calls.size());
   for (size_t k = 0; k < batch.calls.size(); ++k) {
@@ -288,6 +305,7 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
       return outs.status();
     }
     done.push_back(*std::move(outs));
+    for (size_t d : drops[k]) done[d].clear();
   }
 
   // Fetches are checked and copied before anything is committed, so an oversized response
@@ -304,7 +322,7 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
   std::vector<CallOutcome> results(batch.calls.size());
   for (size_t k = 0; k < batch.calls.size(); ++k) {
     for (Tensor& t : done[k]) {
-      const uint64_t handle = session.Store(t);
+      const uint64_t handle = batch.calls[k].discard ? 0 : session.Store(t);
       results[k].outputs.push_back({handle, std::move(t)});
     }
     results[k].fetched = std::move((*fetched)[k]);

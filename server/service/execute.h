@@ -58,7 +58,8 @@ struct CallSpec {
   AttrMap attrs;
   bool requires_grad = false;
   bool fetch = false;
-  bool keep = false;  // programs: store the outputs (Execute stores every output)
+  bool keep = false;     // programs: store the outputs (Execute stores every output)
+  bool discard = false;  // Execute: no handles for the outputs (programs ignore it)
   // Programs only (program_fusion.h): the op the request named, when `op` and `def` now name
   // the fused op that computes this call together with the calls folded into it; and for a
   // folded call, the index of that call (-1: not folded). A folded call does not run.
@@ -78,6 +79,8 @@ struct StoredTensor {
 };
 
 struct CallOutcome {
+  // Each output with its handle; handle 0 for the outputs of a discarded call, which are
+  // listed only where the call fetched their values.
   std::vector<StoredTensor> outputs;
   std::vector<std::string> fetched;  // host bytes of each output when the call asked for fetch
 };
@@ -134,6 +137,10 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const std::function<bool()>& cancelled,
                                                       const ExecuteLimits& limits = {},
                                                       const CallObserver& observe = {});
+
+// Per call of a batch, the discarded calls whose outputs can go once it ran (it is the last
+// call reading them, or a discarded call nothing reads): discarded calls that do not fetch.
+std::vector<std::vector<size_t>> DiscardedAfter(const std::vector<CallSpec>& calls);
 
 // The tensor of an inline literal, charged to the session (BAD_TENSOR_DATA when the bytes do
 // not match shape × dtype).

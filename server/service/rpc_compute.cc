@@ -50,7 +50,7 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
     v1::CallResult* result = resp->add_results();
     for (size_t i = 0; i < outcome.outputs.size(); ++i) {
       const StoredTensor& out = outcome.outputs[i];
-      FillTensorInfo(out.handle, out.tensor, result->add_outputs());
+      if (out.handle != 0) FillTensorInfo(out.handle, out.tensor, result->add_outputs());
       if (i < outcome.fetched.size()) {
         FillTensorData(out.tensor, std::move(outcome.fetched[i]), result->add_values());
       }

@@ -93,6 +93,21 @@ describe('tensors and ops', () => {
     assert.equal(afterInfo.memory_used_bytes, before.memory_used_bytes);
   }));
 
+  test('a discarded call is read by the batch and gets no handle', () => withSession({},
+      async (sess) => {
+        const a = await sess.tensor(new Float64Array([1, 2, 3]), [3]);
+        const before = await sess.info();
+        const batch = sess.batch();
+        const b = batch.op('mul', [a, 2], {}, {discard: true});
+        const c = batch.op('sum', [b]);
+        const results = await batch.run();
+        assert.equal(results[0].length, 0);
+        assert.equal(b.tensor, null);
+        assert.deepEqual(Array.from((await c.tensor.get()).data), [12]);
+        const after = await sess.info();
+        assert.equal(after.tensors.length, before.tensors.length + 1);
+      }));
+
   test('errors decode reason, code and metadata', () => withSession({}, async (sess) => {
     await assert.rejects(sess.op('no_such_op', []), (err) => {
       assert.equal(err.reason, 'UNKNOWN_OP');

@@ -237,3 +237,65 @@ def test_releases_the_server_did_not_take_are_sent_again(sess, monkeypatch):
     assert failed == [[handle]]
     down[0] = False
     assert sess.info().memory_used_bytes == before  # the queued handle went on this flush
+
+
+def record_requests(sess, monkeypatch):
+    """The ExecuteRequests the session sends from now on."""
+    sent = []
+    send = sess._execute
+
+    def recording(request):
+        sent.append(request)
+        return send(request)
+    monkeypatch.setattr(sess, "_execute", recording)
+    return sent
+
+
+def test_outputs_no_tensor_names_are_discarded(sess, monkeypatch):
+    """A call whose lazy outputs no Tensor refers to when the block ends is sent with discard:
+    it gets no handle, so nothing is left to release; the calls reading it still see it."""
+    sent = record_requests(sess, monkeypatch)
+    x = sess.tensor(np.ones(3))
+    base = len(sess.info().tensors)
+    with sess.batch():
+        h = x
+        for _ in range(5):
+            h = h + 1.0
+        doubled = h * 2.0
+        pair = [x * 3.0, x * 4.0]
+        vals, idx = sess.op("max", sess.op("reshape", x, shape=[3, 1]), dim=1)
+        del idx
+    assert [c.discard for c in sent[-1].calls] == [True] * 4 + [False] * 4 + [True, False]
+    np.testing.assert_allclose(h.numpy(), 6.0)
+    np.testing.assert_allclose(doubled.numpy(), 12.0)
+    np.testing.assert_allclose(pair[0].numpy(), 3.0)
+    np.testing.assert_allclose(vals.numpy(), 1.0)
+    # h, doubled, the pair and max's values; the reshape was discarded, max's indices released.
+    assert len(sess.info().tensors) == base + 5
+
+
+def test_gradients_flow_through_discarded_intermediates(sess, monkeypatch):
+    sent = record_requests(sess, monkeypatch)
+    with sess.autodiff() as ctx:
+        w = sess.tensor(np.array([1.0, 2.0, 3.0]), requires_grad=True)
+        with sess.batch():
+            loss = ((w * w) * 2.0 + 1.0).sum()
+        assert [c.discard for c in sent[-1].calls] == [True, True, True, False]
+        grads = ctx.backward(loss)
+        np.testing.assert_allclose(grads[w].numpy(), [4.0, 8.0, 12.0], rtol=1e-12)
+        np.testing.assert_allclose(loss.numpy(), 2 * 14.0 + 3, rtol=1e-12)
+
+
+def test_a_long_block_holds_few_intermediates(sess):
+    """Discarded intermediates go after their last reader: a block of 200 adds of 4 MiB runs
+    within a session quota that holds a handful of them."""
+    small = sess.client.session(memory_quota_bytes=24 << 20)
+    try:
+        x = small.tensor(np.zeros(1 << 20, np.float32))
+        with small.batch():
+            h = x
+            for _ in range(200):
+                h = h + 1.0
+        np.testing.assert_allclose(h.numpy()[:3], 200.0)
+    finally:
+        small.close()

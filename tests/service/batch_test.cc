@@ -93,6 +93,60 @@ TEST_F(BatchTest, SessionsAreIsolated) {
   EXPECT_THAT(Floats(foreign), ElementsAre(0));
 }
 
+// A discarded call's outputs get no handles, yet later calls read them, its fetched values
+// come back, and a backward through them reaches the leaves.
+TEST_F(BatchTest, DiscardedOutputsAreReadButNotStored) {
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(
+      tc::Tensor w, session().Put(tc::HostTensor(std::vector<float>{1, 1, 1}), {true, ctx.id()}));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, session().Put(tc::HostTensor(std::vector<float>{1, 2, 3})));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
+  tc::Batch batch = session().NewBatch({/*no_grad=*/false, ctx.id()});
+  tc::CallOptions discard;
+  discard.discard = true;
+  tc::CallOptions discard_fetched = discard;
+  discard_fetched.fetch = true;
+  tc::CallRef a = batch.Add("mul", {w, x}, {}, discard);
+  tc::CallRef b = batch.Add("mul", {a, 2.0}, {}, discard_fetched);
+  tc::CallRef c = batch.Add("sum", {b});
+  ASSERT_OK_AND_ASSIGN(tc::BatchResult r, batch.Run());
+  EXPECT_TRUE(r.outputs(a.index()).empty());
+  EXPECT_TRUE(r.outputs(b.index()).empty());
+  ASSERT_EQ(r.values(b.index()).size(), 1u);
+  EXPECT_THAT(*r.value(b).ToVector<float>(), ElementsAre(2, 4, 6));
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo after, session().Info());
+  EXPECT_EQ(after.tensors.size(), before.tensors.size() + 1) << "only sum's output is stored";
+  EXPECT_THAT(Floats(r.output(c)), ElementsAre(12));
+  ASSERT_OK_AND_ASSIGN(tc::Gradients g, ctx.Backward({r.output(c)}));
+  EXPECT_THAT(Floats(g.grad(w)), ElementsAre(2, 4, 6));
+}
+
+// A chain of discarded intermediates holds one or two of them at a time: each goes after the
+// call that reads it last. Kept, the same chain passes the session's quota.
+TEST_F(BatchTest, DiscardedIntermediatesGoAfterTheirLastReader) {
+  constexpr int64_t kFloats = 1 << 18;  // 1 MiB
+  tc::SessionOptions small;
+  small.memory_quota_bytes = 5 << 20;
+  ASSERT_OK_AND_ASSIGN(tc::Session s, client().CreateSession(small));
+  ASSERT_OK_AND_ASSIGN(tc::Tensor x, s.Op1("ones", {}, {{"shape", {kFloats}}}));
+  for (bool discarded : {true, false}) {
+    tc::Batch batch = s.NewBatch({/*no_grad=*/true});
+    tc::CallOptions options;
+    options.discard = discarded;
+    tc::Operand h = x;
+    for (int i = 0; i < 8; ++i) h = batch.Add("add", {h, 1.0}, {}, options);
+    tc::CallRef total = batch.Add("sum", {h}, {}, {false, /*fetch=*/true});
+    absl::StatusOr<tc::BatchResult> r = batch.Run();
+    if (discarded) {
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_THAT(*r->value(total).ToVector<float>(), ElementsAre(9.0f * kFloats));
+    } else {
+      EXPECT_TRUE(
+          FailsWith(Status(r), absl::StatusCode::kResourceExhausted, v1::QUOTA_EXCEEDED, {}));
+    }
+  }
+}
+
 TEST_F(BatchTest, CancelledBatchRollsBack) {
   REQUIRE_OPS("sum");
   // 16 MiB read per call, a few hundred calls: far longer than the deadline.

@@ -77,9 +77,12 @@ class Batch {
   }
 
   // Returns Pending outputs: one for single-output ops, `numOutputs` (an array) otherwise.
+  // options.discard: the outputs get no handles (later calls of the batch still read them;
+  // run() gives an empty array for the call, and its Pending outputs no tensor).
   op(name, inputs = [], attrs = {}, options = {}) {
     const index = this.calls.length;
     const call = opCall(name, inputs, attrs, options, this, this.session, index);
+    if (options.discard) call.discard = true;
     if (options.requiresGrad) {
       // One Execute names one context for all its requires-grad calls.
       const ctx = contextIdOf(this.session, options.ctx);

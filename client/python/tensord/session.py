@@ -40,7 +40,7 @@ class _Batch:
         # time of building it).
         self.request = service_pb2.ExecuteRequest(session_id=session.id)
         self.calls = self.request.calls
-        self.outputs = []  # per call: the lazy Tensors handed out
+        self.outputs = []  # per call: weak references to the lazy Tensors handed out
         self.no_grad = None
         self.context_id = 0
         # Every tensor the calls name by handle (Tensor operands, uploaded literals), held until
@@ -80,7 +80,8 @@ class _Batch:
             self.context_id = context_id
         session = self.session
         outs = [Tensor(session, None, (self, index, k)) for k in range(n_outputs)]
-        self.outputs.append(outs)
+        # Weakly: an output no Tensor names any more when the batch is sent is discarded.
+        self.outputs.append([weakref.ref(t) for t in outs])
         return outs
 
     def names(self, handle: int):
@@ -95,6 +96,16 @@ class _Batch:
         if not self.calls:
             self.state = "done"
             return
+        # A call whose outputs no Tensor names any more (intermediates of the block, dropped
+        # or rebound) is sent with discard: the server gives them no handles, frees them after
+        # their last reader, and nothing has to release them later.
+        alive = []
+        for call, refs in zip(self.calls, self.outputs):
+            outs = [ref() for ref in refs]
+            if outs and all(t is None for t in outs):
+                call.discard = True
+            alive.append(outs)
+        self.outputs = []
         try:
             writes = self.session._writes
             self.request.no_grad = bool(self.no_grad)
@@ -103,21 +114,20 @@ class _Batch:
             stamp = self.session._fetch_stamp(writes, self.calls)
         except BaseException:
             self.state = "failed"
-            self.outputs = []
             raise
         finally:
             self.keepalive = []
         self.state = "done"
         session = self.session
-        for outs, result in zip(self.outputs, resp.results):
+        for outs, result in zip(alive, resp.results):
             for k, info in enumerate(result.outputs):
-                if k < len(outs):
-                    outs[k]._resolve(info)
-                else:  # more outputs than handed out: nobody can reach them
+                t = outs[k] if k < len(outs) else None
+                if t is not None:
+                    t._resolve(info)
+                else:  # nobody can reach it: dropped since, or more outputs than handed out
                     session._queue_release(info.handle, info.nbytes)
             if stamp is not None and result.values:
                 session._keep_values(outs, result, stamp)
-        self.outputs = []
 
     def discard(self):
         self.state = "failed"
@@ -233,7 +243,8 @@ class Session:
         if stamp is None or not result.values:
             return
         for t, data in zip(outs, result.values):
-            t._value = (t._info.handle, stamp, data.data, data.dtype, tuple(data.shape))
+            if t is not None:
+                t._value = (t._info.handle, stamp, data.data, data.dtype, tuple(data.shape))
 
     def _check_open(self) -> None:
         # The server has forgotten a closed session; say so without asking it.
