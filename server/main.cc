@@ -112,7 +112,8 @@ ABSL_FLAG(std::string, metrics_address, "",
           "host:port serving Prometheus metrics at /metrics over plain HTTP, e.g. 0.0.0.0:9464; "
           "empty = off (env TENSORD_METRICS_ADDRESS)");
 ABSL_FLAG(std::string, fusion, "on",
-          "on: compiled programs fuse a product (linear, matmul, conv2d, conv3d) with the bias, "
+          "on: compiled programs, and Execute batches where the product's and the post-ops' "
+          "outputs are discarded, fuse a product (linear, matmul, conv2d, conv3d) with the bias, "
           "activation and residual add after it; off: every call runs as written "
           "(env TENSORD_FUSION)");
 ABSL_FLAG(std::string, log_level, "info",

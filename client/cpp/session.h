@@ -67,7 +67,8 @@ struct CallOptions {
   bool fetch = false;  // return the outputs' values inline (BatchResult::values)
   // No handles for the outputs (BatchResult::outputs of the call is empty; with fetch the
   // values still come back): for intermediates that later calls of the batch read and nobody
-  // names afterwards. The server frees them after their last reader.
+  // names afterwards. The server frees them after their last reader, and runs a discarded
+  // product with the discarded bias, activation or residual add after it as one fused call.
   bool discard = false;
 };
 

@@ -102,6 +102,13 @@ bool DifferentiatesFromOutput(PostOp p) {
   return p == PostOp::kRelu || p == PostOp::kSigmoid || p == PostOp::kTanh;
 }
 
+size_t RecordableLength(const std::vector<PostOp>& chain) {
+  for (size_t i = 0; i < chain.size(); ++i) {
+    if (IsActivation(chain[i])) return DifferentiatesFromOutput(chain[i]) ? i + 1 : i;
+  }
+  return chain.size();
+}
+
 const char* PostOpOpName(PostOp p) { return Entry(p).op; }
 const char* PostOpName(PostOp p) { return Entry(p).name; }
 

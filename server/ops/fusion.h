@@ -11,6 +11,7 @@
 //   post_alpha       leaky_relu's negative_slope or elu's alpha, when the chain has one
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ bool IsActivation(PostOp p);
 // relu, sigmoid and tanh differentiate from their output: a fused op ending in one can be
 // recorded for autodiff without keeping the pre-activation value.
 bool DifferentiatesFromOutput(PostOp p);
+// How much of `chain` a fused op recorded for autodiff can take: up to its first activation,
+// which it includes when the activation differentiates from its output.
+size_t RecordableLength(const std::vector<PostOp>& chain);
 // The pointwise op a post-op stands for ("add", "relu", "gelu" for both gelus, ...).
 const char* PostOpOpName(PostOp p);
 const char* PostOpName(PostOp p);  // as written in post_ops ("gelu_tanh" for gelu's tanh form)

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/core/status.h"
+#include "server/service/batch_fusion.h"
 #include "server/service/transaction.h"
 
 namespace tensord {
@@ -270,6 +271,26 @@ absl::StatusOr<Tensor> LiteralTensor(const Dispatcher& dispatcher, const Session
                              literal.data.size(), session.account());
 }
 
+namespace {
+
+// Runs `chain`'s fused call at its producer's place `k`; false (and nothing left of the
+// attempt) where it cannot run, and the calls then run as written, so that a failure names
+// the call the client wrote.
+bool RunFused(const BatchChain& chain, size_t k, const std::vector<std::vector<Tensor>>& done,
+              uint64_t context_id, const CallEnv& env, Session& session,
+              const Dispatcher& dispatcher, Transaction& txn, const ExecuteLimits& limits,
+              const CallObserver& observe, std::vector<Tensor>& outputs) {
+  const absl::Time started = absl::Now();
+  absl::StatusOr<std::vector<Tensor>> outs = RunBatchCall(
+      chain.fused, k, done, context_id, env, session, dispatcher, txn, limits, CallObserver());
+  if (!outs.ok()) return false;
+  if (observe) observe(chain.fused, absl::Now() - started);
+  outputs = *std::move(outs);
+  return true;
+}
+
+}  // namespace
+
 std::vector<std::vector<size_t>> DiscardedAfter(const std::vector<CallSpec>& calls) {
   std::vector<int64_t> last(calls.size(), -1);  // per call, the last call reading it
   for (size_t k = 0; k < calls.size(); ++k) {
@@ -291,20 +312,40 @@ absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
                                                       const BatchSpec& batch,
                                                       const std::function<bool()>& cancelled,
                                                       const ExecuteLimits& limits,
-                                                      const CallObserver& observe) {
+                                                      const CallObserver& observe, bool fusion) {
   const CallEnv env = BatchEnv(session, batch.no_grad, cancelled);
   Transaction txn(session, dispatcher);
+  const size_t n = batch.calls.size();
   const std::vector<std::vector<size_t>> drops = DiscardedAfter(batch.calls);
+  // Fused chains (batch_fusion.h): a chain's fused call runs at its producer's place; its
+  // absorbed calls then run no more, and the last of them takes the fused call's outputs.
+  const std::vector<BatchChain> chains =
+      fusion ? FindBatchChains(batch, dispatcher) : std::vector<BatchChain>();
+  std::vector<const BatchChain*> chain_at(n, nullptr);
+  for (const BatchChain& chain : chains) chain_at[chain.producer] = &chain;
+  std::vector<bool> absorbed(n, false);
+  std::vector<std::vector<Tensor>> fused_outputs(n);
   std::vector<std::vector<Tensor>> done;
-  done.reserve(batch.calls.size());
-  for (size_t k = 0; k < batch.calls.size(); ++k) {
-    auto outs = RunBatchCall(batch.calls[k], k, done, batch.context_id, env, session, dispatcher,
-                             txn, limits, observe);
-    if (!outs.ok()) {
-      txn.Rollback();
-      return outs.status();
+  done.reserve(n);
+  for (size_t k = 0; k < n; ++k) {
+    if (absorbed[k]) {
+      done.push_back(std::move(fused_outputs[k]));
+    } else if (std::vector<Tensor> fused;
+               chain_at[k] != nullptr &&
+               RunFused(*chain_at[k], k, done, batch.context_id, env, session, dispatcher, txn,
+                        limits, observe, fused)) {
+      for (size_t a : chain_at[k]->absorbed) absorbed[a] = true;
+      fused_outputs[chain_at[k]->absorbed.back()] = std::move(fused);
+      done.emplace_back();  // the product exists nowhere
+    } else {
+      auto outs = RunBatchCall(batch.calls[k], k, done, batch.context_id, env, session, dispatcher,
+                               txn, limits, observe);
+      if (!outs.ok()) {
+        txn.Rollback();
+        return outs.status();
+      }
+      done.push_back(*std::move(outs));
     }
-    done.push_back(*std::move(outs));
     for (size_t d : drops[k]) done[d].clear();
   }
 

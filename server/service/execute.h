@@ -130,13 +130,12 @@ absl::StatusOr<std::vector<std::vector<std::string>>> FetchOutputs(
 
 // Runs `batch` in `session` (whose lock the caller holds). Atomic: on error no handle was
 // added, every touched autodiff tape is truncated back, in-place writes are undone, and the
-// error carries metadata call_index=k of the failing call.
-absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(Session& session,
-                                                      const Dispatcher& dispatcher,
-                                                      const BatchSpec& batch,
-                                                      const std::function<bool()>& cancelled,
-                                                      const ExecuteLimits& limits = {},
-                                                      const CallObserver& observe = {});
+// error carries metadata call_index=k of the failing call. With `fusion`, chains of discarded
+// calls run as fused calls where they can (batch_fusion.h).
+absl::StatusOr<std::vector<CallOutcome>> ExecuteBatch(
+    Session& session, const Dispatcher& dispatcher, const BatchSpec& batch,
+    const std::function<bool()>& cancelled, const ExecuteLimits& limits = {},
+    const CallObserver& observe = {}, bool fusion = false);
 
 // Per call of a batch, the discarded calls whose outputs can go once it ran (it is the last
 // call reading them, or a discarded call nothing reads): discarded calls that do not fetch.

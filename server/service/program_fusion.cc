@@ -69,12 +69,7 @@ Chain FollowChain(const CallGraph& g, size_t p, const std::vector<std::vector<Te
 // Shortens a chain recorded for autodiff to what the fused op can differentiate: adds, then
 // at most an activation of its output, last.
 void TrimForAutodiff(Chain& chain) {
-  size_t keep = chain.posts.size();
-  for (size_t i = 0; i < chain.posts.size(); ++i) {
-    if (!fusion::IsActivation(chain.posts[i])) continue;
-    keep = fusion::DifferentiatesFromOutput(chain.posts[i]) ? i + 1 : i;
-    break;
-  }
+  const size_t keep = fusion::RecordableLength(chain.posts);
   size_t adds = 0;
   for (size_t i = 0; i < keep; ++i) adds += chain.posts[i] == PostOp::kAdd;
   chain.posts.resize(keep);

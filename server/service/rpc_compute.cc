@@ -43,7 +43,7 @@ absl::Status ServiceCore::Execute(const v1::ExecuteRequest& req, const Cancelled
     timings.Add(call.op, took);
   };
   absl::StatusOr<std::vector<CallOutcome>> ran =
-      ExecuteBatch(*session, dispatcher_, batch, cancelled, limits, observe);
+      ExecuteBatch(*session, dispatcher_, batch, cancelled, limits, observe, config_.fusion);
   metrics_.RecordOps(timings, device);
   ASSIGN_OR_RETURN(outcomes, std::move(ran));
   for (CallOutcome& outcome : outcomes) {

@@ -56,7 +56,7 @@ struct ServerOptions {
   int64_t collective_timeout_ms = 60000;
   std::string collective_address;
   std::vector<std::string> collective_rendezvous_prefixes;  // empty: any rendezvous
-  // Compiled programs fuse products with the pointwise ops after them.
+  // Compiled programs and Execute batches fuse products with the pointwise ops after them.
   bool fusion = true;
   // More services on the same port (benchmark baselines); not owned, must outlive the server.
   std::vector<grpc::Service*> extra_services;

@@ -42,7 +42,8 @@ struct ServiceConfig {
   SharedMemoryOptions shared_memory;
   // Process groups: the peers' timeout and this server's address for them.
   distributed::CollectiveConfig collectives;
-  // Programs fuse products with the pointwise ops after them (program_fusion.h).
+  // Programs (program_fusion.h) and Execute batches (batch_fusion.h) fuse products with the
+  // pointwise ops after them.
   bool fusion = true;
 };
 
