@@ -68,7 +68,9 @@ def test_values_that_are_not_finite_give_the_unfused_bits(client, unfused):
     x, w, b = f32(rng, 2, 3, 8, 8), f32(rng, 4, 3, 3, 3), f32(rng, 4)
     x[0, 1, 2, 3] = np.nan
     x[1, 0, 4, 4] = np.inf
-    big = f32(rng, 4, 64) * np.float32(3e37)  # finite operands whose product overflows
+    # Finite operands whose product overflows; a short reduction ([64, 4] by [4, 64]), whose
+    # operands the fused call scans (a long one runs its chain after the product unscanned).
+    big = f32(rng, 64, 4) * np.float32(3e37)
 
     def conv(s, x, w, b):
         return s.op("relu", s.op("conv2d", x, w, b, padding=1))

@@ -5,8 +5,9 @@
 // oneDNN's activations differ from the loop kernels' where values are not finite (its relu maps
 // NaN to 0, its exp NaN to inf), so a chain with an activation runs as post-ops only when no
 // value can be: every operand finite and the largest possible magnitude of the product
-// (k * max|x| * max|w| + the added maxima) far from overflow. Otherwise, and where oneDNN refuses
-// the chain, the product runs alone and each post-op then runs in place with the kernel its own op
+// (k * max|x| * max|w| + the added maxima) far from overflow, and only where the operands that
+// scan reads are few beside the output. Otherwise, and where oneDNN refuses the chain, the
+// product runs alone and each post-op then runs in place with the kernel its own op
 // would have had, so the result is the unfused calls' bit for bit.
 #include <algorithm>
 #include <cmath>
@@ -122,12 +123,21 @@ double MaxAbs(const Tensor& t) {
   return f;
 }
 
+// The most operand values an activation's finiteness scan reads per output value.
+inline constexpr int64_t kScannedPerOutputValue = 4;
+
 // Whether oneDNN's post-ops compute what the loop kernels do: adds always (an IEEE add is one
 // add, NaN and inf included); activations only where no value of the product or its chain can
 // leave the finite range, which scanning the operands proves.
 bool PostOpsAgree(const KernelCall& c, const std::vector<PostOp>& chain, size_t n_producer,
                   int64_t k) {
   if (std::none_of(chain.begin(), chain.end(), fusion::IsActivation)) return true;
+  // The scan reads every operand once; the post-ops save passes over the output. Where the
+  // operands hold many times the output's values (a long reduction: an MLP's first layer),
+  // the scan costs more than it saves, and the chain runs after the product instead.
+  int64_t scanned = 0;
+  for (const Tensor& t : c.inputs) scanned += t.numel();
+  if (scanned > kScannedPerOutputValue * c.outputs[0].numel()) return false;
   double bound = static_cast<double>(k) * MaxAbs(c.inputs[0]) * MaxAbs(c.inputs[1]);
   if (n_producer == 3) bound += MaxAbs(c.inputs[2]);
   const double alpha = std::max(1.0, std::fabs(c.attrs.GetFloat(fusion::kAlphaAttr)));
