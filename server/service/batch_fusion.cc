@@ -34,6 +34,10 @@ bool IsProducer(const std::string& op) {
 
 std::vector<BatchChain> FindBatchChains(const BatchSpec& batch, const Dispatcher& dispatcher) {
   const std::vector<CallSpec>& calls = batch.calls;
+  if (std::none_of(calls.begin(), calls.end(),
+                   [](const CallSpec& c) { return Absorbable(c) && IsProducer(c.op); })) {
+    return {};  // most batches: nothing to look at further
+  }
   // Per call: the calls reading its outputs (call, operand, output).
   struct Read {
     size_t call, operand, output;
@@ -44,6 +48,11 @@ std::vector<BatchChain> FindBatchChains(const BatchSpec& batch, const Dispatcher
       const auto* o = std::get_if<OperandSpec::CallOutput>(&calls[k].inputs[i].source);
       if (o != nullptr && o->call < k) reads[o->call].push_back({k, i, o->output});
     }
+  }
+  // writers[k]: how many of the calls before k write tensors (in place or through an input).
+  std::vector<size_t> writers(calls.size() + 1, 0);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    writers[k + 1] = writers[k] + (Writes(dispatcher, calls[k]) ? 1 : 0);
   }
   std::vector<BatchChain> chains;
   for (size_t p = 0; p < calls.size(); ++p) {
@@ -79,11 +88,7 @@ std::vector<BatchChain> FindBatchChains(const BatchSpec& batch, const Dispatcher
       }
       // The fused call reads every operand at the producer's place: nothing between may
       // write what the chain reads.
-      bool written = false;
-      for (size_t k = cur + 1; k < read.call && !written; ++k) {
-        written = Writes(dispatcher, calls[k]);
-      }
-      if (written) break;
+      if (writers[read.call] != writers[cur + 1]) break;
       if (post == PostOp::kAdd) added.push_back(c.inputs[1 - read.operand]);
       if (fusion::IsActivation(post)) alpha = a;
       activation |= fusion::IsActivation(post);
