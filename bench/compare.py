@@ -42,7 +42,9 @@ Lines (tensord | baseline):
                   input added, then summed) | the same programs on a server started with
                   --fusion=off; trees of pointwise calls (an expression on [1024,1024], GELU
                   written out on a large and a small input, 64 chained adds of [4]), summed |
-                  the same with --fusion=off, PyTorch eager's time in the note
+                  the same with --fusion=off, PyTorch eager's time in the note; the MLP and CNN
+                  eager steps, the forward one sess.batch() whose products fuse with their bias
+                  and relu | the same steps with --fusion=off
   checkpoint      the eager MLP and CNN steps in an autodiff context with BALANCED
                   checkpointing | NONE: median step time, and the bytes GetSessionInfo reports
                   between forward and Backward (the context's saved_bytes, the session's
@@ -79,7 +81,7 @@ from tensord._pb import ops_pb2, service_pb2  # noqa: E402
 from models import cnn_data, cnn_loss, mlp_data, mlp_loss  # noqa: E402
 from torch_rpc import TorchRpcPair, free_port, timed_calls  # noqa: E402
 from timing import best_of, interleaved, line, ms, us  # noqa: E402
-from fusion import fusion_compare, pointwise_compare  # noqa: E402
+from fusion import batch_fusion_compare, fusion_compare, pointwise_compare  # noqa: E402
 
 
 def small_op(client, sess, rounds, inner):
@@ -720,6 +722,7 @@ def main() -> int:
                         with tensord.connect(unfused_address) as unfused:
                             unfused.wait_ready()
                             fusion_compare(client, unfused, rounds, max(2, inner // 4))
+                            batch_fusion_compare(client, unfused, rounds, max(2, inner // 4))
                             pointwise_compare(client, unfused, rounds, inner)
                 if "checkpoint" in only:
                     checkpointing(client, rounds, inner)

@@ -45,6 +45,36 @@ def fusion_compare(client, unfused, rounds, inner):
                  f"run peak {fused.peak_bytes / 2**20:.2f} / {plain.peak_bytes / 2**20:.2f} MiB")
 
 
+def batch_fusion_compare(client, unfused, rounds, inner):
+    """The MLP and CNN eager training steps (the forward as one sess.batch(), whose dropped
+    intermediates the client sends discarded, then Backward and an SGD step) on this server
+    (products fused with their bias and activation inside the batch) against the same steps on
+    the --fusion=off server."""
+    for name, data, loss_fn in (("MLP", mlp_data, mlp_loss), ("CNN", cnn_data, cnn_loss)):
+        steps, nodes = [], []
+        with ExitStack() as stack:
+            for c in (client, unfused):
+                sess = stack.enter_context(c.session())
+                ctx = stack.enter_context(sess.autodiff())
+                xn, yn, init = data()
+                params = [sess.tensor(v, requires_grad=True) for v in init]
+                opt = tensord.optim.SGD(params, lr=0.01)
+                x, y = sess.tensor(xn), sess.tensor(yn)
+
+                def step(sess=sess, ctx=ctx, params=params, opt=opt, x=x, y=y, count=False):
+                    with sess.batch():
+                        loss = loss_fn(sess, params, x, y)
+                    if count:
+                        nodes.append(ctx.info().tape_nodes)
+                    opt.step(ctx.backward(loss))
+                steps.append(step)
+                step(count=True)
+            t_fused, t_plain = interleaved(steps[0], steps[1], rounds, inner)
+            line(f"{name} eager step, batch fused", ms(t_fused), ms(t_plain) + " unfused",
+                 t_plain / t_fused, f"forward tape nodes {nodes[0]} / {nodes[1]} with "
+                 "--fusion=off")
+
+
 def gelu_written_out(x, tanh):
     return x * 0.5 * (1.0 + tanh((x + x * x * x * 0.044715) * 0.7978845608028654))
 
