@@ -12,6 +12,18 @@ from models import (cnn_data, cnn_loss, gated_data, gated_loss, mlp_data, mlp_lo
 from timing import best_of, interleaved, line, ms, us
 
 
+def training_session(stack, client, data, train):
+    """A session of `client` with an autodiff context (both closed by `stack`), the model's
+    parameters (requires-grad leaves when `train`), an SGD optimizer and the batch's tensors."""
+    sess = stack.enter_context(client.session())
+    ctx = stack.enter_context(sess.autodiff())
+    xn, yn, init = data()
+    params = [sess.tensor(v, requires_grad=train) for v in init]
+    opt = tensord.optim.SGD(params, lr=0.01)
+    inputs = [sess.tensor(v) for v in (xn, yn) if v is not None]
+    return sess, ctx, params, opt, inputs
+
+
 def fusion_compare(client, unfused, rounds, inner):
     """The MLP, CNN and gated-block training programs, and a residual conv block compiled for
     inference, on this server (products fused with their bias, activation and residual add;
@@ -24,12 +36,7 @@ def fusion_compare(client, unfused, rounds, inner):
         runs = []
         with ExitStack() as stack:
             for c in (client, unfused):
-                sess = stack.enter_context(c.session())
-                ctx = stack.enter_context(sess.autodiff())
-                xn, yn, init = data()
-                params = [sess.tensor(v, requires_grad=train) for v in init]
-                opt = tensord.optim.SGD(params, lr=0.01)
-                inputs = [sess.tensor(v) for v in (xn, yn) if v is not None]
+                sess, ctx, params, opt, inputs = training_session(stack, c, data, train)
 
                 def step(*batch, sess=sess, ctx=ctx, params=params, opt=opt):
                     loss = loss_fn(sess, params, *batch)
@@ -54,12 +61,7 @@ def batch_fusion_compare(client, unfused, rounds, inner):
         steps, nodes = [], []
         with ExitStack() as stack:
             for c in (client, unfused):
-                sess = stack.enter_context(c.session())
-                ctx = stack.enter_context(sess.autodiff())
-                xn, yn, init = data()
-                params = [sess.tensor(v, requires_grad=True) for v in init]
-                opt = tensord.optim.SGD(params, lr=0.01)
-                x, y = sess.tensor(xn), sess.tensor(yn)
+                sess, ctx, params, opt, (x, y) = training_session(stack, c, data, True)
 
                 def step(sess=sess, ctx=ctx, params=params, opt=opt, x=x, y=y, count=False):
                     with sess.batch():
