@@ -54,7 +54,9 @@ Lines (tensord | baseline):
                   with tensord.compile | the same torch.nn script, local PyTorch
   nn Transformer  the same for a TransformerEncoder (d_model 64, 4 heads, 2 layers,
                   feed-forward 128, dropout 0, batch_first) + a linear head to 10, on
-                  [16, 32, 64] f32, MSE loss, Adam | the same torch.nn script
+                  [16, 32, 64] f32, MSE loss, Adam | the same torch.nn script; and each
+                  eager step with one Execute per op (set_forward_batching(False)) | the
+                  same step with a module call's forward in one Execute
   put/get         256 MiB f32 through the chunked streams (MiB/s) | a bare Python gRPC stream
   shm put/get     the same through a shared memory region (numpy copied in and out by the
                   client) | the streams; and with the bytes written and read in place
@@ -594,7 +596,20 @@ def nn_models(sess, rounds, inner, threads):
                                            n_inner)
             line(f"nn {name} step (eager)", f"{1 / t_eager:.1f} steps/s",
                  f"{1 / t_torch:.1f} steps/s torch", t_torch / t_eager,
-                 "tensord.nn, one call per op")
+                 "tensord.nn, a module call's forward in one Execute")
+
+            def one_op_at_a_time(step=dstep, x=x, y=y):
+                previous = tensord.nn.set_forward_batching(False)
+                try:
+                    step(x, y)
+                finally:
+                    tensord.nn.set_forward_batching(previous)
+
+            t_single, t_batched = interleaved(one_op_at_a_time, lambda: dstep(x, y), rounds,
+                                              n_inner)
+            line(f"nn {name} step (eager, one op at a time)", f"{1 / t_single:.1f} steps/s",
+                 f"{1 / t_batched:.1f} steps/s forward batched", t_batched / t_single,
+                 "tensord.nn.set_forward_batching(False)")
             compiled = tensord.compile(dstep)
             try:
                 compiled(x, y)  # the trace

@@ -1,6 +1,7 @@
 """Batch: the calls of a `with sess.batch():` block, made in place in one ExecuteRequest and
 sent as one atomic Execute when the block ends; outputs no Tensor names by then are sent
-discarded."""
+discarded. A module call's forward collects its calls in a forward batch, sent when the call
+returns or as soon as something needs its outputs (a shape, a value, a handle)."""
 from __future__ import annotations
 
 import weakref
@@ -13,8 +14,11 @@ from .tensor import Tensor
 class Batch:
     """Calls collected by `with sess.batch():`, sent as one Execute when the block ends."""
 
-    def __init__(self, session):
+    def __init__(self, session, forward: bool = False):
         self.session = session
+        # A forward batch (Session._forward_batch) is sent whenever its outputs are needed
+        # before it ends, instead of refusing; a `with sess.batch():` block never is.
+        self.forward = forward
         # The Execute the block sends: Session.op makes each call in place in it (building a
         # call apart and copying it in, then copying the list into a request, cost twice the
         # time of building it).
@@ -28,6 +32,12 @@ class Batch:
         # unsent batch names.
         self.keepalive = []
         self.state = "open"  # open -> done | failed
+
+    def accepts(self, no_grad: bool, context_id: int) -> bool:
+        """Whether a call of this no_grad state, making requires-grad outputs of `context_id`
+        (0: none), can join the batch: one Execute carries one of each."""
+        return (self.no_grad is None or self.no_grad == no_grad) and \
+            (not context_id or not self.context_id or self.context_id == context_id)
 
     def new_call(self, op: str):
         """A call made in place as the batch's last; Session.op fills it, then add()s it, or

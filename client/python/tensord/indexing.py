@@ -36,7 +36,7 @@ def index(t, key):
     # keeps this module independent of tensor.py, which imports it for Tensor.__getitem__.
     tensor_type = type(t)
     session = t.session
-    shape = None if t.is_lazy else t.shape
+    shape = None if t.is_lazy and not t._sendable else t.shape  # a module call's is sent
     if isinstance(key, (tensor_type, np.ndarray, list)):
         arr_dtype = (key.dtype if isinstance(key, (tensor_type, np.ndarray))
                      else np.asarray(key).dtype)

@@ -303,7 +303,7 @@ def _unflatten(spec, resp):
 
 def compile_program(sess, fn, example_inputs, names=None, ctx=None) -> Program:
     """Session.compile's work: trace `fn` on stand-ins of `example_inputs` and compile it."""
-    if sess._batch is not None:
+    if sess._open_batch() is not None:
         raise client_error("INVALID_REQUEST", "tensord: compile() cannot run inside "
                            "sess.batch(); end the batch first", {})
     context_id = sess._default_context_id(ctx)

@@ -76,6 +76,9 @@ class Tensor:
                 raise client_error(
                     "BAD_OPERAND", f"tensord: the batch produced no output {output} for call "
                     f"{call}", pending)
+            if batch.forward:  # a module call's: sent now, and this tensor resolved
+                batch.session._send_forward_batch(batch)
+                return self._require_info(where)
             raise client_error(
                 "BAD_OPERAND", "tensord: this tensor is an output of a `with sess.batch():` "
                 "block that has not been sent yet; its value, shape and dtype exist once the "
@@ -90,6 +93,12 @@ class Tensor:
     def is_lazy(self) -> bool:
         """True while this is an output of a batch that has not been sent."""
         return self._info is None
+
+    @property
+    def _sendable(self) -> bool:
+        """A pending output of a module call's forward batch: reading its shape sends it."""
+        return self._info is None and self._lazy is not None and \
+            getattr(self._lazy[0], "forward", False) and self._lazy[0].state == "open"
 
     @property
     def session(self):
@@ -236,7 +245,7 @@ class Tensor:
         from . import autograd
         sess = self._session
         info = self._require_info()
-        if sess._batch is not None:
+        if sess._open_batch() is not None:
             raise client_error("INVALID_REQUEST", "tensord: requires_grad_() cannot run inside "
                                "sess.batch() or a traced function; call it before the block",
                                {"tensor_id": info.handle})
@@ -262,9 +271,9 @@ class Tensor:
         """Frees the server-side tensor now (idempotent). Refused with tensord.InvalidRequest
         while the open batch names it as an operand (release it after the block), and with
         BatchPendingError for an output of a batch that is not sent yet."""
+        if self._info is None and self._lazy is not None and self._lazy[0].state == "open":
+            self._require_info()  # sends a forward batch, else raises BatchPendingError
         if self._info is None:
-            if self._lazy is not None and self._lazy[0].state == "open":
-                self._require_info()  # raises BatchPendingError
             return  # an output of a failed batch: nothing to free
         if not self._released:
             self._session.release(self)

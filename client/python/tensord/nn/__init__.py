@@ -26,7 +26,7 @@ from .interop import from_torch
 from .linear import Identity, Linear
 from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDivLoss, L1Loss,
                    MSELoss, NLLLoss, SmoothL1Loss)
-from .module import Module, to_torch_state_dict
+from .module import Module, set_forward_batching, to_torch_state_dict
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from .parameter import Parameter
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
@@ -38,6 +38,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
 
 __all__ = [
     "functional", "init", "Module", "Parameter", "to_torch_state_dict", "from_torch",
+    "set_forward_batching",
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d",
     "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MultiheadAttention",
     "NonDynamicallyQuantizableLinear", "TransformerEncoderLayer", "TransformerEncoder",

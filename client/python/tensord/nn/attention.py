@@ -37,9 +37,10 @@ class NonDynamicallyQuantizableLinear(Linear):
 
 
 def _ndim(value):
-    """ndim of an operand; None for a pending batch output (its shape is not known yet)."""
+    """ndim of an operand; None for a pending batch output (its shape is not known yet; a
+    module call's pending output is sent for it)."""
     if isinstance(value, Tensor):
-        return None if value.is_lazy else value.ndim
+        return None if value.is_lazy and not value._sendable else value.ndim
     return np.ndim(value)
 
 
@@ -301,9 +302,9 @@ class MultiheadAttention(Module):
 
 
 def _shape(value):
-    """The shape of an operand; None for a pending batch output."""
+    """The shape of an operand; None for a pending batch output (a module call's is sent)."""
     if isinstance(value, Tensor):
-        return None if value.is_lazy else tuple(value.shape)
+        return None if value.is_lazy and not value._sendable else tuple(value.shape)
     return tuple(np.shape(value))
 
 

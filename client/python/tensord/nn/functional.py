@@ -43,7 +43,7 @@ def _stride(value, n: int):
 
 def _ndim(t, what: str) -> int:
     if isinstance(t, Tensor):
-        if t.is_lazy:
+        if t.is_lazy and not t._sendable:
             raise ValueError(f"tensord: {what} needs the input's shape, which a pending batch "
                              "output does not have yet: pass dim=")
         return t.ndim

@@ -7,7 +7,9 @@ statistics) or a numpy array kept in the client (BatchNorm's num_batches_tracked
 """
 from __future__ import annotations
 
+import contextlib
 import copy
+import itertools
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -26,6 +28,32 @@ def _addindent(text: str, spaces: int) -> str:
     if len(lines) == 1:
         return text
     return lines[0] + "\n" + "\n".join(" " * spaces + line for line in lines[1:])
+
+
+_forward_batching = True
+
+
+def set_forward_batching(enabled: bool) -> bool:
+    """Whether a module call sends its forward's ops as one Execute (the default) or each on
+    its own, as tensord.Session.op does outside a module; returns the previous setting.
+    Either way the forward's values, gradients and errors are the same (Session._forward_batch
+    says how); one op at a time only costs a round trip per op."""
+    global _forward_batching
+    previous, _forward_batching = _forward_batching, bool(enabled)
+    return previous
+
+
+def _forward_batch(args, kwargs):
+    """The forward batch of a module call on these arguments: in the session of its first
+    Tensor argument, else in the default session."""
+    if _forward_batching:
+        for value in itertools.chain(args, kwargs.values()):
+            if isinstance(value, Tensor):
+                return value.session._forward_batch()
+        sess = defaults.get_session()
+        if sess is not None:
+            return sess._forward_batch()
+    return contextlib.nullcontext()
 
 
 class Module:
@@ -47,7 +75,7 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
-        with hints():
+        with hints(), _forward_batch(args, kwargs):
             return self.forward(*args, **kwargs)
 
     # -- registration ------------------------------------------------------------------------
