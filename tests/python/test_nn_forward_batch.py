@@ -252,3 +252,40 @@ def test_threads_of_one_session_batch_their_module_calls_apart(nsess):
     for t in threads:
         t.join()
     assert failures == []
+
+
+class LongForward(nn.Module):
+    def __init__(self, steps, literal=None):
+        super().__init__()
+        self.steps, self.literal = steps, literal
+
+    def forward(self, x):
+        h = x
+        for _ in range(self.steps):
+            h = h + (1.0 if self.literal is None else self.literal)
+        return h
+
+
+def test_a_long_forward_is_sent_in_parts_within_the_server_limits(nsess, executes):
+    x = nsess.tensor(np.zeros(4))
+    out = LongForward(2500)(x)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 2500.0))
+    assert [len(ops) for ops, _ in executes] == [1000, 1000, 500]
+    executes.clear()
+    literal = np.ones(100_000)  # 800 KB inline in each call
+    y = nsess.tensor(np.zeros(100_000))
+    out = LongForward(5, literal)(y)
+    np.testing.assert_array_equal(out.numpy(), np.full(100_000, 5.0))
+    assert [len(ops) for ops, _ in executes] == [2, 2, 1]
+
+
+def test_a_pending_output_shows_what_it_is(nsess):
+    class Printing(nn.Module):
+        def forward(self, x):
+            h = x * 2.0
+            self.shown = repr(h)
+            return h + 1.0
+
+    mod = Printing()
+    mod(nsess.tensor(np.zeros((2, 3))))
+    assert "shape=(2, 3)" in mod.shown and "pending" not in mod.shown

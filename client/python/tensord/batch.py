@@ -19,6 +19,7 @@ class Batch:
         # A forward batch (Session._forward_batch) is sent whenever its outputs are needed
         # before it ends, instead of refusing; a `with sess.batch():` block never is.
         self.forward = forward
+        self.nbytes = 0  # a forward batch's request bytes so far
         # The Execute the block sends: Session.op makes each call in place in it (building a
         # call apart and copying it in, then copying the list into a request, cost twice the
         # time of building it).
@@ -52,6 +53,8 @@ class Batch:
     def add(self, call, n_outputs, no_grad: bool, context_id: int):
         """Takes `call`, the batch's last (new_call), and returns its lazy outputs."""
         index = len(self.calls) - 1
+        if self.forward:
+            self.nbytes += call.ByteSize()
         # One Execute carries one no_grad flag and one context id: these cannot be sent.
         if self.no_grad is None:
             self.no_grad = no_grad

@@ -20,6 +20,11 @@ from .tensor import Tensor
 
 # Arrays above this size are uploaded with PutTensor instead of travelling as literals.
 LITERAL_LIMIT_BYTES = 1 << 20
+# A module call's forward batch is sent once it holds this many calls or request bytes, so
+# that it stays far below the server's limits on calls per batch and message size (10,000
+# calls and 64 MiB by default, 2 MiB at the least) however long the forward is.
+FORWARD_BATCH_CALLS = 1000
+FORWARD_BATCH_BYTES = 1 << 20
 PUT_CHUNK_BYTES = 1 << 20
 # Codes of a Release the server did not carry out, whose handles are queued again.
 _RETRY_RELEASE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -606,12 +611,14 @@ class Session:
     def _forward_batch_for(self, batch, name, operands, requires_grad, ctx, num_outputs,
                            attrs):
         """The batch a call made in a module call joins: the open forward batch, or a new one
-        after that one is sent when the call cannot join it; None (that one sent, the call
-        made on its own) where the client cannot know the call's output count."""
+        after that one is sent when the call cannot join it or it is full; None (that one
+        sent, the call made on its own) where the client cannot know the call's output
+        count."""
         unknown = num_outputs is None and _guess_outputs(name, operands, attrs) is None
         no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
         context_id = self._default_context_id(ctx) if requires_grad else 0
-        if not unknown and batch.accepts(no_grad, context_id):
+        full = len(batch.calls) >= FORWARD_BATCH_CALLS or batch.nbytes >= FORWARD_BATCH_BYTES
+        if not unknown and not full and batch.accepts(no_grad, context_id):
             return batch
         self._send_forward_batch(batch)
         return None if unknown else self._local.forward

@@ -1,6 +1,8 @@
 """Tensor: a handle to a tensor stored in a tensord session, with numpy-style sugar."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from . import dtypes
@@ -288,6 +290,9 @@ class Tensor:
             pass
 
     def __repr__(self) -> str:
+        if self._sendable:  # a module call's pending output: sent, to show what it is
+            with contextlib.suppress(Exception):
+                self._require_info()
         if self._info is None:
             if self._lazy is not None:
                 return f"tensord.Tensor(<pending call {self._lazy[1]} output {self._lazy[2]}>)"
