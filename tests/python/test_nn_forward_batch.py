@@ -289,3 +289,23 @@ def test_a_pending_output_shows_what_it_is(nsess):
     mod = Printing()
     mod(nsess.tensor(np.zeros((2, 3))))
     assert "shape=(2, 3)" in mod.shown and "pending" not in mod.shown
+
+
+def test_numpy_inputs_batch_in_the_session_of_the_parameters(client, monkeypatch):
+    sess = client.session()
+    try:
+        mod = nn.Sequential(nn.Linear(3, 4, session=sess), nn.ReLU(),
+                            nn.Linear(4, 2, session=sess)).double()
+        sent = []
+        real_call = sess._call
+
+        def recording(method, request):
+            sent.append(method)
+            return real_call(method, request)
+
+        monkeypatch.setattr(sess, "_call", recording)
+        assert tensord.defaults.get_session() is not sess
+        out = mod(np.ones((2, 3)))
+        assert sent == ["Execute"] and out.session is sess
+    finally:
+        sess.close()

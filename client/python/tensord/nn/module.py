@@ -43,14 +43,15 @@ def set_forward_batching(enabled: bool) -> bool:
     return previous
 
 
-def _forward_batch(args, kwargs):
+def _forward_batch(module, args, kwargs):
     """The forward batch of a module call on these arguments: in the session of its first
-    Tensor argument, else in the default session."""
+    Tensor argument, else of the module's first parameter, else in the default session."""
     if _forward_batching:
         for value in itertools.chain(args, kwargs.values()):
             if isinstance(value, Tensor):
                 return value.session._forward_batch()
-        sess = defaults.get_session()
+        param = next(iter(module.parameters()), None)
+        sess = param.session if param is not None else defaults.get_session()
         if sess is not None:
             return sess._forward_batch()
     return contextlib.nullcontext()
@@ -75,7 +76,7 @@ class Module:
                                   '"forward" function')
 
     def __call__(self, *args, **kwargs):
-        with hints(), _forward_batch(args, kwargs):
+        with hints(), _forward_batch(self, args, kwargs):
             return self.forward(*args, **kwargs)
 
     # -- registration ------------------------------------------------------------------------
