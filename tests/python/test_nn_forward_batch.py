@@ -1,4 +1,4 @@
-"""A module call sends its forward's ops as one Execute (Session._forward_batch): the same
+"""A module call sends its forward's ops as one Execute (tensord.batch.forward_batch): the same
 values, gradients and errors as one op at a time, in one round trip, with intermediates sent
 discarded; whatever needs an output before the call returns sends the calls so far first."""
 import contextlib

@@ -4,10 +4,12 @@ discarded. A module call's forward collects its calls in a forward batch, sent w
 returns or as soon as something needs its outputs (a shape, a value, a handle)."""
 from __future__ import annotations
 
+import contextlib
 import weakref
 
 from ._pb import service_pb2
-from .errors import client_error
+from .errors import TensordError, client_error
+from .op_calls import _guess_outputs
 from .tensor import Tensor
 
 
@@ -16,7 +18,7 @@ class Batch:
 
     def __init__(self, session, forward: bool = False):
         self.session = session
-        # A forward batch (Session._forward_batch) is sent whenever its outputs are needed
+        # A forward batch (forward_batch, below) is sent whenever its outputs are needed
         # before it ends, instead of refusing; a `with sess.batch():` block never is.
         self.forward = forward
         self.nbytes = 0  # a forward batch's request bytes so far
@@ -126,3 +128,84 @@ class Batch:
         self.state = "failed"
         self.outputs = []
         self.keepalive = []
+
+
+# -- a module call's forward batch -----------------------------------------------------------
+# It is sent once it holds this many calls or request bytes, so that it stays far below the
+# server's limits on calls per batch and message size (10,000 calls and 64 MiB by default,
+# 2 MiB at the least) however long the forward is.
+FORWARD_BATCH_CALLS = 1000
+FORWARD_BATCH_BYTES = 1 << 20
+
+
+def current_batch(session):
+    """The batch a call joins: the session's open `with sess.batch():` block or traced
+    function, else this thread's forward batch (each thread's module calls batch on their
+    own), else None."""
+    batch = session._batch
+    return batch if batch is not None else getattr(session._local, "forward", None)
+
+
+@contextlib.contextmanager
+def forward_batch(session):
+    """A module call's forward (tensord.nn.Module.__call__) in `session`: its ops are collected
+    and sent as one Execute when the call returns, so that a forward costs one round trip
+    instead of one per op, and intermediates nothing holds are sent discarded (the server
+    frees them after their last reader, and fuses products with the ops after them).
+    Whatever needs an output before then (its shape, its value, a backward) sends the calls so
+    far first, and so does a call that cannot join them (another no_grad state or autodiff
+    context, an output count the client cannot know): the forward behaves as if each op ran
+    when called, and an error is raised by the module call. Inside a `with sess.batch():`
+    block or a traced function the calls join those instead."""
+    if current_batch(session) is not None or session.closed:
+        yield
+        return
+    local = session._local
+    local.forward = Batch(session, forward=True)
+    try:
+        yield
+    except Exception:
+        # The calls made before the forward raised run, as they would have one by one.
+        batch, local.forward = local.forward, None
+        if batch is not None:
+            with contextlib.suppress(TensordError):
+                batch.flush()
+        raise
+    except BaseException:  # an interrupt, an exit: nothing more is sent
+        batch, local.forward = local.forward, None
+        if batch is not None:
+            batch.discard()
+        raise
+    batch, local.forward = local.forward, None
+    if batch is not None:
+        batch.flush()
+
+
+def send_forward(batch) -> None:
+    """Sends the open forward batch `batch` now; the module call goes on in a new one."""
+    local = batch.session._local
+    if getattr(local, "forward", None) is batch:
+        local.forward = Batch(batch.session, forward=True)
+    batch.flush()
+
+
+def open_block(session):
+    """The session's open `with sess.batch():` block or traced function, if any; this thread's
+    forward batch is sent instead (what asks needs the calls made so far to have run)."""
+    forward = getattr(session._local, "forward", None)
+    if session._batch is None and forward is not None:
+        send_forward(forward)
+    return session._batch
+
+
+def forward_batch_for(batch, name, operands, num_outputs, attrs, no_grad: bool,
+                      context_id: int):
+    """The batch a call made in a module call joins: the open forward batch `batch`, or a new
+    one after `batch` is sent when the call cannot join it or it is full; None (`batch` sent,
+    the call made on its own) where the client cannot know the call's output count."""
+    unknown = num_outputs is None and _guess_outputs(name, operands, attrs) is None
+    full = len(batch.calls) >= FORWARD_BATCH_CALLS or batch.nbytes >= FORWARD_BATCH_BYTES
+    if not unknown and not full and batch.accepts(no_grad, context_id):
+        return batch
+    send_forward(batch)
+    return None if unknown else batch.session._local.forward

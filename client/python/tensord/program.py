@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from . import dtypes
 from ._pb import ops_pb2, service_pb2
+from .batch import open_block
 from .errors import client_error
 from .tensor import Tensor
 
@@ -303,7 +304,7 @@ def _unflatten(spec, resp):
 
 def compile_program(sess, fn, example_inputs, names=None, ctx=None) -> Program:
     """Session.compile's work: trace `fn` on stand-ins of `example_inputs` and compile it."""
-    if sess._open_batch() is not None:
+    if open_block(sess) is not None:
         raise client_error("INVALID_REQUEST", "tensord: compile() cannot run inside "
                            "sess.batch(); end the batch first", {})
     context_id = sess._default_context_id(ctx)

@@ -15,16 +15,11 @@ from .errors import TensordError, client_error
 from .op_calls import (WRITING_OPS, _KEEP_SIZE_OPS, _WRITING_METHODS, _guess_outputs,
                        _returns_tuple, attr_to_proto)
 from .program import ProgramTrace, compile_program
-from .batch import Batch
+from .batch import Batch, current_batch, forward_batch_for, open_block
 from .tensor import Tensor
 
 # Arrays above this size are uploaded with PutTensor instead of travelling as literals.
 LITERAL_LIMIT_BYTES = 1 << 20
-# A module call's forward batch is sent once it holds this many calls or request bytes, so
-# that it stays far below the server's limits on calls per batch and message size (10,000
-# calls and 64 MiB by default, 2 MiB at the least) however long the forward is.
-FORWARD_BATCH_CALLS = 1000
-FORWARD_BATCH_BYTES = 1 << 20
 PUT_CHUNK_BYTES = 1 << 20
 # Codes of a Release the server did not carry out, whose handles are queued again.
 _RETRY_RELEASE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
@@ -334,7 +329,7 @@ class Session:
     def _backward(self, ctx, loss, seed, retain_graph, reduce=None, reduce_op="mean"):
         if isinstance(self._batch, ProgramTrace):
             return self._batch.backward(ctx, loss, seed, reduce, reduce_op)
-        if self._open_batch() is not None:
+        if open_block(self) is not None:
             raise client_error("INVALID_REQUEST", "tensord: backward() cannot run inside "
                                "sess.batch(); end the batch first", {"context_id": ctx.id})
         self._check_open()
@@ -442,10 +437,12 @@ class Session:
         if name in _KEEP_SIZE_OPS and isinstance(attrs.get("output_size"), (list, tuple)):
             # PyTorch's None in output_size (keep that dim's input size) travels as -1.
             attrs["output_size"] = [-1 if v is None else v for v in attrs["output_size"]]
-        batch = self._current_batch()
+        batch = current_batch(self)
         if isinstance(batch, Batch) and batch.forward:
-            batch = self._forward_batch_for(batch, name, operands, requires_grad, ctx,
-                                            num_outputs, attrs)
+            no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
+            context_id = self._default_context_id(ctx) if requires_grad else 0
+            batch = forward_batch_for(batch, name, operands, num_outputs, attrs, no_grad,
+                                      context_id)
         if isinstance(batch, Batch):  # made in place as the batch's last call
             call = batch.new_call(name)
             try:
@@ -542,9 +539,9 @@ class Session:
 
         Ops inside return lazy Tensors (no value, shape or dtype until the block ends). If the
         block raises, nothing is sent. Nested blocks join the outer batch; inside a module
-        call a block joins its forward batch (Session._forward_batch).
+        call a block joins its forward batch (batch.forward_batch).
         """
-        current = self._current_batch()
+        current = current_batch(self)
         if current is not None:  # an outer block, a traced function or a module call
             yield current
             return
@@ -558,70 +555,6 @@ class Session:
             raise
         self._batch = None
         batch.flush()
-
-    @contextlib.contextmanager
-    def _forward_batch(self):
-        """A module call's forward (tensord.nn.Module.__call__): its ops are collected and sent
-        as one Execute when the call returns, so that a forward costs one round trip instead
-        of one per op, and intermediates nothing holds are sent discarded (the server frees
-        them after their last reader, and fuses products with the ops after them). Whatever
-        needs an output before then (its shape, its value, a backward) sends the calls so far
-        first, and so does a call that cannot join them (another no_grad state or autodiff
-        context, an output count the client cannot know): the forward behaves as if each op
-        ran when called, and an error is raised by the module call. Inside a `with
-        sess.batch():` block or a traced function the calls join those instead."""
-        if self._current_batch() is not None or self.closed:
-            yield
-            return
-        local = self._local
-        local.forward = Batch(self, forward=True)
-        try:
-            yield
-        except BaseException:
-            # The calls made before the forward raised run, as they would have one by one.
-            batch, local.forward = local.forward, None
-            if batch is not None:
-                with contextlib.suppress(TensordError):
-                    batch.flush()
-            raise
-        batch, local.forward = local.forward, None
-        if batch is not None:
-            batch.flush()
-
-    def _current_batch(self):
-        """The batch a call joins: the session's open block or traced function, else this
-        thread's forward batch (each thread's module calls batch on their own), else None."""
-        batch = self._batch
-        return batch if batch is not None else getattr(self._local, "forward", None)
-
-    def _send_forward_batch(self, batch) -> None:
-        """Sends the open forward batch `batch` now; the module call goes on in a new one."""
-        if getattr(self._local, "forward", None) is batch:
-            self._local.forward = Batch(self, forward=True)
-        batch.flush()
-
-    def _open_batch(self):
-        """The open `with sess.batch():` block or traced function, if any; this thread's
-        forward batch is sent instead (what asks needs the calls made so far to have run)."""
-        forward = getattr(self._local, "forward", None)
-        if self._batch is None and forward is not None:
-            self._send_forward_batch(forward)
-        return self._batch
-
-    def _forward_batch_for(self, batch, name, operands, requires_grad, ctx, num_outputs,
-                           attrs):
-        """The batch a call made in a module call joins: the open forward batch, or a new one
-        after that one is sent when the call cannot join it or it is full; None (that one
-        sent, the call made on its own) where the client cannot know the call's output
-        count."""
-        unknown = num_outputs is None and _guess_outputs(name, operands, attrs) is None
-        no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
-        context_id = self._default_context_id(ctx) if requires_grad else 0
-        full = len(batch.calls) >= FORWARD_BATCH_CALLS or batch.nbytes >= FORWARD_BATCH_BYTES
-        if not unknown and not full and batch.accepts(no_grad, context_id):
-            return batch
-        self._send_forward_batch(batch)
-        return None if unknown else self._local.forward
 
     def compile(self, fn, *example_inputs, names=None, ctx=None):
         """Traces `fn(*inputs)` once on lazy stand-ins of `example_inputs` (arrays, Tensors,
@@ -705,7 +638,7 @@ class Session:
     def _refuse_batched(self, handle: int) -> None:
         # Freeing a handle the open batch names would make the whole batch fail at its end
         # (TENSOR_NOT_FOUND); refuse the release instead, naming where the batch uses it.
-        batch = self._open_batch()
+        batch = open_block(self)
         where = batch.names(handle) if batch is not None else None
         if where is None:
             return

@@ -79,7 +79,8 @@ class Tensor:
                     "BAD_OPERAND", f"tensord: the batch produced no output {output} for call "
                     f"{call}", pending)
             if batch.forward:  # a module call's: sent now, and this tensor resolved
-                batch.session._send_forward_batch(batch)
+                from .batch import send_forward
+                send_forward(batch)
                 return self._require_info(where)
             raise client_error(
                 "BAD_OPERAND", "tensord: this tensor is an output of a `with sess.batch():` "
@@ -247,7 +248,8 @@ class Tensor:
         from . import autograd
         sess = self._session
         info = self._require_info()
-        if sess._open_batch() is not None:
+        from .batch import open_block
+        if open_block(sess) is not None:
             raise client_error("INVALID_REQUEST", "tensord: requires_grad_() cannot run inside "
                                "sess.batch() or a traced function; call it before the block",
                                {"tensor_id": info.handle})

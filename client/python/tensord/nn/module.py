@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import autograd, defaults, dtypes
 from ..autograd import hints
+from ..batch import forward_batch
 from ..tensor import Tensor
 from .parameter import Parameter, as_array, convert_module
 
@@ -36,8 +37,8 @@ _forward_batching = True
 def set_forward_batching(enabled: bool) -> bool:
     """Whether a module call sends its forward's ops as one Execute (the default) or each on
     its own, as tensord.Session.op does outside a module; returns the previous setting.
-    Either way the forward's values, gradients and errors are the same (Session._forward_batch
-    says how); one op at a time only costs a round trip per op."""
+    Either way the forward's values, gradients and errors are the same
+    (tensord.batch.forward_batch says how); one op at a time costs a round trip per op."""
     global _forward_batching
     previous, _forward_batching = _forward_batching, bool(enabled)
     return previous
@@ -49,11 +50,11 @@ def _forward_batch(module, args, kwargs):
     if _forward_batching:
         for value in itertools.chain(args, kwargs.values()):
             if isinstance(value, Tensor):
-                return value.session._forward_batch()
+                return forward_batch(value.session)
         param = next(iter(module.parameters()), None)
         sess = param.session if param is not None else defaults.get_session()
         if sess is not None:
-            return sess._forward_batch()
+            return forward_batch(sess)
     return contextlib.nullcontext()
 
 
