@@ -54,7 +54,10 @@ Lines (tensord | baseline):
                   with tensord.compile | the same torch.nn script, local PyTorch
   nn Transformer  the same for a TransformerEncoder (d_model 64, 4 heads, 2 layers,
                   feed-forward 128, dropout 0, batch_first) + a linear head to 10, on
-                  [16, 32, 64] f32, MSE loss, Adam | the same torch.nn script; and each
+                  [16, 32, 64] f32, MSE loss, Adam | the same torch.nn script
+  nn LSTM         the same for a 2-layer LSTM (32 -> 64, batch_first) over 24 steps of a
+                  batch of 16, a linear head on the last step to 10, MSE loss, Adam | the
+                  same torch.nn script; and each
                   eager step with one Execute per op (set_forward_batching(False)) | the
                   same step with a module call's forward in one Execute
   put/get         256 MiB f32 through the chunked streams (MiB/s) | a bare Python gRPC stream
@@ -553,20 +556,34 @@ def nn_models(sess, rounds, inner, threads):
         layer = ns.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0,
                                            batch_first=True)
         transformer = ns.Sequential(ns.TransformerEncoder(layer, 2), ns.Linear(64, 10))
-        return {"MLP": mlp, "CNN": cnn, "Transformer": transformer}
+
+        class Recurrent(ns.Module):  # the last step's state of a 2-layer LSTM, then a head
+            def __init__(self):
+                super().__init__()
+                self.lstm = ns.LSTM(32, 64, num_layers=2, batch_first=True)
+                self.head = ns.Linear(64, 10)
+
+            def forward(self, x):
+                out, _ = self.lstm(x)
+                return self.head(out[:, -1])
+
+        return {"MLP": mlp, "CNN": cnn, "Transformer": transformer, "LSTM": Recurrent()}
 
     def optimizer(optim, name, params):
-        if name == "Transformer":
+        if name in ("Transformer", "LSTM"):
             return optim.Adam(params, lr=1e-3)
         return optim.SGD(params, lr=0.01, momentum=0.9)
 
-    loss_fns = {"MLP": "CrossEntropyLoss", "CNN": "CrossEntropyLoss", "Transformer": "MSELoss"}
+    loss_fns = {"MLP": "CrossEntropyLoss", "CNN": "CrossEntropyLoss", "Transformer": "MSELoss",
+                "LSTM": "MSELoss"}
 
     data = {"MLP": (rng.standard_normal((256, 784)).astype(np.float32), rng.integers(0, 10, 256)),
             "CNN": (rng.standard_normal((64, 3, 32, 32)).astype(np.float32),
                     rng.integers(0, 10, 64)),
             "Transformer": (rng.standard_normal((16, 32, 64)).astype(np.float32),
-                            rng.standard_normal((16, 32, 10)).astype(np.float32))}
+                            rng.standard_normal((16, 32, 10)).astype(np.float32)),
+            "LSTM": (rng.standard_normal((16, 24, 32)).astype(np.float32),
+                     rng.standard_normal((16, 10)).astype(np.float32))}
     torch.manual_seed(0)
     tmodels = models(torch.nn)
     with tensord.default_session(sess):

@@ -268,9 +268,9 @@ def test_unsupported_layers_are_named(nsess):
         nn.from_torch(model)
     text = str(err.value)
     assert "'1.blocks.1' (Block)" in text and "its own forward()" in text
-    with pytest.raises(NotImplementedError, match=r"'0' \(LSTM\): torch.nn.LSTM has no "
-                                                  "tensord.nn counterpart"):
-        nn.from_torch(T.Sequential(T.LSTM(2, 2)))
+    with pytest.raises(NotImplementedError, match=r"'0' \(Bilinear\): torch.nn.Bilinear has "
+                                                  "no tensord.nn counterpart"):
+        nn.from_torch(T.Sequential(T.Bilinear(2, 2, 2)))
     with pytest.raises(NotImplementedError, match="the model itself"):
         nn.from_torch(Block())
     with pytest.raises(TypeError, match="torch.nn.Module"):

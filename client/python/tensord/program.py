@@ -14,6 +14,8 @@ at compile time, naming the call. See docs/programs.md.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import dtypes
 from ._pb import ops_pb2, service_pb2
 from .batch import open_block
@@ -68,6 +70,7 @@ class ProgramTrace:
         # them) until it is released.
         self.keepalive = []
         self.parameters = []  # ProgramParameter
+        self.parameter_shapes = []  # per parameter, its example's shape
         self.forward_no_grad = None
         self.roots = None    # CallOutputs once backward was called
         self.leaves = []     # leaf Tensors whose gradients the updates or results use
@@ -100,13 +103,23 @@ class ProgramTrace:
     def parameter(self, k: int, value, name: str) -> Tensor:
         param = service_pb2.ProgramParameter(name=name)
         if isinstance(value, Tensor):
-            param.example.handle = self.session._own_info(value, {"parameter_index": k}).handle
+            info = self.session._own_info(value, {"parameter_index": k})
+            param.example.handle = info.handle
+            self.parameter_shapes.append(tuple(info.shape))
             self.keepalive.append(value)
         else:
             param.example.CopyFrom(self.session._operand(value, None, self.keepalive,
                                                          {"parameter_index": k}))
+            self.parameter_shapes.append(tuple(np.shape(value)))
         self.parameters.append(param)
         return Tensor(self.session, lazy=(self, (PARAM, k), 0))
+
+    def known_shape(self, value):
+        """The shape of a stand-in of the traced function's inputs (every run binds one of the
+        example's shape); None for any other pending tensor."""
+        ref = value._lazy[1] if value._lazy is not None and value._lazy[0] is self else None
+        return self.parameter_shapes[ref[1]] if isinstance(ref, tuple) and ref[0] == PARAM \
+            else None
 
     def backward(self, ctx, loss, seed, reduce=None, reduce_op="mean") -> dict:
         if self.roots is not None:

@@ -29,6 +29,7 @@ from .loss import (BCELoss, BCEWithLogitsLoss, CrossEntropyLoss, HuberLoss, KLDi
 from .module import Module, set_forward_batching, to_torch_state_dict
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from .parameter import Parameter
+from .rnn import GRU, LSTM, RNN, RNNBase
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
                       MaxPool2d)
 from .sparse import Embedding
@@ -49,5 +50,5 @@ __all__ = [
     "Softplus", "Softsign", "LogSigmoid", "Hardtanh", "Hardsigmoid", "Hardswish", "Softmax",
     "LogSoftmax", "Softmin",
     "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
-    "BCEWithLogitsLoss", "KLDivLoss",
+    "BCEWithLogitsLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
 ]

@@ -22,6 +22,7 @@ from ..tensor import Tensor
 from .container import ModuleDict, ModuleList, Sequential
 from .module import Module
 from .parameter import as_array
+from .rnn import RNNBase
 
 _SKIPPED_ARGS = {"self", "device", "dtype", "session", "factory_kwargs"}
 
@@ -68,6 +69,22 @@ def _constructor_args(target_cls, source, specials: dict, convert_value) -> dict
             except AttributeError:
                 continue
             kwargs[name] = convert_value(value)
+    return kwargs
+
+
+_RECURRENT = ("RNN", "LSTM", "GRU")
+
+
+def _recurrent_args(module) -> dict:
+    """The constructor arguments of an RNN, LSTM or GRU of either library (whose constructors
+    take *args, **kwargs), read from its attributes."""
+    kwargs = {name: getattr(module, name) for name in (
+        "input_size", "hidden_size", "num_layers", "bias", "batch_first", "dropout",
+        "bidirectional")}
+    if type(module).__name__ == "LSTM":
+        kwargs["proj_size"] = module.proj_size
+    if type(module).__name__ == "RNN":
+        kwargs["nonlinearity"] = module.nonlinearity
     return kwargs
 
 
@@ -199,8 +216,12 @@ class _FromTorch(_TreeConverter):
             return self.encoder(module, target, path)
         elif name == "Transformer":
             return self.transformer(module, target, path)
-        kwargs = _constructor_args(target, module, specials, self.value)
-        kwargs.update(self.factory(module, target))
+        if name in _RECURRENT:
+            kwargs = _recurrent_args(module)
+            kwargs.update(self.factory(module, RNNBase))
+        else:
+            kwargs = _constructor_args(target, module, specials, self.value)
+            kwargs.update(self.factory(module, target))
         try:
             new = target(**kwargs)
         except (NotImplementedError, ValueError, AssertionError, TypeError) as exc:
@@ -340,8 +361,9 @@ class _ToTorch(_TreeConverter):
         if specials.get("bias") is False and "bias" not in params:
             raise _unsupported_tensord(module, path, f"torch.nn.{target.__name__} of this "
                                        "torch has no bias argument")
-        kwargs = _constructor_args(target, module, specials, self.value)
-        if "dtype" in params:
+        kwargs = _recurrent_args(module) if name in _RECURRENT else \
+            _constructor_args(target, module, specials, self.value)
+        if "dtype" in params or name in _RECURRENT:
             dt = _first_float_dtype(list(module.parameters()) + [
                 b for b in module.buffers() if isinstance(b, Tensor)])
             if dt is not None:
