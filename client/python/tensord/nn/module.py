@@ -16,6 +16,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .. import autograd, defaults, dtypes
+from . import hooks
 from ..autograd import hints
 from ..batch import forward_batch
 from ..tensor import Tensor
@@ -69,7 +70,10 @@ class Module:
             raise TypeError(f"{type(self).__name__}.__init__() takes no arguments")
         for name, value in (("training", True), ("_parameters", OrderedDict()),
                             ("_buffers", OrderedDict()), ("_non_persistent", set()),
-                            ("_modules", OrderedDict())):
+                            ("_modules", OrderedDict()), ("_forward_pre_hooks", OrderedDict()),
+                            ("_forward_pre_hooks_with_kwargs", set()),
+                            ("_forward_hooks", OrderedDict()),
+                            ("_forward_hooks_with_kwargs", set())):
             object.__setattr__(self, name, value)
 
     def forward(self, *args, **kwargs):
@@ -78,7 +82,24 @@ class Module:
 
     def __call__(self, *args, **kwargs):
         with hints(), _forward_batch(self, args, kwargs):
+            if self.__dict__.get("_forward_pre_hooks") or self.__dict__.get("_forward_hooks"):
+                return hooks.call(self, self.forward, args, kwargs)
             return self.forward(*args, **kwargs)
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False):
+        """hook(module, args) runs before each forward (inside the call's forward batch) and
+        may return new args; with_kwargs=True: hook(module, args, kwargs) returning None or
+        (args, kwargs). Returns a handle whose remove() unregisters it."""
+        return hooks.add(self._forward_pre_hooks, hook, prepend,
+                         self._forward_pre_hooks_with_kwargs, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
+        """hook(module, args, output) runs after each forward and may return a new output;
+        with_kwargs=True: hook(module, args, kwargs, output). Returns a handle whose remove()
+        unregisters it."""
+        return hooks.add(self._forward_hooks, hook, prepend, self._forward_hooks_with_kwargs,
+                         with_kwargs)
 
     # -- registration ------------------------------------------------------------------------
     def _check_name(self, name, what: str) -> None:
