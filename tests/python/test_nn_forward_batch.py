@@ -309,3 +309,26 @@ def test_numpy_inputs_batch_in_the_session_of_the_parameters(client, monkeypatch
         assert sent == ["Execute"] and out.session is sess
     finally:
         sess.close()
+
+
+class ReadsItsRunningMean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        out = self.bn(x)
+        self.seen = self.bn.running_mean.numpy()  # written by the pending batch_norm call
+        return out
+
+
+def test_a_read_of_a_tensor_written_in_the_forward_sees_the_write(nsess):
+    x = np.random.default_rng(9).standard_normal((4, 3)).astype(np.float32)
+    mod = ReadsItsRunningMean()
+    mod(x)
+    batched = mod.seen
+    assert np.all(batched != 0)  # 0.1 of the batch mean, not the zeros it started from
+    with one_op_at_a_time():
+        other = ReadsItsRunningMean()
+        other(x)
+    np.testing.assert_array_equal(batched, other.seen)

@@ -9,7 +9,7 @@ import weakref
 
 from ._pb import service_pb2
 from .errors import TensordError, client_error
-from .op_calls import _guess_outputs
+from .op_calls import WRITING_OPS, _guess_outputs
 from .tensor import Tensor
 
 
@@ -22,6 +22,7 @@ class Batch:
         # before it ends, instead of refusing; a `with sess.batch():` block never is.
         self.forward = forward
         self.nbytes = 0  # a forward batch's request bytes so far
+        self.writes = False  # a forward batch holds a call that may write a tensor
         # The Execute the block sends: Session.op makes each call in place in it (building a
         # call apart and copying it in, then copying the list into a request, cost twice the
         # time of building it).
@@ -57,6 +58,7 @@ class Batch:
         index = len(self.calls) - 1
         if self.forward:
             self.nbytes += call.ByteSize()
+            self.writes = self.writes or call.op in WRITING_OPS
         # One Execute carries one no_grad flag and one context id: these cannot be sent.
         if self.no_grad is None:
             self.no_grad = no_grad
@@ -187,6 +189,15 @@ def send_forward(batch) -> None:
     if getattr(local, "forward", None) is batch:
         local.forward = Batch(batch.session, forward=True)
     batch.flush()
+
+
+def settle_writes(session) -> None:
+    """Sends this thread's forward batch when a call in it may write a tensor (batch_norm's
+    running statistics, an assign): what reads a tensor's value then sees the write, as it
+    would one op at a time."""
+    batch = getattr(session._local, "forward", None)
+    if batch is not None and batch.writes:
+        send_forward(batch)
 
 
 def open_block(session):

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import dtypes
 from ._pb import service_pb2, tensor_pb2
+from .batch import settle_writes
 from .errors import client_error
 from .tensor import Tensor
 
@@ -107,6 +108,7 @@ class SharedMemory:
         sess = self.session
         sess._check_open()
         handle = sess._own_info(tensor, {}).handle
+        settle_writes(sess)  # a pending write of a module call goes first
         info = None
         for msg in sess.client._stream("GetTensor", service_pb2.GetTensorRequest(
                 session_id=sess.id, handle=handle,

@@ -167,6 +167,8 @@ class Tensor:
         (Session.op(fetch=True)), or None. It is dropped, for good, once this object names
         another handle or the session may have written a tensor since (Session._writes moved:
         an in-place op, an optimizer step, a program run; see Session.op)."""
+        from .batch import settle_writes
+        settle_writes(self._session)  # a pending write of a module call goes first
         value = self._value
         if value is None:
             return None
