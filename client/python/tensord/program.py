@@ -259,6 +259,7 @@ class Program:
         for k, v in enumerate(inputs):
             req.inputs.append(sess._operand(v, None, keepalive, {"parameter_index": k}))
         sess._maybe_flush_releases()
+        open_block(sess)  # inside a module call: what its forward collected runs first
         resp = sess._call("RunProgram", req)
         del keepalive
         return _unflatten(self._returned, resp)
