@@ -220,3 +220,16 @@ def test_converts_to_and_from_torch(nsess, kind, kwargs):
     for (name, a), b in zip(back.state_dict().items(), tmodel.state_dict().values()):
         assert a.dtype == b.dtype, name
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
+
+
+def test_dropout_between_layers_in_training_only(nsess):
+    tmod, dmod = pair("GRU", {"num_layers": 2, "dropout": 0.5})
+    x = np.random.default_rng(7).standard_normal((6, 3, 4))
+    dmod.eval()
+    tmod.eval()
+    np.testing.assert_allclose(dmod(x)[0].numpy(), tmod(torch.tensor(x))[0].detach().numpy(),
+                               **TOL)
+    evaluated = dmod(x)[0].numpy()
+    dmod.train()
+    trained = dmod(x)[0].numpy()
+    assert not np.allclose(trained, evaluated)  # the first layer's output was dropped out
