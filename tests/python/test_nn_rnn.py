@@ -233,3 +233,23 @@ def test_dropout_between_layers_in_training_only(nsess):
     dmod.train()
     trained = dmod(x)[0].numpy()
     assert not np.allclose(trained, evaluated)  # the first layer's output was dropped out
+
+
+def test_numpy_input_and_state_in_the_session_of_the_parameters(client):
+    """No default session: the layer's ops go to its parameters' session."""
+    sess = client.session()
+    try:
+        assert tensord.defaults.get_session() is not sess
+        torch.manual_seed(8)
+        tmod = torch.nn.LSTM(3, 4, num_layers=2, batch_first=True).double()
+        dmod = nn.LSTM(3, 4, num_layers=2, batch_first=True, session=sess).double()
+        dmod.load_state_dict(tmod.state_dict())
+        rng = np.random.default_rng(8)
+        x, h0, c0 = (rng.standard_normal(s) for s in ((2, 5, 3), (2, 2, 4), (2, 2, 4)))
+        out, (h, c) = dmod(x, (h0, c0))
+        tout, (th, tc) = tmod(torch.tensor(x), (torch.tensor(h0), torch.tensor(c0)))
+        assert out.session is sess
+        for d, t in ((out, tout), (h, th), (c, tc)):
+            np.testing.assert_allclose(d.numpy(), t.detach().numpy(), **TOL)
+    finally:
+        sess.close()

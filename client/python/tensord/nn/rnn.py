@@ -17,7 +17,6 @@ from .. import dtypes
 from ..tensor import Tensor
 from . import functional as F
 from . import init
-from ._call import op as _op
 from .module import Module
 from .parameter import Factory
 
@@ -42,15 +41,6 @@ def _shape(value) -> tuple:
     return tuple(np.shape(value))
 
 
-def _pieces(t, n: int, dim: int):
-    """`t` split into n pieces of size 1 along `dim` (one call)."""
-    if n == 1:
-        return [t]
-    return list(_op("chunk", t, chunks=n, dim=dim, num_outputs=n))
-
-
-def _cat(ts, dim: int):
-    return ts[0] if len(ts) == 1 else _op("cat", *ts, dim=dim)
 
 
 class RNNBase(Module):
@@ -111,6 +101,20 @@ class RNNBase(Module):
                     factory.register(self, **{full: init.uniform_(np.empty(shape), -stdv, stdv)})
                     self._flat_weights_names.append(full)
 
+    def _op(self, name, *operands, **attrs):
+        """An op in the session of the layer's parameters (the input and states may be numpy
+        arrays, which name no session)."""
+        return self.weight_ih_l0.session.op(name, *operands, **attrs)
+
+    def _pieces(self, t, n: int, dim: int):
+        """`t` split into n pieces of size 1 along `dim` (one call)."""
+        if n == 1:
+            return [t]
+        return list(self._op("chunk", t, chunks=n, dim=dim, num_outputs=n))
+
+    def _cat(self, ts, dim: int):
+        return ts[0] if len(ts) == 1 else self._op("cat", *ts, dim=dim)
+
     @property
     def _flat_weights(self) -> list:
         return [getattr(self, name) for name in self._flat_weights_names]
@@ -149,23 +153,23 @@ class RNNBase(Module):
         w_hh = params["weight_hh"]
         gates_h = F.linear(h, w_hh, params.get("bias_hh"))
         if self.mode in ("RNN_TANH", "RNN_RELU"):
-            pre = _op("add", gates_in, gates_h)
+            pre = self._op("add", gates_in, gates_h)
             return (F.tanh(pre) if self.mode == "RNN_TANH" else F.relu(pre)), None
         if self.mode == "LSTM":
-            gates = _op("add", gates_in, gates_h)
-            i, f, g, o = _op("chunk", gates, chunks=4, dim=-1, num_outputs=4)
+            gates = self._op("add", gates_in, gates_h)
+            i, f, g, o = self._op("chunk", gates, chunks=4, dim=-1, num_outputs=4)
             i, f, g, o = F.sigmoid(i), F.sigmoid(f), F.tanh(g), F.sigmoid(o)
-            c = _op("add", _op("mul", f, c), _op("mul", i, g))
-            h = _op("mul", o, F.tanh(c))
+            c = self._op("add", self._op("mul", f, c), self._op("mul", i, g))
+            h = self._op("mul", o, F.tanh(c))
             if "weight_hr" in params:
                 h = F.linear(h, params["weight_hr"])
             return h, c
-        r_i, z_i, n_i = _op("chunk", gates_in, chunks=3, dim=-1, num_outputs=3)
-        r_h, z_h, n_h = _op("chunk", gates_h, chunks=3, dim=-1, num_outputs=3)
-        r = F.sigmoid(_op("add", r_h, r_i))
-        z = F.sigmoid(_op("add", z_h, z_i))
-        n = F.tanh(_op("add", n_i, _op("mul", n_h, r)))
-        return _op("add", _op("mul", _op("sub", h, n), z), n), None  # (h - n) z + n
+        r_i, z_i, n_i = self._op("chunk", gates_in, chunks=3, dim=-1, num_outputs=3)
+        r_h, z_h, n_h = self._op("chunk", gates_h, chunks=3, dim=-1, num_outputs=3)
+        r = F.sigmoid(self._op("add", r_h, r_i))
+        z = F.sigmoid(self._op("add", z_h, z_i))
+        n = F.tanh(self._op("add", n_i, self._op("mul", n_h, r)))
+        return self._op("add", self._op("mul", self._op("sub", h, n), z), n), None  # (h - n) z + n
 
     def _initial_state(self, hx, batched: bool, batch: int, name: str, size: int):
         """The state of every layer and direction as [1, N, size] tensors: hx's (checked like
@@ -185,8 +189,8 @@ class RNNBase(Module):
         if tuple(shape) != expected:
             raise RuntimeError(f"Expected hidden size {expected}, got {tuple(shape)}")
         if not batched:
-            hx = _op("unsqueeze", hx, dim=1)
-        return _pieces(hx, count, 0)
+            hx = self._op("unsqueeze", hx, dim=1)
+        return self._pieces(hx, count, 0)
 
     def _run(self, input, hx, cx=None):
         shape = _shape(input)
@@ -202,9 +206,9 @@ class RNNBase(Module):
         batch = shape[batch_dim] if batched else 1
         if steps == 0:
             raise RuntimeError("Expected sequence length to be larger than 0 in RNN")
-        x = input if batched else _op("unsqueeze", input, dim=batch_dim)
+        x = input if batched else self._op("unsqueeze", input, dim=batch_dim)
         if self.batch_first:
-            x = _op("transpose", x, dim0=0, dim1=1)  # [L, N, H_in]
+            x = self._op("transpose", x, dim0=0, dim1=1)  # [L, N, H_in]
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         h0 = self._initial_state(hx, batched, batch, "hx", real_hidden)
         c0 = self._initial_state(cx, batched, batch, "cx", self.hidden_size) \
@@ -220,27 +224,27 @@ class RNNBase(Module):
                           for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh",
                                        "weight_hr")
                           if getattr(self, f"{name}_l{layer}{suffix}", None) is not None}
-                projected = _pieces(F.linear(x, params["weight_ih"], params.get("bias_ih")),
+                projected = self._pieces(F.linear(x, params["weight_ih"], params.get("bias_ih")),
                                     steps, 0)
                 h, c = h0[k], (c0[k] if c0 is not None else None)
                 out = [None] * steps
                 for t in (range(steps) if direction == 0 else reversed(range(steps))):
                     h, c = self._cell(projected[t], h, c, params)
                     out[t] = h
-                outputs.append(_cat(out, 0))
+                outputs.append(self._cat(out, 0))
                 h_n.append(h)
                 c_n.append(c)
-            x = _cat(outputs, -1)
+            x = self._cat(outputs, -1)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         if self.batch_first:
-            x = _op("transpose", x, dim0=0, dim1=1)
-        h_n = _cat(h_n, 0)
-        c_n = _cat(c_n, 0) if self.mode == "LSTM" else None
+            x = self._op("transpose", x, dim0=0, dim1=1)
+        h_n = self._cat(h_n, 0)
+        c_n = self._cat(c_n, 0) if self.mode == "LSTM" else None
         if not batched:
-            x = _op("squeeze", x, dim=batch_dim)
-            h_n = _op("squeeze", h_n, dim=1)
-            c_n = _op("squeeze", c_n, dim=1) if c_n is not None else None
+            x = self._op("squeeze", x, dim=batch_dim)
+            h_n = self._op("squeeze", h_n, dim=1)
+            c_n = self._op("squeeze", c_n, dim=1) if c_n is not None else None
         return x, h_n, c_n
 
     @staticmethod
