@@ -14,7 +14,7 @@ Parameters are requires-grad leaves of the session's autodiff context (sess.grad
 their initial values are drawn by numpy (tensord.manual_seed) with PyTorch's distributions.
 See client/python/README.md, "Training like PyTorch".
 """
-from . import functional, init
+from . import functional, init, utils
 from .activation import (ELU, GELU, SELU, Hardsigmoid, Hardswish, Hardtanh, LeakyReLU,
                          LogSigmoid, LogSoftmax, Mish, ReLU, ReLU6, Sigmoid, SiLU, Softmax,
                          Softmin, Softplus, Softsign, Tanh)
@@ -38,7 +38,7 @@ from .transformer import (Transformer, TransformerDecoder, TransformerDecoderLay
                           TransformerEncoder, TransformerEncoderLayer)
 
 __all__ = [
-    "functional", "init", "Module", "Parameter", "to_torch_state_dict", "from_torch",
+    "functional", "init", "utils", "Module", "Parameter", "to_torch_state_dict", "from_torch",
     "set_forward_batching",
     "Sequential", "ModuleList", "ModuleDict", "Identity", "Linear", "Conv1d", "Conv2d",
     "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "MultiheadAttention",
