@@ -1,5 +1,5 @@
 """The PyTorch-style examples (client/python/examples/mlp_classifier.py, cnn_images.py,
-char_transformer.py) train with a few steps on the test server and their loss falls; one runs
+char_transformer.py, char_lstm.py) train with a few steps on the test server and their loss falls; one runs
 as a script that starts its own server ($TENSORD_BIN), printing its progress bar."""
 import contextlib
 import importlib
@@ -30,6 +30,7 @@ CASES = [  # (example, arguments)
     ("mlp_classifier", ["--steps", "80"]),
     ("cnn_images", ["--steps", "30"]),
     ("char_transformer", ["--steps", "60", "--batch", "16", "--block", "32", "--sample", "20"]),
+    ("char_lstm", ["--steps", "60", "--batch", "16", "--block", "32", "--sample", "20"]),
 ]
 
 
@@ -42,7 +43,7 @@ def test_example_loss_falls(examples, address, capsys, name, args):
     assert last < 0.8 * first, f"{name}: loss {first:.3f} -> {last:.3f}"
     out = capsys.readouterr().out
     assert re.search(rf"\] {steps}/{steps}  loss [0-9.]+ \(avg [0-9.]+\)\s+[0-9.]+ steps/s", out)
-    if name == "char_transformer":
+    if name.startswith("char_"):
         assert "--- the model goes on ---" in out
     else:
         assert re.search(r"test accuracy [0-9.]+", out)
