@@ -30,6 +30,7 @@ from .module import Module, set_forward_batching, to_torch_state_dict
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, LayerNorm
 from .parameter import Parameter
 from .rnn import GRU, LSTM, RNN, RNNBase
+from .rnn_cell import GRUCell, LSTMCell, RNNCell, RNNCellBase
 from .pooling import (AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, MaxPool1d,
                       MaxPool2d)
 from .sparse import Embedding
@@ -51,4 +52,5 @@ __all__ = [
     "LogSoftmax", "Softmin",
     "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss", "CrossEntropyLoss", "NLLLoss", "BCELoss",
     "BCEWithLogitsLoss", "KLDivLoss", "RNNBase", "RNN", "LSTM", "GRU",
+    "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell",
 ]

@@ -45,7 +45,7 @@ def _first_float_dtype(tensors):
 
 
 def _has_bias(module) -> bool:
-    for name in ("in_proj_bias", "bias"):
+    for name in ("in_proj_bias", "bias", "bias_ih"):
         if name in getattr(module, "_parameters", {}):
             return module._parameters[name] is not None
     return True

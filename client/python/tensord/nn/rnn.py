@@ -43,6 +43,31 @@ def _shape(value) -> tuple:
 
 
 
+def step(op, mode: str, gates_in, h, c, params):
+    """One step of a recurrent layer or cell: `gates_in` the input's projection for it, the
+    previous h (and c), the parameters the step itself uses (weight_hh, bias_hh, weight_hr);
+    the new h and c (None but for LSTM). `op` makes a call in the parameters' session."""
+    gates_h = F.linear(h, params["weight_hh"], params.get("bias_hh"))
+    if mode in ("RNN_TANH", "RNN_RELU"):
+        pre = op("add", gates_in, gates_h)
+        return (F.tanh(pre) if mode == "RNN_TANH" else F.relu(pre)), None
+    if mode == "LSTM":
+        gates = op("add", gates_in, gates_h)
+        i, f, g, o = op("chunk", gates, chunks=4, dim=-1, num_outputs=4)
+        i, f, g, o = F.sigmoid(i), F.sigmoid(f), F.tanh(g), F.sigmoid(o)
+        c = op("add", op("mul", f, c), op("mul", i, g))
+        h = op("mul", o, F.tanh(c))
+        if "weight_hr" in params:
+            h = F.linear(h, params["weight_hr"])
+        return h, c
+    r_i, z_i, n_i = op("chunk", gates_in, chunks=3, dim=-1, num_outputs=3)
+    r_h, z_h, n_h = op("chunk", gates_h, chunks=3, dim=-1, num_outputs=3)
+    r = F.sigmoid(op("add", r_h, r_i))
+    z = F.sigmoid(op("add", z_h, z_i))
+    n = F.tanh(op("add", n_i, op("mul", n_h, r)))
+    return op("add", op("mul", op("sub", h, n), z), n), None  # (h - n) z + n, as ATen's cell
+
+
 class RNNBase(Module):
     """What RNN, LSTM and GRU share: the parameters of every layer and direction, the input
     and state checks, and the loop over layers, directions and steps."""
@@ -148,28 +173,7 @@ class RNNBase(Module):
 
     # -- the computation ---------------------------------------------------------------------
     def _cell(self, gates_in, h, c, params):
-        """One step: the input's projection for it, the previous h (and c), this layer and
-        direction's parameters; the new h and c."""
-        w_hh = params["weight_hh"]
-        gates_h = F.linear(h, w_hh, params.get("bias_hh"))
-        if self.mode in ("RNN_TANH", "RNN_RELU"):
-            pre = self._op("add", gates_in, gates_h)
-            return (F.tanh(pre) if self.mode == "RNN_TANH" else F.relu(pre)), None
-        if self.mode == "LSTM":
-            gates = self._op("add", gates_in, gates_h)
-            i, f, g, o = self._op("chunk", gates, chunks=4, dim=-1, num_outputs=4)
-            i, f, g, o = F.sigmoid(i), F.sigmoid(f), F.tanh(g), F.sigmoid(o)
-            c = self._op("add", self._op("mul", f, c), self._op("mul", i, g))
-            h = self._op("mul", o, F.tanh(c))
-            if "weight_hr" in params:
-                h = F.linear(h, params["weight_hr"])
-            return h, c
-        r_i, z_i, n_i = self._op("chunk", gates_in, chunks=3, dim=-1, num_outputs=3)
-        r_h, z_h, n_h = self._op("chunk", gates_h, chunks=3, dim=-1, num_outputs=3)
-        r = F.sigmoid(self._op("add", r_h, r_i))
-        z = F.sigmoid(self._op("add", z_h, z_i))
-        n = F.tanh(self._op("add", n_i, self._op("mul", n_h, r)))
-        return self._op("add", self._op("mul", self._op("sub", h, n), z), n), None  # (h - n) z + n
+        return step(self._op, self.mode, gates_in, h, c, params)
 
     def _initial_state(self, hx, batched: bool, batch: int, name: str, size: int):
         """The state of every layer and direction as [1, N, size] tensors: hx's (checked like
