@@ -87,3 +87,20 @@ def test_clipping_inside_a_compiled_step(nsess):
     np.testing.assert_allclose(results["compiled"], results["eager"], rtol=1e-10)
     np.testing.assert_allclose(results["compiled weight"], results["eager weight"], rtol=1e-10)
     assert results["eager"][0] > 0.1  # the clipping applied
+
+
+def test_parameters_to_vector_and_back(nsess):
+    tmod, dmod = pair(5)
+    tvec = torch.nn.utils.parameters_to_vector(tmod.parameters())
+    dvec = nn.utils.parameters_to_vector(dmod.parameters())
+    np.testing.assert_array_equal(dvec.numpy(), tvec.detach().numpy())
+    assert dvec.requires_grad  # recorded, as torch's is
+    new = np.arange(dvec.shape[0], dtype=np.float64) / 10
+    torch.nn.utils.vector_to_parameters(torch.tensor(new), tmod.parameters())
+    handles = [p.handle for p in dmod.parameters()]
+    nn.utils.vector_to_parameters(nsess.tensor(new), dmod.parameters())
+    assert [p.handle for p in dmod.parameters()] == handles  # written in place
+    for (name, tp), dp in zip(tmod.named_parameters(), dmod.parameters()):
+        np.testing.assert_array_equal(dp.numpy(), tp.detach().numpy(), err_msg=name)
+    with pytest.raises(RuntimeError, match="the vector has 3 elements"):
+        nn.utils.vector_to_parameters(nsess.tensor(np.zeros(3)), dmod.parameters())

@@ -1,5 +1,6 @@
 """torch.nn.utils for tensord: clipping the gradients a backward left in `.grad`
-(clip_grad_norm_, clip_grad_value_), and `rnn.pad_sequence`.
+(clip_grad_norm_, clip_grad_value_), parameters_to_vector / vector_to_parameters, and
+`rnn.pad_sequence`.
 
 A parameter's `.grad` is a tensor of the server, and tensors there are not written in place:
 clipping gives each parameter a new `.grad` holding the clipped values (a reference to the
@@ -10,6 +11,8 @@ program's updates, between its backward and its optimizer step.
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from ...tensor import Tensor
 from . import rnn
@@ -70,4 +73,38 @@ def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
         p.grad = g
 
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "rnn"]
+def parameters_to_vector(parameters):
+    """torch.nn.utils.parameters_to_vector: the parameters flattened and concatenated into
+    one 1-d tensor (one Execute; recorded for autodiff as the ops are)."""
+    params = list(parameters)
+    if not params:
+        raise RuntimeError("parameters_to_vector: no parameters")
+    sess = params[0].session
+    with sess.batch():
+        return sess.op("cat", *[sess.op("reshape", p, shape=[-1]) for p in params], dim=0)
+
+
+def vector_to_parameters(vec, parameters) -> None:
+    """torch.nn.utils.vector_to_parameters: each parameter takes its slice of the 1-d `vec`,
+    in place (`assign`, no_grad, one Execute: all or nothing). Its gradient, if any, stays."""
+    params = list(parameters)
+    if not isinstance(vec, Tensor):
+        raise TypeError(f"expected a tensord Tensor, but got: {type(vec).__name__}")
+    if len(vec.shape) != 1:
+        raise RuntimeError(f"vector_to_parameters: expected a 1-d vector, got shape "
+                           f"{tuple(vec.shape)}")
+    sizes = [int(np.prod(p.shape, dtype=np.int64)) for p in params]
+    if sum(sizes) != vec.shape[0]:
+        raise RuntimeError(f"vector_to_parameters: the vector has {vec.shape[0]} elements, the "
+                           f"parameters {sum(sizes)}")
+    sess = vec.session
+    with sess.no_grad(), sess.batch():
+        start = 0
+        for p, n in zip(params, sizes):
+            piece = sess.op("slice", vec, dim=0, start=start, end=start + n, step=1)
+            sess.op("assign", p, sess.op("reshape", piece, shape=list(p.shape)))
+            start += n
+
+
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector",
+           "vector_to_parameters", "rnn"]
