@@ -178,6 +178,22 @@ def nsess(sess):
         yield sess
 
 
+def record_calls(monkeypatch, sess, what=lambda method, request: method) -> list:
+    """What `what(method, request)` says of each unary RPC `sess` makes from now on (its
+    method by default), in order; a call it answers None for is left out."""
+    sent = []
+    real_call = sess._call
+
+    def recording(method, request):
+        seen = what(method, request)
+        if seen is not None:
+            sent.append(seen)
+        return real_call(method, request)
+
+    monkeypatch.setattr(sess, "_call", recording)
+    return sent
+
+
 @pytest.fixture(scope="session")
 def catalog(client):
     """{op name: op dict} as the server lists it."""

@@ -11,21 +11,15 @@ import torch
 import tensord
 import tensord.nn as nn
 import tensord.nn.functional as F
+from conftest import record_calls
 
 
 @pytest.fixture
 def executes(nsess, monkeypatch):
     """The ExecuteRequests the session sends, as (calls' ops, calls' discard flags)."""
-    sent = []
-    real_call = nsess._call
-
-    def recording(method, request):
-        if method == "Execute":
-            sent.append(([c.op for c in request.calls], [c.discard for c in request.calls]))
-        return real_call(method, request)
-
-    monkeypatch.setattr(nsess, "_call", recording)
-    return sent
+    return record_calls(monkeypatch, nsess, lambda method, request: (
+        [c.op for c in request.calls], [c.discard for c in request.calls])
+        if method == "Execute" else None)
 
 
 @contextlib.contextmanager
@@ -296,14 +290,7 @@ def test_numpy_inputs_batch_in_the_session_of_the_parameters(client, monkeypatch
     try:
         mod = nn.Sequential(nn.Linear(3, 4, session=sess), nn.ReLU(),
                             nn.Linear(4, 2, session=sess)).double()
-        sent = []
-        real_call = sess._call
-
-        def recording(method, request):
-            sent.append(method)
-            return real_call(method, request)
-
-        monkeypatch.setattr(sess, "_call", recording)
+        sent = record_calls(monkeypatch, sess)
         assert tensord.defaults.get_session() is not sess
         out = mod(np.ones((2, 3)))
         assert sent == ["Execute"] and out.session is sess

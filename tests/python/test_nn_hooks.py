@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import tensord.nn as nn
+from conftest import record_calls
 
 
 def test_hooks_see_and_replace_like_torch(nsess):
@@ -68,14 +69,7 @@ def test_a_feature_hook_costs_no_round_trip(nsess, monkeypatch):
     mod = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 1)).double()
     features = {}
     mod[1].register_forward_hook(lambda m, args, out: features.__setitem__("relu", out))
-    sent = []
-    real_call = nsess._call
-
-    def recording(method, request):
-        sent.append(method)
-        return real_call(method, request)
-
-    monkeypatch.setattr(nsess, "_call", recording)
+    sent = record_calls(monkeypatch, nsess)
     mod(np.ones((2, 3)))
     assert sent == ["Execute"]
     assert features["relu"].shape == (2, 8)

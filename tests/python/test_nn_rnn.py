@@ -8,6 +8,7 @@ import torch
 
 import tensord
 import tensord.nn as nn
+from conftest import record_calls
 
 TOL = dict(rtol=1e-10, atol=1e-12)
 
@@ -147,14 +148,7 @@ def test_a_sequence_is_a_few_executes_and_trains(nsess, monkeypatch):
     rng = np.random.default_rng(3)
     x = rng.standard_normal((20, 8, 4)).astype(np.float32)
     y = x.sum(axis=(0, 2))[:, None].astype(np.float32) / 10
-    sent = []
-    real_call = nsess._call
-
-    def recording(method, request):
-        sent.append(method)
-        return real_call(method, request)
-
-    monkeypatch.setattr(nsess, "_call", recording)
+    sent = record_calls(monkeypatch, nsess)
     losses = []
     for step in range(30):
         out, _ = model(x)
