@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from _common import Progress, parser, server
-from char_transformer import load_text
+from char_transformer import encode, load_text, print_sample, windows
 
 import tensord
 import tensord.nn as nn
@@ -66,9 +66,7 @@ def main(argv=None) -> list:
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     text, source = load_text(args.text)
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = np.array([stoi[c] for c in text], dtype=np.int64)
+    chars, data = encode(text)
     print(f"text: {source}, {len(text)} characters, {len(chars)} distinct", flush=True)
     losses = []
     with server(args.address) as address, tensord.connect(address) as client, \
@@ -80,9 +78,7 @@ def main(argv=None) -> list:
         criterion = nn.CrossEntropyLoss()
         progress = Progress(args.steps)
         for step in range(1, args.steps + 1):
-            starts = rng.integers(0, len(data) - args.block - 1, args.batch)
-            x = np.stack([data[s:s + args.block] for s in starts])
-            y = np.stack([data[s + 1:s + args.block + 1] for s in starts])
+            x, y = windows(data, rng, args.batch, args.block)
             logits, _ = model(x)
             loss = criterion(logits.reshape(-1, len(chars)), y.reshape(-1))
             optimizer.zero_grad()
@@ -95,9 +91,7 @@ def main(argv=None) -> list:
         if args.sample > 0:
             start = int(rng.integers(0, len(data) - args.block))
             prompt = data[start:start + args.block // 2]
-            out = sample(model, prompt, args.sample, args.temperature, rng)
-            print("\n--- prompt ---\n" + "".join(chars[i] for i in prompt))
-            print("--- the model goes on ---\n" + "".join(chars[i] for i in out), flush=True)
+            print_sample(chars, prompt, sample(model, prompt, args.sample, args.temperature, rng))
     return losses
 
 

@@ -46,6 +46,26 @@ def load_text(path=None) -> tuple:
     return FALLBACK, "(the paragraph in char_transformer.py)"
 
 
+def encode(text: str) -> tuple:
+    """The text's distinct characters (sorted) and the text as their indices."""
+    chars = sorted(set(text))
+    stoi = {c: i for i, c in enumerate(chars)}
+    return chars, np.array([stoi[c] for c in text], dtype=np.int64)
+
+
+def windows(data, rng, batch: int, block: int) -> tuple:
+    """`batch` random windows of `block` characters, and the characters that follow each."""
+    starts = rng.integers(0, len(data) - block - 1, batch)
+    x = np.stack([data[s:s + block] for s in starts])
+    y = np.stack([data[s + 1:s + block + 1] for s in starts])
+    return x, y
+
+
+def print_sample(chars, prompt, written) -> None:
+    print("\n--- prompt ---\n" + "".join(chars[i] for i in prompt))
+    print("--- the model goes on ---\n" + "".join(chars[i] for i in written), flush=True)
+
+
 class CharTransformer(nn.Module):
     def __init__(self, vocab: int, block: int, d_model: int = 64, nhead: int = 4,
                  layers: int = 2, dropout: float = 0.0):
@@ -97,9 +117,7 @@ def main(argv=None) -> list:
     args = p.parse_args(argv)
     rng = np.random.default_rng(args.seed)
     text, source = load_text(args.text)
-    chars = sorted(set(text))
-    stoi = {c: i for i, c in enumerate(chars)}
-    data = np.array([stoi[c] for c in text], dtype=np.int64)
+    chars, data = encode(text)
     print(f"text: {source}, {len(text)} characters, {len(chars)} distinct", flush=True)
     losses = []
     with server(args.address) as address, tensord.connect(address) as client, \
@@ -111,9 +129,7 @@ def main(argv=None) -> list:
         criterion = nn.CrossEntropyLoss()
         progress = Progress(args.steps)
         for step in range(1, args.steps + 1):
-            starts = rng.integers(0, len(data) - args.block - 1, args.batch)
-            x = np.stack([data[s:s + args.block] for s in starts])
-            y = np.stack([data[s + 1:s + args.block + 1] for s in starts])
+            x, y = windows(data, rng, args.batch, args.block)
             with sess.batch():  # tensord: the forward's 43 ops in one round trip
                 logits = model(x)
                 loss = criterion(logits.view(-1, len(chars)), y.reshape(-1))
@@ -126,9 +142,8 @@ def main(argv=None) -> list:
         if args.sample > 0:
             start = int(rng.integers(0, len(data) - args.block))
             prompt = data[start:start + args.block // 2]
-            out = sample(model, sess, prompt, args.sample, args.temperature, rng)
-            print("\n--- prompt ---\n" + "".join(chars[i] for i in prompt))
-            print("--- the model goes on ---\n" + "".join(chars[i] for i in out), flush=True)
+            print_sample(chars, prompt, sample(model, sess, prompt, args.sample,
+                                               args.temperature, rng))
     return losses
 
 
