@@ -9,7 +9,7 @@ import weakref
 
 from ._pb import service_pb2
 from .errors import TensordError, client_error
-from .op_calls import WRITING_OPS, _guess_outputs
+from .op_calls import WRITING_OPS
 from .tensor import Tensor
 
 
@@ -209,12 +209,11 @@ def open_block(session):
     return session._batch
 
 
-def forward_batch_for(batch, name, operands, num_outputs, attrs, no_grad: bool,
-                      context_id: int):
+def forward_batch_for(batch, num_outputs, no_grad: bool, context_id: int):
     """The batch a call made in a module call joins: the open forward batch `batch`, or a new
     one after `batch` is sent when the call cannot join it or it is full; None (`batch` sent,
-    the call made on its own) where the client cannot know the call's output count."""
-    unknown = num_outputs is None and _guess_outputs(name, operands, attrs) is None
+    the call made on its own) where the client cannot know the call's output count (None)."""
+    unknown = num_outputs is None
     full = len(batch.calls) >= FORWARD_BATCH_CALLS or batch.nbytes >= FORWARD_BATCH_BYTES
     if not unknown and not full and batch.accepts(no_grad, context_id):
         return batch

@@ -439,10 +439,11 @@ class Session:
             attrs["output_size"] = [-1 if v is None else v for v in attrs["output_size"]]
         batch = current_batch(self)
         if isinstance(batch, Batch) and batch.forward:
+            if num_outputs is None:  # found once, for the batch and for the call
+                num_outputs = _guess_outputs(name, operands, attrs)
             no_grad = self._no_grad > 0 or not autograd.is_grad_enabled()
             context_id = self._default_context_id(ctx) if requires_grad else 0
-            batch = forward_batch_for(batch, name, operands, num_outputs, attrs, no_grad,
-                                      context_id)
+            batch = forward_batch_for(batch, num_outputs, no_grad, context_id)
         if isinstance(batch, Batch):  # made in place as the batch's last call
             call = batch.new_call(name)
             try:
