@@ -21,6 +21,14 @@ struct DeviceInfo {
   int64_t memory_bytes = 0;  // 0 when unknown
 };
 
+// What a backend built for one call site (oneDNN primitives, the keys of its caches), kept by
+// the caller's plan beside the site's KernelPlan and handed back whenever the site runs again
+// with the same op, attributes and input types, so that the backend finds none of it again.
+// Only the backend that filled it reads it; empty until then.
+struct KernelMemo {
+  std::shared_ptr<void> state;
+};
+
 // Everything a kernel needs for one call. Outputs are allocated by the dispatcher from the
 // inferred metadata, except outputs with a -1 dimension, which the kernel allocates itself
 // (through `account`, so data-dependent outputs are charged to the session too). Inputs are
@@ -33,6 +41,8 @@ struct KernelCall {
   std::vector<Tensor>& outputs;
   absl::Span<const TensorMeta> output_metas;  // as inferred (-1 dims for data-dependent)
   std::shared_ptr<MemoryAccount> account;
+  // The call site's memo (a planned call run again), or null.
+  KernelMemo* memo = nullptr;
 };
 
 // What a capability check is asked about. The dispatcher asks with everything it knows before

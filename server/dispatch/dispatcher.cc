@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/core/status.h"
+#include "server/dispatch/call_sequence.h"
 #include "server/dispatch/device_placement.h"
 #include "server/dispatch/storage_dtypes.h"
 #include "server/ops/op_names.h"
@@ -191,6 +192,14 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const std::string& op,
   if (env.cancelled && env.cancelled()) {
     return Error(Reason::kCancelled, absl::StrCat(op, ": the call was cancelled"), {{"op", op}});
   }
+  if (env.sequence != nullptr) {
+    CallSequence::Entry* entry = env.sequence->Next(op, attr_map);
+    if (entry == nullptr) {
+      ASSIGN_OR_RETURN(const OpDef* found, registry_.Find(op));
+      entry = env.sequence->Add(op, *found, attr_map);
+    }
+    return Call(*entry->def, std::move(inputs), attr_map, env, &entry->plan);
+  }
   ASSIGN_OR_RETURN(const OpDef* found, registry_.Find(op));
   return Call(*found, std::move(inputs), attr_map, env);
 }
@@ -357,7 +366,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
       ASSIGN_OR_RETURN(Tensor t, plan->backend->Allocate(m.dtype, m.shape, device, env.account));
       outputs.push_back(std::move(t));
     }
-    KernelCall call{*def, promoted, attrs, outputs, plan->outputs, env.account};
+    KernelCall call{*def, promoted, attrs, outputs, plan->outputs, env.account, &plan->memo};
     absl::Status run = plan->backend->Run(plan->kernel, call);
     if (!run.ok()) return WithMetadata(run, {{"op", op}});
   } else {
@@ -390,7 +399,15 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::Call(const OpDef& resolved,
       ASSIGN_OR_RETURN(outputs[k], backend->Allocate(out_metas[k].dtype, out_metas[k].shape, device,
                                                      env.account));
     }
-    KernelCall call{*def, promoted, attrs, outputs, out_metas, env.account};
+    // A plan made for other input types keeps nothing its memo holds.
+    if (plan != nullptr) plan->memo.state.reset();
+    KernelCall call{*def,
+                    promoted,
+                    attrs,
+                    outputs,
+                    out_metas,
+                    env.account,
+                    plan != nullptr ? &plan->memo : nullptr};
     absl::Status run = backend->Run(*kernel, call);
     if (!run.ok()) return WithMetadata(run, {{"op", op}});
     const bool known = std::all_of(out_metas.begin(), out_metas.end(), [](const TensorMeta& m) {

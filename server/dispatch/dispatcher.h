@@ -17,6 +17,8 @@
 namespace tensord {
 
 // What one call may see and do.
+class CallSequence;
+
 struct CallEnv {
   std::shared_ptr<MemoryAccount> account;  // session memory; null = unaccounted
   std::string device = kHostDevice;        // where creation ops put their output
@@ -30,6 +32,9 @@ struct CallEnv {
   std::shared_ptr<distributed::ProcessGroup> group;
   // Agreed on by the ranks with a collective's attributes (CollectiveCall::tag).
   std::string collective_tag;
+  // The plans of the calls made by op name in this run, kept across runs (a compiled program's;
+  // call_sequence.h); null: each such call is looked up and planned anew.
+  CallSequence* sequence = nullptr;
 };
 
 // What a call decided the last time it ran, kept by a caller that runs the same call again
@@ -44,6 +49,7 @@ struct CallPlan {
   std::vector<TensorMeta> outputs;
   Backend* backend = nullptr;
   KernelPlan kernel;
+  KernelMemo memo;
   // Per input: a number operand (the same tensor at every run: a program keeps it) and what
   // promotion made of it.
   struct Cast {

@@ -205,7 +205,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
                                const ProgramSpec& spec, const std::vector<ParameterType>* types,
                                const std::vector<OperandSpec>& inputs, bool commit,
                                const std::function<bool()>& cancelled, const ExecuteLimits& limits,
-                               const CallObserver& observe, std::vector<CallPlan>* plans = nullptr,
+                               const CallObserver& observe, RunPlans* plans = nullptr,
                                const BackwardPlan* backward_plan = nullptr) {
   const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
   // The backward's reduction across the group meets the peers even when this run fails
@@ -270,7 +270,14 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       for (uint32_t j : spec.releases[k]) done[j].clear();
     }
   };
-  const CallEnv forward_env = BatchEnv(session, spec.no_grad, cancelled);
+  CallEnv forward_env = BatchEnv(session, spec.no_grad, cancelled);
+  // Calls by op name find their plans in the sequence of the runs before (not the reduction's:
+  // its thread calls by name while the backward goes on).
+  CallEnv after_env = plain_env;
+  if (plans != nullptr) {
+    plans->by_name.Rewind();
+    forward_env.sequence = after_env.sequence = &plans->by_name;
+  }
   for (size_t k = 0; k < n_forward; ++k) {
     if (calls[k]->folded_into >= 0) {  // computed by a later call's fused op
       done.emplace_back();
@@ -278,7 +285,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       continue;
     }
     auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, forward_env, session, dispatcher,
-                             txn, limits, observe, &bound, plans ? &(*plans)[k] : nullptr);
+                             txn, limits, observe, &bound, plans ? &plans->calls[k] : nullptr);
     if (!outs.ok()) return fail(outs.status(), "forward");
     done.push_back(*std::move(outs));
     ran(k);
@@ -301,7 +308,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       roots.push_back(done[root.call][root.output]);
     }
     auto grads = ProgramBackward(*ctx, roots, spec.leaves, backward_plan,
-                                 commit ? nullptr : &trial_plan, dispatcher, plain_env, peak,
+                                 commit ? nullptr : &trial_plan, dispatcher, after_env, peak,
                                  planned, reduction.has_value() ? &*reduction : nullptr);
     if (reduction.has_value()) {
       reduction_finished = true;
@@ -335,8 +342,8 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       ran(k);
       continue;
     }
-    auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, plain_env, session, dispatcher,
-                             txn, limits, observe, &bound, plans ? &(*plans)[k] : nullptr);
+    auto outs = RunBatchCall(*calls[k], k, done, spec.context_id, after_env, session, dispatcher,
+                             txn, limits, observe, &bound, plans ? &plans->calls[k] : nullptr);
     if (!outs.ok()) return fail(outs.status(), "update");
     done.push_back(*std::move(outs));
     ran(k);
@@ -502,7 +509,7 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
       }
     }
   }
-  program->plans.resize(spec.calls.size() + spec.updates.size());
+  program->plans.calls.resize(spec.calls.size() + spec.updates.size());
   program->parameters = std::move(trial.types);
   program->outputs = std::move(trial.metas);
   program->spec = std::move(spec);
@@ -534,8 +541,8 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
   // the call, op and input the client wrote.
   if (!steps.ok() && program.unfused != nullptr && !absl::IsCancelled(steps.status()) &&
       !absl::IsDeadlineExceeded(steps.status())) {
-    if (program.unfused_plans.empty()) {
-      program.unfused_plans.resize(program.plans.size());
+    if (program.unfused_plans.calls.empty()) {
+      program.unfused_plans.calls.resize(program.plans.calls.size());
     }
     steps = RunSteps(session, dispatcher, *program.unfused, &program.parameters, inputs,
                      /*commit=*/true, cancelled, limits, observe, &program.unfused_plans);

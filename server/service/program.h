@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/autodiff/backward_plan.h"
+#include "server/dispatch/call_sequence.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/dispatch/gradient_reduction.h"
 #include "server/service/execute.h"
@@ -58,6 +59,13 @@ struct ParameterType {
   Shape shape;
 };
 
+// What a program's runs decided, kept for the next run.
+struct RunPlans {
+  std::vector<CallPlan> calls;  // per call (forward, then updates)
+  // The calls made by op name inside those calls (a composite's parts) and by the backward.
+  CallSequence by_name;
+};
+
 struct Program {
   ProgramSpec spec;
   std::vector<ParameterType> parameters;
@@ -68,16 +76,16 @@ struct Program {
   // The most bytes the trial run held above what the session held before it, sampled after
   // each call and after each op of the backward (program_memory_plan.h).
   int64_t peak_bytes = 0;
-  // Per call (forward, then updates): what its last run decided (CallPlan), so that a run
-  // validates no attributes and plans no kernel a run before it planned.
-  std::vector<CallPlan> plans;
+  // What the last run decided of each call (CallPlan), so that a run validates no attributes
+  // and plans no kernel a run before it planned, and finds no op by name.
+  RunPlans plans;
   // The backward, planned from the trial run's graph (null without one). A run whose forward
   // recorded a graph of the same shape runs it; another walks its own graph.
   std::shared_ptr<const BackwardPlan> backward_plan;
   // The program as written, when fusion rewrote it: a fused run that fails runs again as
   // written, so that its failure is the one the calls themselves report.
   std::unique_ptr<ProgramSpec> unfused;
-  std::vector<CallPlan> unfused_plans;
+  RunPlans unfused_plans;
   // Of the session's quota (program_memory_plan.h): the stored request (calls, attributes,
   // literals), held for as long as the program lives, and a run's peak.
   QuotaHold stored_hold;

@@ -465,7 +465,7 @@ TEST(OneDnn, PrimitiveCacheEvictsLeastRecentlyUsed) {
   const cpu::onednn::CachedPrimitive shared{dnnl::eltwise_forward(pd), pd};
   int built = 0;
   auto get = [&](const std::string& key) {
-    return cpu::onednn::GetPrimitive(key, [&] {
+    return cpu::onednn::GetCachedPrimitive(key, [&] {
       ++built;
       return shared;
     });

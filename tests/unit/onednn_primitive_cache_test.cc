@@ -10,27 +10,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/onednn_common.h"
+#include "tests/unit/onednn_test_util.h"
 
 namespace tensord {
 namespace {
 
 using cpu::onednn::CachedPrimitive;
+using cpu::onednn::GetCachedPrimitive;
 using cpu::onednn::GetCacheStats;
-using cpu::onednn::GetPrimitive;
 
-// A cheap primitive: relu over `n` f32 values.
-CachedPrimitive Relu(int64_t n) {
-  const dnnl::memory::desc md({n}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
-  const dnnl::eltwise_forward::desc d(dnnl::prop_kind::forward_inference,
-                                      dnnl::algorithm::eltwise_relu, md, 0.f, 0.f);
-  const dnnl::eltwise_forward::primitive_desc pd(d, cpu::onednn::Engine());
-  return CachedPrimitive{dnnl::eltwise_forward(pd), pd};
-}
+CachedPrimitive Relu(int64_t n) { return testing::ReluPrimitive(n); }
 
 // Looks `key` up, building relu(n); returns whether the lookup was a hit.
 bool Hit(const std::string& key, int64_t n = 8) {
   const int64_t hits = GetCacheStats().hits;
-  EXPECT_NE(GetPrimitive(key, [n] { return Relu(n); }), nullptr);
+  EXPECT_NE(GetCachedPrimitive(key, [n] { return Relu(n); }), nullptr);
   return GetCacheStats().hits > hits;
 }
 
@@ -88,14 +82,14 @@ TEST_F(PrimitiveCacheTest, ThreadsShareOnePrimitivePerKey) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([t, &seen] {
       for (int k = 0; k < kKeys; ++k) {
-        auto p = GetPrimitive(absl::StrCat("shared", k), [k] { return Relu(k + 1); });
+        auto p = GetCachedPrimitive(absl::StrCat("shared", k), [k] { return Relu(k + 1); });
         seen[t].push_back(p.get());
       }
     });
   }
   for (std::thread& th : threads) th.join();
   for (int k = 0; k < kKeys; ++k) {
-    auto p = GetPrimitive(absl::StrCat("shared", k), [] { return Relu(1); });
+    auto p = GetCachedPrimitive(absl::StrCat("shared", k), [] { return Relu(1); });
     EXPECT_EQ(p->pd.src_desc().get_size(), static_cast<size_t>((k + 1) * 4)) << k;
     for (int t = 0; t < kThreads; ++t) {
       // A thread that built its own while another inserted first received the kept one.

@@ -9,6 +9,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/backends/cpu/kernel_table.h"
+#include "server/backends/cpu/onednn_call_memo.h"
 #include "server/backends/cpu/onednn_common.h"
 #include "server/core/status.h"
 
@@ -92,6 +93,13 @@ class CpuBackend : public Backend {
   absl::Status Run(const KernelPlan& plan, KernelCall& call) override {
     const auto* kernel = static_cast<const cpu::Kernel*>(plan.kernel);
     if (threads_ > 0) UseThreads(threads_);
+    // A planned call finds the primitives its last run looked up in its memo, by position.
+    cpu::onednn::CallMemo* memo = nullptr;
+    if (call.memo != nullptr) {
+      if (call.memo->state == nullptr) call.memo->state = std::make_shared<cpu::onednn::CallMemo>();
+      memo = static_cast<cpu::onednn::CallMemo*>(call.memo->state.get());
+    }
+    const cpu::onednn::MemoScope scope(memo);
     // Kernels report errors as statuses; an allocation failure deep inside a library is
     // the one exception that can still escape, and it must not take the server down.
     try {

@@ -31,7 +31,8 @@ struct BatchNormSetup {
   memory::desc data, stat;
   float eps;
   Flags flags;
-  std::string key;
+  bool training;
+  std::string Key() const { return absl::StrCat(DescKey(data), "|", eps, "|", training); }
 };
 
 BatchNormSetup SetupBatchNorm(const Shape& x, const Attrs& a) {
@@ -42,33 +43,37 @@ BatchNormSetup SetupBatchNorm(const Shape& x, const Attrs& a) {
   s.data = PlainDesc({x[0], x[1], 1, inner}, DType::kF32);
   s.stat = PlainDesc({x[1]}, DType::kF32);
   s.eps = static_cast<float>(a.GetFloat("eps"));
-  const bool training = a.GetBool("training");
+  const bool training = s.training = a.GetBool("training");
   unsigned f = static_cast<unsigned>(Flags::use_scale) | static_cast<unsigned>(Flags::use_shift);
   if (!training) f |= static_cast<unsigned>(Flags::use_global_stats);
   s.flags = static_cast<Flags>(f);
-  s.key = absl::StrCat(DescKey(s.data), "|", s.eps, "|", training);
   return s;
 }
 
 // The primitives, with given statistics (forward) or batch ones (backward).
 std::shared_ptr<const CachedPrimitive> ForwardPrimitive(const BatchNormSetup& s) {
-  return GetPrimitive("bnorm_fwd|" + s.key, [&] {
-    using F = dnnl::batch_normalization_forward;
-    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, s.flags), Attr(),
-                         Engine());
-    return CachedPrimitive{F(pd), pd, IsReference(pd)};
-  });
+  return GetPrimitive(
+      "bnorm_fwd", [&] { return "bnorm_fwd|" + s.Key(); },
+      [&] {
+        using F = dnnl::batch_normalization_forward;
+        F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, s.flags), Attr(),
+                             Engine());
+        return CachedPrimitive{F(pd), pd, IsReference(pd)};
+      });
 }
 
 std::shared_ptr<const CachedPrimitive> BackwardPrimitive(const BatchNormSetup& s) {
-  return GetPrimitive("bnorm_bwd|" + s.key, [&] {
-    using F = dnnl::batch_normalization_forward;
-    using B = dnnl::batch_normalization_backward;
-    F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, s.flags), Engine());
-    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, s.flags), Attr(),
-                         Engine(), fwd);
-    return CachedPrimitive{B(pd), pd, IsReference(pd)};
-  });
+  return GetPrimitive(
+      "bnorm_bwd", [&] { return "bnorm_bwd|" + s.Key(); },
+      [&] {
+        using F = dnnl::batch_normalization_forward;
+        using B = dnnl::batch_normalization_backward;
+        F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, s.flags),
+                              Engine());
+        B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, s.flags), Attr(),
+                             Engine(), fwd);
+        return CachedPrimitive{B(pd), pd, IsReference(pd)};
+      });
 }
 
 // The forward always normalizes with given statistics (see below).
@@ -175,7 +180,11 @@ absl::Status UpsampleForward(KernelCall& c) {
   if (!ResampleMatches(in, out, c.attrs)) return NotPlanned(c);
   const memory::desc src = PlainDesc(in, DType::kF32), dst = PlainDesc(out, DType::kF32);
   auto prim = GetPrimitive(
-      absl::StrCat("resample_fwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst)), [&] {
+      "resample_fwd",
+      [&] {
+        return absl::StrCat("resample_fwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst));
+      },
+      [&] {
         auto pd = ResampleForwardPd(src, dst, c.attrs, Attr());
         return CachedPrimitive{dnnl::resampling_forward(pd), pd};
       });
@@ -189,7 +198,11 @@ absl::Status UpsampleBackward(KernelCall& c) {
   if (!ResampleMatches(in, out, c.attrs)) return NotPlanned(c);
   const memory::desc src = PlainDesc(in, DType::kF32), dst = PlainDesc(out, DType::kF32);
   auto prim = GetPrimitive(
-      absl::StrCat("resample_bwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst)), [&] {
+      "resample_bwd",
+      [&] {
+        return absl::StrCat("resample_bwd|", c.attrs.GetString("mode"), DescKey(src), DescKey(dst));
+      },
+      [&] {
         using B = dnnl::resampling_backward;
         B::primitive_desc pd(B::desc(ResampleAlgorithm(c.attrs), src, dst), Attr(), Engine(),
                              ResampleForwardPd(src, dst, c.attrs, dnnl::primitive_attr()));

@@ -53,7 +53,6 @@ memory::desc PlainDims(const memory::dims& dims) {
 struct BinaryPlan {
   bool swapped = false;
   memory::desc m0, m1, md;
-  std::string key;
 };
 
 std::optional<BinaryPlan> PlanBinary(const BinarySpec& spec, const Shape& a, const Shape& b,
@@ -72,18 +71,25 @@ std::optional<BinaryPlan> PlanBinary(const BinarySpec& spec, const Shape& a, con
   p.m0 = PlainDims(d0);
   p.m1 = PlainDims(d1);
   p.md = PlainDims(dd);
-  p.key = absl::StrCat("binary|", static_cast<int>(spec.alg), DescKey(p.m0), DescKey(p.m1));
   return p;
 }
 
 std::shared_ptr<const CachedPrimitive> BinaryPrimitive(const BinarySpec& spec,
                                                        const BinaryPlan& p) {
-  return GetPrimitive(p.key, [&] {
-    dnnl::binary::primitive_desc pd(dnnl::binary::desc(spec.alg, p.m0, p.m1, p.md), Attr(),
-                                    Engine());
-    const std::string impl = pd.impl_info_str();
-    return CachedPrimitive{dnnl::binary(pd), pd, impl.rfind("ref", 0) == 0};
-  });
+  return GetPrimitive(
+      "binary",
+      [&] {
+        return absl::StrCat("binary|", static_cast<int>(spec.alg), DescKey(p.m0), DescKey(p.m1));
+      },
+      [&] {
+        dnnl::binary::primitive_desc pd(dnnl::binary::desc(spec.alg, p.m0, p.m1, p.md), Attr(),
+                                        Engine());
+        const std::string impl = pd.impl_info_str();
+        return CachedPrimitive{dnnl::binary(pd), pd, impl.rfind("ref", 0) == 0};
+      },
+      [&](const CachedPrimitive& prim) {
+        return prim.pd.src_desc(0) == p.m0 && prim.pd.src_desc(1) == p.m1;
+      });
 }
 
 // Whether oneDNN runs the call with an implementation of its own (its reference one is slower

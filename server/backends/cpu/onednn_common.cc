@@ -80,6 +80,24 @@ dnnl::memory::desc PlainDesc(const Shape& shape, DType dtype) {
   return dnnl::memory::desc(dims, DataType(dtype), strides);
 }
 
+std::string PostOpChain::Key() const {
+  std::string key;
+  for (int i = 0; i < ops.len(); ++i) {
+    if (ops.kind(i) == dnnl::primitive::kind::eltwise) {
+      float scale, alpha, beta;
+      dnnl::algorithm alg;
+      ops.get_params_eltwise(i, scale, alg, alpha, beta);
+      absl::StrAppend(&key, "e", static_cast<int>(alg), ":", alpha);
+    } else {
+      dnnl::algorithm alg;
+      dnnl::memory::desc md;
+      ops.get_params_binary(i, alg, md);
+      absl::StrAppend(&key, "a", static_cast<int>(alg), DescKey(md));
+    }
+  }
+  return key;
+}
+
 std::string DescKey(const dnnl::memory::desc& md) {
   const dnnl_memory_desc_t& d = md.data;
   std::string key =

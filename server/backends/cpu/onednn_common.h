@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
@@ -50,8 +51,21 @@ struct CacheStats {
 // Returns the primitive cached under `key`, building it with `make` on a miss. `make` may throw
 // dnnl::error (unsupported shapes); nothing is cached then. Least recently used entries are
 // evicted beyond the capacity.
-std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
+std::shared_ptr<const CachedPrimitive> GetCachedPrimitive(
+    const std::string& key, const std::function<CachedPrimitive()>& make);
+// What kernels call: GetCachedPrimitive of the key `key` builds, except inside a planned call's
+// memo (onednn_call_memo.h), where the primitive this site got at this point of the call's last
+// run comes back without a key, when `fits` (given where one site can look up several
+// primitives, such as a reorder's) accepts it. `site`: a string literal of the call site's own.
+std::shared_ptr<const CachedPrimitive> GetPrimitive(
+    const char* site, absl::FunctionRef<std::string()> key,
+    const std::function<CachedPrimitive()>& make,
+    absl::FunctionRef<bool(const CachedPrimitive&)> fits);
+std::shared_ptr<const CachedPrimitive> GetPrimitive(const char* site,
+                                                    absl::FunctionRef<std::string()> key,
                                                     const std::function<CachedPrimitive()>& make);
+// A key of a kernel's own caches (workspaces), built by `key`, memoised as GetPrimitive's are.
+std::string MemoKey(const char* site, absl::FunctionRef<std::string()> key);
 CacheStats GetCacheStats();
 // A primitive's arguments, by DNNL_ARG_* slot.
 using Args = std::unordered_map<int, dnnl::memory>;
@@ -133,7 +147,8 @@ bool F32InOut(absl::Span<const DType> dtypes, const Attrs* attrs);
 // operands its binary post-ops read, each with the descriptor it is read by.
 struct PostOpChain {
   dnnl::post_ops ops;
-  std::string key;  // appended to the primitive's cache key
+  // What the chain appends to its primitive's cache key, read from `ops`.
+  std::string Key() const;
   struct Operand {
     int post_index;  // the post-op that reads it
     const Tensor* tensor;

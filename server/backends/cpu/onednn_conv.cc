@@ -39,12 +39,14 @@ dnnl::convolution_forward::primitive_desc ConvForwardPd(
 // the forward primitive as its hint.
 template <typename B>
 auto BackwardPrimitive(const char* kind, const ConvSetup& s) {
-  return GetPrimitive(absl::StrCat(kind, "|", s.key), [&] {
-    typename B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates,
-                       s.pad_l, s.pad_r);
-    typename B::primitive_desc pd(d, Attr(), Engine(), ConvForwardPd(s, false));
-    return CachedPrimitive{B(pd), pd};
-  });
+  return GetPrimitive(
+      kind, [&] { return absl::StrCat(kind, "|", s.Key()); },
+      [&] {
+        typename B::desc d(algorithm::convolution_direct, s.xa, s.wa, s.ya, s.strides, s.dilates,
+                           s.pad_l, s.pad_r);
+        typename B::primitive_desc pd(d, Attr(), Engine(), ConvForwardPd(s, false));
+        return CachedPrimitive{B(pd), pd};
+      });
 }
 
 }  // namespace
@@ -80,9 +82,13 @@ std::optional<ConvSetup> MakeConvSetup(const Shape& x, const Shape& w, const Sha
   s.xa = memory::desc(s.x.dims(), f32, any);
   s.wa = memory::desc(s.w.dims(), f32, any);
   s.ya = memory::desc(s.y.dims(), f32, any);
-  s.key = absl::StrCat(DescKey(s.x), DescKey(s.w), DescKey(s.y), bias ? "b" : "", "|",
-                       Ints(s.strides), "|", Ints(s.dilates), "|", Ints(s.pad_l));
+  s.bias = bias;
   return s;
+}
+
+std::string ConvSetup::Key() const {
+  return absl::StrCat(DescKey(x), DescKey(w), DescKey(y), bias ? "b" : "", "|", Ints(strides), "|",
+                      Ints(dilates), "|", Ints(pad_l));
 }
 
 bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool transposed) {
@@ -100,13 +106,17 @@ bool ConvSetupExists(const KernelQuery& q, ConvRoles roles, int spatial, bool tr
 bool RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const Tensor* b,
                     Tensor& y, const PostOpChain* chain) {
   std::shared_ptr<const CachedPrimitive> prim;
-  const std::string key = chain ? absl::StrCat("conv_fwd|", s.key, "|post", chain->key)
-                                : absl::StrCat("conv_fwd|", s.key);
   try {
-    prim = GetPrimitive(key, [&] {
-      auto pd = ConvForwardPd(s, b != nullptr, AttrWith(chain));
-      return CachedPrimitive{dnnl::convolution_forward(pd), pd, IsReference(pd)};
-    });
+    prim = GetPrimitive(
+        "conv_fwd",
+        [&] {
+          return chain ? absl::StrCat("conv_fwd|", s.Key(), "|post", chain->Key())
+                       : absl::StrCat("conv_fwd|", s.Key());
+        },
+        [&] {
+          auto pd = ConvForwardPd(s, b != nullptr, AttrWith(chain));
+          return CachedPrimitive{dnnl::convolution_forward(pd), pd, IsReference(pd)};
+        });
   } catch (const dnnl::error&) {
     if (chain == nullptr) throw;
     return false;  // a chain no implementation takes
@@ -127,10 +137,12 @@ bool RunConvForward(const ConvSetup& s, const Tensor& x, const Tensor& w, const 
 }
 
 dnnl::memory::desc ConvDstLayout(const ConvSetup& s, bool bias) {
-  auto prim = GetPrimitive(absl::StrCat("conv_fwd|", s.key), [&] {
-    auto pd = ConvForwardPd(s, bias, Attr());
-    return CachedPrimitive{dnnl::convolution_forward(pd), pd, IsReference(pd)};
-  });
+  auto prim = GetPrimitive(
+      "conv_dst_layout", [&] { return absl::StrCat("conv_fwd|", s.Key()); },
+      [&] {
+        auto pd = ConvForwardPd(s, bias, Attr());
+        return CachedPrimitive{dnnl::convolution_forward(pd), pd, IsReference(pd)};
+      });
   return prim->pd.query_md(dnnl::query::exec_arg_md, DNNL_ARG_DST);
 }
 

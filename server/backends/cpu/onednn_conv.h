@@ -15,7 +15,9 @@ struct ConvSetup {
   dnnl::memory::desc x, w, y, b;  // the tensors' plain layouts
   dnnl::memory::desc xa, wa, ya;  // the same dims in any layout, for the primitive to choose
   dnnl::memory::dims strides, dilates, pad_l, pad_r;
-  std::string key;
+  bool bias = false;
+  // The primitives' cache key (their kind and post-ops appended).
+  std::string Key() const;
 };
 
 // The set-up of a convolution from x to y with weight w; nullopt when a tensor is empty or

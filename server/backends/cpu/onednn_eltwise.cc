@@ -24,8 +24,10 @@ struct EltwiseSpec {
 absl::Status RunEltwise(KernelCall& c, algorithm alg, float alpha) {
   const int64_t n = c.outputs[0].numel();
   const memory::desc md = PlainDesc({n}, DType::kF32);
-  auto prim =
-      GetPrimitive(absl::StrCat("eltwise|", static_cast<int>(alg), "|", n, "|", alpha), [&] {
+  auto prim = GetPrimitive(
+      "eltwise",
+      [&] { return absl::StrCat("eltwise|", static_cast<int>(alg), "|", n, "|", alpha); },
+      [&] {
         dnnl::eltwise_forward::primitive_desc pd(
             dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, md, alpha, 0.f),
             Attr(), Engine());
@@ -93,13 +95,15 @@ absl::Status RunSoftmax(KernelCall& c) {
   }
   const int64_t size = rank == 0 ? 1 : x.dim(dim);
   const memory::desc md = PlainDesc({outer, size, inner}, DType::kF32);
-  auto prim = GetPrimitive(absl::StrCat("softmax|", DescKey(md)), [&] {
-    using F = dnnl::softmax_v2_forward;
-    F::primitive_desc pd(
-        F::desc(dnnl::prop_kind::forward_inference, algorithm::softmax_accurate, md, md, 1), Attr(),
-        Engine());
-    return CachedPrimitive{F(pd), pd};
-  });
+  auto prim = GetPrimitive(
+      "softmax", [&] { return absl::StrCat("softmax|", DescKey(md)); },
+      [&] {
+        using F = dnnl::softmax_v2_forward;
+        F::primitive_desc pd(
+            F::desc(dnnl::prop_kind::forward_inference, algorithm::softmax_accurate, md, md, 1),
+            Attr(), Engine());
+        return CachedPrimitive{F(pd), pd};
+      });
   Execute(*prim, {{DNNL_ARG_SRC, Wrap(x, md)}, {DNNL_ARG_DST, Wrap(c.outputs[0], md)}});
   return absl::OkStatus();
 }

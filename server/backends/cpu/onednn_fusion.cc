@@ -95,7 +95,6 @@ PostOpChain MakeChain(const KernelCall& c, const std::vector<PostOp>& chain, siz
                       : chain[i] == PostOp::kLeakyRelu || chain[i] == PostOp::kElu ? float(alpha)
                                                                                    : 0.0f;
       out.ops.append_eltwise(1.0f, *Algorithm(chain[i]), a, 0.0f);
-      absl::StrAppend(&out.key, "e", static_cast<int>(chain[i]), ":", a);
       continue;
     }
     const Tensor& t = c.inputs[operand++];
@@ -109,7 +108,6 @@ PostOpChain MakeChain(const KernelCall& c, const std::vector<PostOp>& chain, siz
     }
     out.ops.append_binary(algorithm::binary_add, md);
     out.operands.push_back({index, &t, md, layout});
-    absl::StrAppend(&out.key, "a", DescKey(md));
   }
   return out;
 }

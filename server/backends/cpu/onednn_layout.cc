@@ -7,11 +7,15 @@ namespace tensord::cpu::onednn {
 using dnnl::memory;
 
 void Reorder(const memory& from, const memory& to) {
-  auto prim =
-      GetPrimitive(absl::StrCat("reorder|", DescKey(from.get_desc()), DescKey(to.get_desc())), [&] {
+  const memory::desc src = from.get_desc(), dst = to.get_desc();
+  // One kernel reorders several tensors, some only while a workspace is missing.
+  auto prim = GetPrimitive(
+      "reorder", [&] { return absl::StrCat("reorder|", DescKey(src), DescKey(dst)); },
+      [&] {
         dnnl::reorder::primitive_desc pd(from, to, Attr());
         return CachedPrimitive{dnnl::reorder(pd), pd};
-      });
+      },
+      [&](const CachedPrimitive& p) { return p.pd.src_desc() == src && p.pd.dst_desc() == dst; });
   Execute(*prim, {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}});
 }
 
@@ -24,7 +28,8 @@ void Binder::In(int arg, const Tensor& t, const memory::desc& plain) {
   // The copy made for an earlier primitive, while the tensor is unchanged: a convolution's
   // input again in its backward-weights pass, its weights in its backward-data pass, one
   // output gradient in both.
-  const std::string key = absl::StrCat("blocked|", DescKey(plain), "|", DescKey(want));
+  const std::string key = MemoKey(
+      "blocked", [&] { return absl::StrCat("blocked|", DescKey(plain), "|", DescKey(want)); });
   std::shared_ptr<const PooledMemory> copy = FindWorkspace(key, t);
   if (copy == nullptr) {
     auto fresh = std::make_shared<const PooledMemory>(want);

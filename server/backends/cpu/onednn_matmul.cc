@@ -41,18 +41,27 @@ bool RunGemm(const GemmProblem& p, const PostOpChain* chain) {
   const memory::desc b = OperandDesc(p.b_batch, p.k, p.m, p.tb);
   const memory::desc c = OperandDesc(p.batch, p.n, p.m, false);
   memory::desc bias;
-  std::string key = absl::StrCat("matmul|", DescKey(a), DescKey(b), DescKey(c));
-  if (p.bias != nullptr) {
-    bias = OperandDesc(Shape(p.batch.size(), 1), 1, p.bias_n, false);
-    absl::StrAppend(&key, "|bias", DescKey(bias));
-  }
-  if (chain != nullptr) absl::StrAppend(&key, "|post", chain->key);
-  auto prim = GetPrimitive(key, [&] {
-    dnnl::matmul::desc d =
-        p.bias != nullptr ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
-    dnnl::matmul::primitive_desc pd(d, AttrWith(chain), Engine());
-    return CachedPrimitive{dnnl::matmul(pd), pd};
-  });
+  if (p.bias != nullptr) bias = OperandDesc(Shape(p.batch.size(), 1), 1, p.bias_n, false);
+  const auto key = [&] {
+    std::string key = absl::StrCat("matmul|", DescKey(a), DescKey(b), DescKey(c));
+    if (p.bias != nullptr) absl::StrAppend(&key, "|bias", DescKey(bias));
+    if (chain != nullptr) absl::StrAppend(&key, "|post", chain->Key());
+    return key;
+  };
+  // A kernel may multiply several times (a product's gradients): each product must find its
+  // own primitive.
+  const auto fits = [&](const CachedPrimitive& prim) {
+    return prim.pd.src_desc() == a && prim.pd.weights_desc() == b && prim.pd.dst_desc() == c;
+  };
+  auto prim = GetPrimitive(
+      "matmul", key,
+      [&] {
+        dnnl::matmul::desc d =
+            p.bias != nullptr ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c);
+        dnnl::matmul::primitive_desc pd(d, AttrWith(chain), Engine());
+        return CachedPrimitive{dnnl::matmul(pd), pd};
+      },
+      fits);
   Args args = {
       {DNNL_ARG_SRC, WrapPtr(p.a, a)},
       {DNNL_ARG_WEIGHTS, WrapPtr(p.b, b)},

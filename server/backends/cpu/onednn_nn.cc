@@ -86,7 +86,10 @@ struct PoolSetup {
   memory::dims strides, kernel, dilation, pad_l, pad_r;
   algorithm alg;
   bool exact = true;  // false when oneDNN's divisor would differ from PyTorch's
-  std::string key;
+  std::string Key() const {
+    return absl::StrCat(static_cast<int>(alg), DescKey(x), DescKey(y), "|", Ints(strides), "|",
+                        Ints(kernel), "|", Ints(dilation), "|", Ints(pad_l), "|", Ints(pad_r));
+  }
 };
 
 absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const Shape& y,
@@ -119,9 +122,6 @@ absl::StatusOr<PoolSetup> SetupPool(const std::string& op, const Shape& x, const
                         : algorithm::pooling_avg_exclude_padding;
   // PyTorch's count_include_pad divisor clips a window at the right padding, oneDNN's does not.
   if (!max_pool && ((include_pad && extended) || attrs.Has("divisor_override"))) s.exact = false;
-  s.key =
-      absl::StrCat(static_cast<int>(s.alg), DescKey(s.x), DescKey(s.y), "|", Ints(s.strides), "|",
-                   Ints(s.kernel), "|", Ints(s.dilation), "|", Ints(s.pad_l), "|", Ints(s.pad_r));
   return s;
 }
 
@@ -146,21 +146,26 @@ absl::Status PoolForward(KernelCall& c, bool max_pool) {
   if (max_pool) {
     // The training forward, whose argmax workspace is kept for the backward (which would
     // otherwise run this forward again to get it).
-    auto prim = GetPrimitive("pool_fwd_train|" + s.key, [&] {
-      auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
-      return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
-    });
+    auto prim = GetPrimitive(
+        "pool_fwd_train", [&] { return "pool_fwd_train|" + s.Key(); },
+        [&] {
+          auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
+          return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+        });
     auto ws = std::make_shared<const PooledMemory>(prim->pd.workspace_desc());
     Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)},
                     {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)},
                     {DNNL_ARG_WORKSPACE, ws->get()}});
-    KeepWorkspace("pool|" + s.key, c.inputs[0], std::move(ws));
+    KeepWorkspace(MemoKey("pool_ws", [&] { return "pool|" + s.Key(); }), c.inputs[0],
+                  std::move(ws));
     return absl::OkStatus();
   }
-  auto prim = GetPrimitive("pool_fwd|" + s.key, [&] {
-    auto pd = PoolForwardPd(s, prop_kind::forward_inference, Attr());
-    return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
-  });
+  auto prim = GetPrimitive(
+      "pool_fwd", [&] { return "pool_fwd|" + s.Key(); },
+      [&] {
+        auto pd = PoolForwardPd(s, prop_kind::forward_inference, Attr());
+        return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+      });
   Execute(*prim, {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.x)}, {DNNL_ARG_DST, Wrap(c.outputs[0], s.y)}});
   return absl::OkStatus();
 }
@@ -172,15 +177,18 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
   if (!s.exact) return LoopPool2dBackward(c, max_pool);
   // A workspace kept for this input, as it is now, means its forward found no NaN in it.
   std::shared_ptr<const PooledMemory> ws =
-      max_pool ? FindWorkspace("pool|" + s.key, c.inputs[1]) : nullptr;
+      max_pool ? FindWorkspace(MemoKey("pool_ws", [&] { return "pool|" + s.Key(); }), c.inputs[1])
+               : nullptr;
   if (max_pool && ws == nullptr && HasNan(c.inputs[1])) return LoopPool2dBackward(c, max_pool);
   if (c.outputs[0].numel() == 0) return absl::OkStatus();
-  auto prim = GetPrimitive("pool_bwd|" + s.key, [&] {
-    using B = dnnl::pooling_v2_backward;
-    B::desc d(s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
-    B::primitive_desc pd(d, Attr(), Engine(), PoolForwardPd(s, prop_kind::forward_training));
-    return CachedPrimitive{B(pd), pd};
-  });
+  auto prim = GetPrimitive(
+      "pool_bwd", [&] { return "pool_bwd|" + s.Key(); },
+      [&] {
+        using B = dnnl::pooling_v2_backward;
+        B::desc d(s.alg, s.x, s.y, s.strides, s.kernel, s.dilation, s.pad_l, s.pad_r);
+        B::primitive_desc pd(d, Attr(), Engine(), PoolForwardPd(s, prop_kind::forward_training));
+        return CachedPrimitive{B(pd), pd};
+      });
   Args args = {{DNNL_ARG_DIFF_DST, Wrap(c.inputs[0], s.y)},
                {DNNL_ARG_DIFF_SRC, Wrap(c.outputs[0], s.x)}};
   if (max_pool) {
@@ -188,10 +196,12 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
     // the forward kept for this input, or the forward run again (an input written since, or a
     // workspace evicted).
     if (ws == nullptr) {
-      auto fwd = GetPrimitive("pool_fwd_train|" + s.key, [&] {
-        auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
-        return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
-      });
+      auto fwd = GetPrimitive(
+          "pool_bwd_fwd", [&] { return "pool_fwd_train|" + s.Key(); },
+          [&] {
+            auto pd = PoolForwardPd(s, prop_kind::forward_training, Attr());
+            return CachedPrimitive{dnnl::pooling_v2_forward(pd), pd};
+          });
       auto fresh = std::make_shared<const PooledMemory>(fwd->pd.workspace_desc());
       PooledMemory dst(s.y);
       Execute(*fwd, {{DNNL_ARG_SRC, Wrap(c.inputs[1], s.x)},
@@ -212,7 +222,7 @@ absl::Status PoolBackward(KernelCall& c, bool max_pool) {
 struct LayerNormSetup {
   memory::desc data, params;
   float eps;
-  std::string key;
+  std::string Key() const { return absl::StrCat(DescKey(data), "|", eps); }
 };
 
 LayerNormSetup SetupLayerNorm(const Tensor& x, const Attrs& attrs, int64_t* rows, int64_t* cols) {
@@ -222,7 +232,6 @@ LayerNormSetup SetupLayerNorm(const Tensor& x, const Attrs& attrs, int64_t* rows
   s.data = PlainDesc({*rows, *cols}, DType::kF32);
   s.params = PlainDesc({*cols}, DType::kF32);
   s.eps = static_cast<float>(attrs.GetFloat("eps"));
-  s.key = absl::StrCat(DescKey(s.data), "|", s.eps);
   return s;
 }
 
@@ -234,12 +243,14 @@ absl::Status LayerNormForward(KernelCall& c) {
   const auto flags = static_cast<dnnl::normalization_flags>(
       (scale ? static_cast<unsigned>(dnnl::normalization_flags::use_scale) : 0u) |
       (shift ? static_cast<unsigned>(dnnl::normalization_flags::use_shift) : 0u));
-  auto prim = GetPrimitive(absl::StrCat("lnorm_fwd|", s.key, "|", scale, shift), [&] {
-    using F = dnnl::layer_normalization_forward;
-    F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, flags), Attr(),
-                         Engine());
-    return CachedPrimitive{F(pd), pd};
-  });
+  auto prim = GetPrimitive(
+      "lnorm_fwd", [&] { return absl::StrCat("lnorm_fwd|", s.Key(), "|", scale, shift); },
+      [&] {
+        using F = dnnl::layer_normalization_forward;
+        F::primitive_desc pd(F::desc(prop_kind::forward_inference, s.data, s.eps, flags), Attr(),
+                             Engine());
+        return CachedPrimitive{F(pd), pd};
+      });
   Args args = {{DNNL_ARG_SRC, Wrap(c.inputs[0], s.data)},
                {DNNL_ARG_DST, Wrap(c.outputs[0], s.data)}};
   if (scale) args.emplace(DNNL_ARG_SCALE, Wrap(c.inputs[1], s.params));
@@ -270,14 +281,16 @@ absl::Status LayerNormBackward(KernelCall& c) {
     w = ones.data();
   }
   const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
-  auto prim = GetPrimitive("lnorm_bwd|" + s.key, [&] {
-    using F = dnnl::layer_normalization_forward;
-    using B = dnnl::layer_normalization_backward;
-    F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, flags), Engine());
-    B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, flags), Attr(),
-                         Engine(), fwd);
-    return CachedPrimitive{B(pd), pd};
-  });
+  auto prim = GetPrimitive(
+      "lnorm_bwd", [&] { return "lnorm_bwd|" + s.Key(); },
+      [&] {
+        using F = dnnl::layer_normalization_forward;
+        using B = dnnl::layer_normalization_backward;
+        F::primitive_desc fwd(F::desc(prop_kind::forward_training, s.data, s.eps, flags), Engine());
+        B::primitive_desc pd(B::desc(prop_kind::backward, s.data, s.data, s.eps, flags), Attr(),
+                             Engine(), fwd);
+        return CachedPrimitive{B(pd), pd};
+      });
   const memory::desc stat = PlainDesc({rows}, DType::kF32);
   // oneDNN 2.6 checks that a shift argument is bound whenever use_shift is set, even in the
   // backward pass, which does not read it.

@@ -1,4 +1,4 @@
-// The process's cache of oneDNN primitives, by key (onednn_common.h: GetPrimitive).
+// The process's cache of oneDNN primitives, by key (onednn_common.h: GetCachedPrimitive).
 //
 // The entries are sharded by the key's hash, so that lookups of different primitives from
 // different threads take different locks: no call takes a process-wide mutex. Each lookup
@@ -132,8 +132,8 @@ PrimitiveCache& Cache() {
 
 }  // namespace
 
-std::shared_ptr<const CachedPrimitive> GetPrimitive(const std::string& key,
-                                                    const std::function<CachedPrimitive()>& make) {
+std::shared_ptr<const CachedPrimitive> GetCachedPrimitive(
+    const std::string& key, const std::function<CachedPrimitive()>& make) {
   if (auto hit = Cache().Find(key)) return hit;
   // Built outside the locks: creating a primitive JIT-compiles code and can take milliseconds.
   auto built = std::make_shared<const CachedPrimitive>(make());
