@@ -30,6 +30,7 @@ void Execute(const CachedPrimitive& p, Args args) {
     pad.emplace(scratch);
     args.emplace(DNNL_ARG_SCRATCHPAD, pad->get());
   }
+  const TeamScope team(p.threads);
   p.primitive.execute(Stream(), args);
   Stream().wait();
 }

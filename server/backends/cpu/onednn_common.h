@@ -39,6 +39,28 @@ struct CachedPrimitive {
   dnnl::primitive_desc_base pd;  // for layout and workspace queries
   // oneDNN fell back to its reference implementation: slower than the loop kernels.
   bool reference = false;
+  // The threads it was built for and runs on (PrimitiveThreads; 0: the caller's team).
+  int threads = 0;
+};
+
+// The threads a primitive should run on: one per share of work worth twenty parallel regions
+// of the calling thread's team (ParallelRegionMicros), at most the team
+// (onednn_primitive_threads.cc). GetCachedPrimitive builds a primitive with fewer again for
+// that many, and Execute runs it on them.
+int PrimitiveThreads(const dnnl::primitive_desc_base& pd);
+// What an empty parallel region over the team cost this process (measured once).
+double ParallelRegionMicros();
+// Sets the calling thread's OpenMP team size (when `threads` > 0) while it lives.
+class TeamScope {
+ public:
+  explicit TeamScope(int threads);
+  ~TeamScope();
+  TeamScope(const TeamScope&) = delete;
+  TeamScope& operator=(const TeamScope&) = delete;
+
+ private:
+  const int outer_;
+  bool changed_ = false;
 };
 
 struct CacheStats {

@@ -6,6 +6,8 @@
 // beyond the capacity evicts the entry with the oldest stamp, the least recently used of all
 // shards. Inserts follow misses, which build a primitive (JIT compilation, milliseconds), so
 // the eviction's scan of every entry is rare and small beside them.
+#include <omp.h>
+
 #include <array>
 #include <atomic>
 #include <functional>
@@ -136,7 +138,16 @@ std::shared_ptr<const CachedPrimitive> GetCachedPrimitive(
     const std::string& key, const std::function<CachedPrimitive()>& make) {
   if (auto hit = Cache().Find(key)) return hit;
   // Built outside the locks: creating a primitive JIT-compiles code and can take milliseconds.
-  auto built = std::make_shared<const CachedPrimitive>(make());
+  CachedPrimitive made = make();
+  // oneDNN divides a primitive's work among the threads of the team it is built under: one
+  // worth fewer threads is built again under a team of that many.
+  const int threads = PrimitiveThreads(made.pd);
+  if (threads < omp_get_max_threads()) {
+    const TeamScope team(threads);
+    made = make();
+    made.threads = threads;
+  }
+  auto built = std::make_shared<const CachedPrimitive>(std::move(made));
   return Cache().Insert(key, std::move(built));
 }
 
