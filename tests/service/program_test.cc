@@ -8,6 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/backends/cpu/onednn_common.h"
+#include "server/core/host_memory.h"
 #include "tests/service/service_env.h"
 
 namespace tensord::service_test {
@@ -126,23 +127,24 @@ TEST_F(ProgramTest, FetchedGradientsAndKeptOutputs) {
 
 // linear -> add -> relu in f32 runs as one fused op: the client sees which calls it absorbed,
 // and the result is the unfused arithmetic's (every product here is exact in f32).
-TEST_F(ProgramTest, RunsAfterTheFirstFindEveryPrimitiveInTheirPlans) {
+TEST_F(ProgramTest, RunsAfterTheFirstFindTheirPrimitivesAndBuffersAgain) {
   REQUIRE_OPS("matmul", "add", "tanh", "mse_loss", "adam");
   ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
   auto f32 = [](size_t n, int seed, tc::Shape shape) {
     std::vector<float> v;
-    for (double x : Values(n, seed)) v.push_back(static_cast<float>(x));
+    for (double x : Values(n, seed)) v.push_back(static_cast<float>(x) / 8);
     return tc::HostTensor(v, std::move(shape));
   };
+  // A batch of 256: the input and the hidden layer (64 and 128 KiB) come from the host pool.
   tc::PutOptions leaf{true, ctx.id()};
   Mlp m;
-  ASSERT_OK_AND_ASSIGN(m.w1, session().Put(f32(20, 1, {4, 5}), leaf));
-  ASSERT_OK_AND_ASSIGN(m.b1, session().Put(f32(5, 2, {5}), leaf));
-  ASSERT_OK_AND_ASSIGN(m.w2, session().Put(f32(5, 3, {5, 1}), leaf));
+  ASSERT_OK_AND_ASSIGN(m.w1, session().Put(f32(64 * 128, 1, {64, 128}), leaf));
+  ASSERT_OK_AND_ASSIGN(m.b1, session().Put(f32(128, 2, {128}), leaf));
+  ASSERT_OK_AND_ASSIGN(m.w2, session().Put(f32(128, 3, {128, 1}), leaf));
   tc::Adam opt({m.w1, m.b1, m.w2}, tc::AdamOptions{});
   tc::ProgramBuilder b = session().NewProgram(ctx.id());
-  tc::Operand x = b.Parameter(f32(32, 0, {8, 4}), "x");
-  tc::Operand y = b.Parameter(f32(8, 5, {8, 1}), "y");
+  tc::Operand x = b.Parameter(f32(256 * 64, 0, {256, 64}), "x");
+  tc::Operand y = b.Parameter(f32(256, 5, {256, 1}), "y");
   tc::CallRef loss = AddForward(b, m, x, y);
   b.Backward({loss.out(0)}, {m.w1, m.b1, m.w2});
   ASSERT_OK(opt.AddStepTo(b));
@@ -151,14 +153,21 @@ TEST_F(ProgramTest, RunsAfterTheFirstFindEveryPrimitiveInTheirPlans) {
     const cpu::onednn::CacheStats s = cpu::onednn::GetCacheStats();
     return s.hits + s.misses;
   };
-  ASSERT_OK(step.Run({f32(32, 7, {8, 4}), f32(8, 8, {8, 1})}).status());
+  ASSERT_OK(step.Run({f32(256 * 64, 7, {256, 64}), f32(256, 8, {256, 1})}).status());
   const int64_t after_first = lookups();
+  const size_t maps = host_memory::GetStats().maps;
+  const size_t reuses = host_memory::GetStats().reuses;
   for (int run = 0; run < 2; ++run) {
-    ASSERT_OK(step.Run({f32(32, 9 + run, {8, 4}), f32(8, run, {8, 1})}).status());
+    ASSERT_OK(step.Run({f32(256 * 64, 9 + run, {256, 64}), f32(256, run, {256, 1})}).status());
   }
   // The forward's products, the backward's (by op name) and the updates: each call's plan
   // holds its primitives (CallPlan, CallSequence, KernelMemo).
   EXPECT_EQ(lookups(), after_first);
+  // Each run's large buffers are blocks the run before freed: no fresh pages.
+  if (host_memory::Pooled()) {
+    EXPECT_EQ(host_memory::GetStats().maps, maps);
+    EXPECT_GT(host_memory::GetStats().reuses, reuses);
+  }
 }
 
 TEST_F(ProgramTest, ALinearBiasAndReluRunAsOneFusedOp) {
