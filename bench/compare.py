@@ -83,7 +83,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "client" / "python"))
 import tensord  # noqa: E402
 from tensord._pb import ops_pb2, service_pb2  # noqa: E402
-from models import cnn_data, cnn_loss, mlp_data, mlp_loss  # noqa: E402
+from models import (NN_LOSSES, cnn_data, cnn_loss, mlp_data, mlp_loss, nn_data,  # noqa: E402
+                    nn_modules, nn_optimizer, nn_train_step)
 from torch_rpc import TorchRpcPair, free_port, timed_calls  # noqa: E402
 from timing import best_of, interleaved, line, ms, us  # noqa: E402
 from fusion import batch_fusion_compare, fusion_compare, pointwise_compare  # noqa: E402
@@ -546,68 +547,23 @@ def nn_models(sess, rounds, inner, threads):
     tensord.optim as a PyTorch script is (zero_grad, forward, loss.backward(), step), eager and
     with tensord.compile, each beside the same torch.nn script."""
     torch.set_num_threads(threads)
-    rng = np.random.default_rng(2)
-
-    def models(ns):
-        mlp = ns.Sequential(ns.Linear(784, 256), ns.ReLU(), ns.Linear(256, 10))
-        cnn = ns.Sequential(ns.Conv2d(3, 16, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2),
-                            ns.Conv2d(16, 32, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2),
-                            ns.Flatten(), ns.Linear(32 * 8 * 8, 10))
-        layer = ns.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0,
-                                           batch_first=True)
-        transformer = ns.Sequential(ns.TransformerEncoder(layer, 2), ns.Linear(64, 10))
-
-        class Recurrent(ns.Module):  # the last step's state of a 2-layer LSTM, then a head
-            def __init__(self):
-                super().__init__()
-                self.lstm = ns.LSTM(32, 64, num_layers=2, batch_first=True)
-                self.head = ns.Linear(64, 10)
-
-            def forward(self, x):
-                out, _ = self.lstm(x)
-                return self.head(out[:, -1])
-
-        return {"MLP": mlp, "CNN": cnn, "Transformer": transformer, "LSTM": Recurrent()}
-
-    def optimizer(optim, name, params):
-        if name in ("Transformer", "LSTM"):
-            return optim.Adam(params, lr=1e-3)
-        return optim.SGD(params, lr=0.01, momentum=0.9)
-
-    loss_fns = {"MLP": "CrossEntropyLoss", "CNN": "CrossEntropyLoss", "Transformer": "MSELoss",
-                "LSTM": "MSELoss"}
-
-    data = {"MLP": (rng.standard_normal((256, 784)).astype(np.float32), rng.integers(0, 10, 256)),
-            "CNN": (rng.standard_normal((64, 3, 32, 32)).astype(np.float32),
-                    rng.integers(0, 10, 64)),
-            "Transformer": (rng.standard_normal((16, 32, 64)).astype(np.float32),
-                            rng.standard_normal((16, 32, 10)).astype(np.float32)),
-            "LSTM": (rng.standard_normal((16, 24, 32)).astype(np.float32),
-                     rng.standard_normal((16, 10)).astype(np.float32))}
+    data = nn_data()
     torch.manual_seed(0)
-    tmodels = models(torch.nn)
+    tmodels = nn_modules(torch.nn)
     with tensord.default_session(sess):
-        dmodels = models(tensord.nn)
+        dmodels = nn_modules(tensord.nn)
         for name, tmodel in tmodels.items():
             dmodel = dmodels[name]
             dmodel.load_state_dict(tmodel.state_dict())
             xn, yn = data[name]
             n_inner = inner if name == "MLP" else max(2, inner // 4)
 
-            def make_step(model, opt, loss_fn):
-                def train_step(x, y):  # the same source for torch and tensord
-                    opt.zero_grad()
-                    loss = loss_fn(model(x), y)
-                    loss.backward()
-                    opt.step()
-                    return loss
-                return train_step
-
-            tstep = make_step(tmodel, optimizer(torch.optim, name, tmodel.parameters()),
-                              getattr(torch.nn, loss_fns[name])())
+            tstep = nn_train_step(
+                tmodel, nn_optimizer(torch.optim, name, tmodel.parameters()),
+                getattr(torch.nn, NN_LOSSES[name])())
             tx, ty = torch.tensor(xn), torch.tensor(yn)
-            opt = optimizer(tensord.optim, name, dmodel.parameters())
-            dstep = make_step(dmodel, opt, getattr(tensord.nn, loss_fns[name])())
+            opt = nn_optimizer(tensord.optim, name, dmodel.parameters())
+            dstep = nn_train_step(dmodel, opt, getattr(tensord.nn, NN_LOSSES[name])())
             x, y = sess.tensor(xn), sess.tensor(yn)
             t_eager, t_torch = interleaved(lambda: dstep(x, y), lambda: tstep(tx, ty), rounds,
                                            n_inner)

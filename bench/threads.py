@@ -6,9 +6,8 @@ products a run, resident operands, the round trip divided among them) on a serve
 --threads 1 and on one with the default team (every core), and their ratio; never asserted.
 Where a product holds too little work for the team, the server runs it on fewer threads
 (docs/architecture.md, the CPU backend), so the default line should never be far above the
-one-thread line; where it holds enough, it should be below it. Then the same for two compiled
-tensord.nn training steps (bench/compare.py's nn Transformer with Adam, and its CNN with SGD):
-steps per second on each server.
+one-thread line; where it holds enough, it should be below it. Then the same for bench/compare.py's
+compiled tensord.nn training steps (Transformer, CNN, LSTM): steps per second on each server.
 
     bench/threads.py            # starts build/tensord (or $TENSORD_BIN) twice
     bench/threads.py --quick    # fewer runs
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "client" / "python"))
 sys.path.insert(0, str(ROOT / "bench"))
 import tensord  # noqa: E402
+from models import NN_LOSSES, nn_data, nn_modules, nn_optimizer, nn_train_step  # noqa: E402
 from timing import best_of, line  # noqa: E402
 
 SIZES = [(512, 64, 64), (512, 64, 128), (512, 128, 128), (512, 256, 256), (2048, 256, 256)]
@@ -57,33 +57,13 @@ def per_product(sess, m: int, k: int, n: int, rounds: int, inner: int) -> float:
 
 
 def nn_step(sess, name: str):
-    """A compiled tensord.nn training step of bench/compare.py's nn section, and its inputs."""
-    rng = np.random.default_rng(2)
+    """bench/compare.py's compiled tensord.nn training step of model `name`."""
+    xn, yn = nn_data()[name]
     with tensord.default_session(sess):
-        ns = tensord.nn
-        if name == "Transformer":
-            layer = ns.TransformerEncoderLayer(64, 4, dim_feedforward=128, dropout=0.0,
-                                               batch_first=True)
-            model = ns.Sequential(ns.TransformerEncoder(layer, 2), ns.Linear(64, 10))
-            xn = rng.standard_normal((16, 32, 64)).astype(np.float32)
-            yn = rng.standard_normal((16, 32, 10)).astype(np.float32)
-            loss_fn, opt = ns.MSELoss(), tensord.optim.Adam(model.parameters(), lr=1e-3)
-        else:
-            model = ns.Sequential(ns.Conv2d(3, 16, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2),
-                                  ns.Conv2d(16, 32, 3, padding=1), ns.ReLU(), ns.MaxPool2d(2),
-                                  ns.Flatten(), ns.Linear(32 * 8 * 8, 10))
-            xn = rng.standard_normal((64, 3, 32, 32)).astype(np.float32)
-            yn = rng.integers(0, 10, 64)
-            loss_fn, opt = ns.CrossEntropyLoss(), tensord.optim.SGD(model.parameters(), lr=0.01)
-
-        def step(x, y):
-            opt.zero_grad()
-            loss = loss_fn(model(x), y)
-            loss.backward()
-            opt.step()
-            return loss
-
-        compiled = tensord.compile(step)
+        model = nn_modules(tensord.nn)[name]
+        opt = nn_optimizer(tensord.optim, name, model.parameters())
+        compiled = tensord.compile(
+            nn_train_step(model, opt, getattr(tensord.nn, NN_LOSSES[name])()))
         x, y = sess.tensor(xn), sess.tensor(yn)
         compiled(x, y)
     return lambda: compiled(x, y)
@@ -117,7 +97,7 @@ def main() -> int:
             line(f"[{m}, {k}] x [{k}, {n}] ({2 * m * k * n / 1e6:.1f} MFLOP)",
                  f"{team * 1e6:.1f} µs every core", f"{one * 1e6:.1f} µs one thread", one / team,
                  "above 1: the team is faster")
-        for name in ("Transformer", "CNN"):
+        for name in ("Transformer", "CNN", "LSTM"):
             steps = {server: nn_step(sess, name) for server, sess in sessions.items()}
             best = {server: float("inf") for server in steps}
             for _ in range(rounds):
