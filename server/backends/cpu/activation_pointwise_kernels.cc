@@ -31,7 +31,7 @@ absl::Status FloatFunction(KernelCall& c, Op op) {
   VisitDType<kFIB>(c.inputs[0].dtype(), [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
-      UnaryLoop<T, T>(c.inputs[0], c.outputs[0], [op](T x) { return op(x); });
+      UnaryLoop<T, T>(c.inputs[0], c.outputs[0], op);
     } else {
       UnaryLoop<T, float>(c.inputs[0], c.outputs[0],
                           [op](T x) { return op(static_cast<float>(x)); });
@@ -54,7 +54,7 @@ absl::Status GeluBackward(KernelCall& c) {
       using T = decltype(tag);
       return [](T g, T x) {
         const T x2 = x * x;
-        const T t = std::tanh(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x2 * x));
+        const T t = pointwise::TanhOf(T(kSqrt2OverPi) * (x + T(kGeluKappa) * x2 * x));
         const T dinner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x2);
         return g * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dinner);
       };
@@ -176,13 +176,13 @@ void RegisterActivationKernels(KernelTable& t) {
       t, "mish",
       [](auto tag) {
         using T = decltype(tag);
-        return [](T x) { return x * std::tanh(std::log1p(std::exp(x))); };
+        return [](T x) { return x * pointwise::TanhOf(std::log1p(std::exp(x))); };
       },
       [](auto tag) {
         using T = decltype(tag);
         return [](T g, T x) {
           const T sig = T(1) / (T(1) + std::exp(-x));
-          const T tsp = std::tanh(std::log1p(std::exp(x)));
+          const T tsp = pointwise::TanhOf(std::log1p(std::exp(x)));
           return g * (tsp + x * sig * (T(1) - tsp * tsp));
         };
       });
@@ -217,12 +217,12 @@ void RegisterActivationKernels(KernelTable& t) {
       t, "tanhshrink",
       [](auto tag) {
         using T = decltype(tag);
-        return [](T x) { return x - std::tanh(x); };
+        return [](T x) { return x - pointwise::TanhOf(x); };
       },
       [](auto tag) {
         using T = decltype(tag);
         return [](T g, T x) {
-          const T th = std::tanh(x);
+          const T th = pointwise::TanhOf(x);
           return g * th * th;
         };
       });

@@ -7,11 +7,13 @@
 // the program compiler then leaves it out of the expression. A large output's tiles are shared
 // among the intra-op threads (OpenMP, the runtime oneDNN's threads come from).
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "server/backends/cpu/elementwise_dispatch.h"
 #include "server/backends/cpu/kernel_table.h"
+#include "server/backends/cpu/loops.h"
 #include "server/backends/cpu/pointwise_functions.h"
 #include "server/ops/elementwise_fusion.h"
 #include "server/ops/registry.h"
@@ -40,7 +42,11 @@ Value<T> Map1(F f, Value<T> x, T* out, int64_t n) {
     out[0] = f(x.data[0]);
     return {out, true};
   }
-  for (int64_t i = 0; i < n; ++i) out[i] = f(x.data[i]);
+  if constexpr (std::is_same_v<T, float> && RunsF32<F>::value) {
+    F::Run(x.data, out, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = f(x.data[i]);
+  }
   return {out, false};
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "server/core/tensor.h"
@@ -34,13 +35,25 @@ void ForBlocks(int64_t n, Body body) {
   SharedBlocks(n, kParallelBlock, body);
 }
 
+// Whether F computes a contiguous f32 run at once: F::Run(const float*, float*, int64_t).
+template <typename F, typename = void>
+struct RunsF32 : std::false_type {};
+template <typename F>
+struct RunsF32<F, std::void_t<decltype(F::Run(static_cast<const float*>(nullptr),
+                                              static_cast<float*>(nullptr), int64_t{0}))>>
+    : std::true_type {};
+
 // out[i] = f(in[i]).
 template <typename In, typename Out, typename F>
 void UnaryLoop(const Tensor& in, Tensor& out, F f) {
   const In* x = in.data<In>();
   Out* y = out.data<Out>();
   ForBlocks(out.numel(), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+    if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, float> && RunsF32<F>::value) {
+      F::Run(x + begin, y + begin, end - begin);
+    } else {
+      for (int64_t i = begin; i < end; ++i) y[i] = f(x[i]);
+    }
   });
 }
 

@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "server/backends/cpu/elementwise_dispatch.h"
+#include "server/backends/cpu/vector_math.h"
 
 namespace tensord::cpu::pointwise {
 
@@ -83,11 +84,22 @@ struct Sigmoid {
     return T(1) / (T(1) + std::exp(-x));
   }
 };
+// tanh: f32 from libmvec (vector_math.h), the other dtypes from libm.
+template <typename T>
+T TanhOf(T x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return vmath::Tanh(x);
+  } else {
+    return std::tanh(x);
+  }
+}
 struct Tanh {
   template <typename T>
   T operator()(T x) const {
-    return std::tanh(x);
+    return TanhOf(x);
   }
+  // A contiguous f32 run at once (UnaryLoop and the fused kernel take it).
+  static void Run(const float* x, float* y, int64_t n) { vmath::Tanh(x, y, n); }
 };
 struct Silu {
   template <typename T>
@@ -105,7 +117,7 @@ struct GeluTanh {
   template <typename T>
   T operator()(T x) const {
     const T inner = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
-    return T(0.5) * x * (T(1) + std::tanh(inner));
+    return T(0.5) * x * (T(1) + TanhOf(inner));
   }
 };
 template <typename T>
