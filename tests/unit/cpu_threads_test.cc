@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "server/backends/cpu/cpu_backend.h"
+#include "server/backends/cpu/parallel_regions.h"
 #include "server/core/status.h"
 #include "server/ops/registry.h"
 #include "tests/support/op_test_util.h"
@@ -89,20 +90,22 @@ TEST(CpuThreads, AKernelCallBoundsItsThreadsTeam) {
 }
 
 TEST(CpuThreads, LoopKernelsGiveOneThreadsBitsOnAnyTeam) {
-  // Outputs above the loops' parallel threshold (64Ki elements), with rows that do not divide
-  // into the threads' blocks: flat, a scalar operand, broadcast rows, a middle broadcast dim.
+  // Outputs above the loops' parallel threshold (ParallelElements: at most 833,334 elements,
+  // with a parallel region at its 25 us bound), with rows that do not divide into the threads'
+  // blocks: flat, a scalar operand, broadcast rows, a middle broadcast dim.
+  ASSERT_LE(cpu::ParallelElements(), 833334);
   struct Case {
     std::string op;
     std::vector<Shape> shapes;
     Shape out;
   };
   const std::vector<Case> cases = {
-      {"maximum", {{70001}, {70001}}, {70001}},
-      {"atan2", {{70001}, {}}, {70001}},
-      {"fmod", {{40000, 3}, {3}}, {40000, 3}},
-      {"maximum", {{17, 1, 4099}, {5, 1}}, {17, 5, 4099}},
-      {"where", {{3, 1}, {3, 50000}, {50000}}, {3, 50000}},
-      {"trunc", {{300, 301}}, {300, 301}},
+      {"maximum", {{900001}, {900001}}, {900001}},
+      {"atan2", {{900001}, {}}, {900001}},
+      {"fmod", {{300000, 3}, {3}}, {300000, 3}},
+      {"maximum", {{17, 1, 10007}, {5, 1}}, {17, 5, 10007}},
+      {"where", {{3, 1}, {3, 300000}, {300000}}, {3, 300000}},
+      {"trunc", {{900, 1001}}, {900, 1001}},
   };
   CpuBackendOptions one, two;
   one.threads = 1;
@@ -136,8 +139,8 @@ TEST(CpuThreads, LoopKernelsGiveOneThreadsBitsOnAnyTeam) {
       const float* z = a.data<float>();
       for (int64_t i = 0; i < 17; ++i) {
         for (int64_t j = 0; j < 5; ++j) {
-          for (int64_t k = 0; k < 4099; k += 97) {
-            ASSERT_EQ(z[(i * 5 + j) * 4099 + k], std::max(x[i * 4099 + k], y[j])) << i << j << k;
+          for (int64_t k = 0; k < 10007; k += 97) {
+            ASSERT_EQ(z[(i * 5 + j) * 10007 + k], std::max(x[i * 10007 + k], y[j])) << i << j << k;
           }
         }
       }

@@ -457,7 +457,7 @@ TEST(OneDnn, PrimitiveCacheCapacityBoundsItsSize) {
 TEST(OneDnn, PrimitiveCacheEvictsLeastRecentlyUsed) {
   cpu::onednn::ClearCache();
   // A team of one: no primitive is built again for fewer threads, so a key is one build.
-  const cpu::onednn::TeamScope one_thread(1);
+  const cpu::TeamScope one_thread(1);
   // One real primitive under many keys: the factory is cheap, the bookkeeping is what counts.
   dnnl::memory::desc md({4}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::a);
   dnnl::eltwise_forward::primitive_desc pd(

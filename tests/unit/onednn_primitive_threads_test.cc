@@ -39,7 +39,7 @@ class PrimitiveThreadsTest : public ::testing::Test {
 };
 
 TEST_F(PrimitiveThreadsTest, LittleWorkRunsOnOneThreadAndMuchOnTheTeam) {
-  const double region = cpu::onednn::ParallelRegionMicros();
+  const double region = cpu::ParallelRegionMicros();
   EXPECT_GE(region, 0.5);
   EXPECT_LE(region, 25.0);
   EXPECT_EQ(cpu::onednn::PrimitiveThreads(MatmulPd(8, 8, 8)), 1);

@@ -25,9 +25,6 @@ using fusion::Fn;
 using fusion::Step;
 
 constexpr int64_t kTile = 2048;  // elements per pass: the stack's buffers stay in L1/L2
-// From this many tiles (64K elements) the tiles are shared among the intra-op threads: below
-// it, starting the threads costs about what a second core saves.
-constexpr int64_t kParallelTiles = 32;
 
 // A value on the expression's stack for one tile: kTile elements, or one repeated.
 template <typename T>
@@ -239,7 +236,9 @@ void Evaluate(const std::vector<Step>& steps, KernelCall& c) {
     }
   };
   const int64_t tiles = (total + kTile - 1) / kTile;
-  if (tiles < kParallelTiles) {
+  // From ParallelElements() (at least 32 tiles) the tiles are shared among the intra-op
+  // threads: below it, starting the threads costs about what a second core saves.
+  if (total < ParallelElements()) {
     std::vector<T> buffers(per_thread);
     for (int64_t t = 0; t < tiles; ++t) run_tile(t * kTile, buffers.data());
     return;

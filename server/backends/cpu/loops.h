@@ -1,6 +1,7 @@
 // Vectorizable loops for the kernels oneDNN does not cover. Contiguous same-shape operands take
 // a flat loop the compiler vectorizes; broadcasting falls back to an N-d index walk that keeps
-// the innermost dimension as a flat run. An output of kParallelElements or more is shared out
+// the innermost dimension as a flat run. An output of ParallelElements() or more (at least
+// 64Ki elements, more where a parallel region costs more: parallel_regions.h) is shared out
 // among the intra-op threads (--threads, OpenMP as oneDNN's) in contiguous blocks; every element
 // is computed as one thread computes it, so the bits do not depend on the thread count.
 #pragma once
@@ -10,11 +11,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "server/backends/cpu/parallel_regions.h"
 #include "server/core/tensor.h"
 
 namespace tensord::cpu {
 
-inline constexpr int64_t kParallelElements = int64_t{1} << 16;
 inline constexpr int64_t kParallelBlock = int64_t{1} << 14;  // elements per share
 
 // Calls body(begin, end) over [0, n) in blocks of `block`, shared by the intra-op threads.
@@ -28,7 +29,7 @@ void SharedBlocks(int64_t n, int64_t block, Body& body) {
 // Calls body(begin, end) over [0, n): once for a small n, else in shared blocks.
 template <typename Body>
 void ForBlocks(int64_t n, Body body) {
-  if (n < kParallelElements) {
+  if (n < ParallelElements()) {
     body(int64_t{0}, n);
     return;
   }
@@ -112,7 +113,7 @@ template <typename Body>
 void ParallelBroadcastWalk(const Shape& out_shape, const std::vector<std::vector<int64_t>>& strides,
                            Body body) {
   const int64_t rows = RowCount(out_shape);
-  if (rows < 2 || NumElements(out_shape) < kParallelElements) {
+  if (rows < 2 || NumElements(out_shape) < ParallelElements()) {
     WalkRows(out_shape, strides, 0, rows, body);
     return;
   }

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "dnnl.hpp"
 #include "server/backends/cpu/kernel_table.h"
+#include "server/backends/cpu/parallel_regions.h"
 #include "server/core/status.h"
 #include "server/core/tensor.h"
 
@@ -43,25 +44,10 @@ struct CachedPrimitive {
   int threads = 0;
 };
 
-// The threads a primitive should run on: one per share of work worth twenty parallel regions
-// of the calling thread's team (ParallelRegionMicros), at most the team
-// (onednn_primitive_threads.cc). GetCachedPrimitive builds a primitive with fewer again for
-// that many, and Execute runs it on them.
+// The threads a primitive's work is worth (parallel_regions.h), at most the calling thread's
+// team (onednn_primitive_threads.cc). GetCachedPrimitive builds a primitive worth fewer again
+// for that many, and Execute runs it on them.
 int PrimitiveThreads(const dnnl::primitive_desc_base& pd);
-// What an empty parallel region over the team cost this process (measured once).
-double ParallelRegionMicros();
-// Sets the calling thread's OpenMP team size (when `threads` > 0) while it lives.
-class TeamScope {
- public:
-  explicit TeamScope(int threads);
-  ~TeamScope();
-  TeamScope(const TeamScope&) = delete;
-  TeamScope& operator=(const TeamScope&) = delete;
-
- private:
-  const int outer_;
-  bool changed_ = false;
-};
 
 struct CacheStats {
   int64_t hits = 0;

@@ -1,18 +1,12 @@
 // How many of the intra-op threads a oneDNN primitive runs on (onednn_common.h:
 // PrimitiveThreads). oneDNN runs each primitive as an OpenMP parallel region over the calling
-// thread's whole team, however little work it holds, and a region costs its fork and join. A
-// primitive whose share per thread is small spends more on them than the threads save: on the
-// 2-core development machine a [512, 64] x [64, 64] product took 36 us on one thread and 57-100
-// us on two, while [2048, 256] x [256, 256] took 1,448 us on one and 869 us on two. So a
-// primitive gets one thread per share of work worth kRegionsPerShare parallel regions, as this
-// process measured one (an empty region over the team, once, at the first primitive built).
-#include <omp.h>
-
+// thread's whole team, however little work it holds; a primitive gets the threads its work is
+// worth instead (parallel_regions.h), estimated from its descriptors.
 #include <algorithm>
-#include <chrono>
-#include <vector>
+#include <initializer_list>
 
 #include "server/backends/cpu/onednn_common.h"
+#include "server/backends/cpu/parallel_regions.h"
 
 namespace tensord::cpu::onednn {
 namespace {
@@ -21,30 +15,6 @@ namespace {
 // run at 50-150 flops per ns; memory-bound primitives move about 10 bytes per ns.
 constexpr double kFlopsPerMicro = 1e5;
 constexpr double kBytesPerMicro = 1e4;
-// What a thread's share must be worth, in parallel regions.
-constexpr double kRegionsPerShare = 20;
-// Bounds on the measured region cost, so that one slow or fast measurement cannot make every
-// primitive serial or every one parallel.
-constexpr double kMinRegionMicros = 0.5;
-constexpr double kMaxRegionMicros = 25;
-
-// The median of empty parallel regions over the calling thread's team, in microseconds.
-double MeasureRegionMicros() {
-  constexpr int kRegions = 101;
-  std::vector<double> micros;
-  micros.reserve(kRegions);
-  int joined = 0;
-  for (int i = 0; i < kRegions + 5; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-#pragma omp parallel reduction(+ : joined)
-    joined += 1;
-    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - start;
-    if (i >= 5) micros.push_back(took.count());  // the first ones start the team
-  }
-  (void)joined;
-  std::nth_element(micros.begin(), micros.begin() + kRegions / 2, micros.end());
-  return std::clamp(micros[kRegions / 2], kMinRegionMicros, kMaxRegionMicros);
-}
 
 double Elements(const dnnl::memory::desc& md) {
   if (md.get_size() == 0) return 0;
@@ -99,28 +69,6 @@ double WorkMicros(const dnnl::primitive_desc_base& pd) {
 
 }  // namespace
 
-double ParallelRegionMicros() {
-  static const double micros = MeasureRegionMicros();
-  return micros;
-}
-
-int PrimitiveThreads(const dnnl::primitive_desc_base& pd) {
-  const int team = omp_get_max_threads();
-  if (team <= 1) return team;
-  const double share = kRegionsPerShare * ParallelRegionMicros();
-  const double shares = WorkMicros(pd) / share;
-  return static_cast<int>(std::clamp(shares, 1.0, static_cast<double>(team)));
-}
-
-TeamScope::TeamScope(int threads) : outer_(omp_get_max_threads()) {
-  if (threads > 0 && threads != outer_) {
-    omp_set_num_threads(threads);
-    changed_ = true;
-  }
-}
-
-TeamScope::~TeamScope() {
-  if (changed_) omp_set_num_threads(outer_);
-}
+int PrimitiveThreads(const dnnl::primitive_desc_base& pd) { return ThreadsFor(WorkMicros(pd)); }
 
 }  // namespace tensord::cpu::onednn
