@@ -28,7 +28,7 @@ using testing::Random;
 using Ints = std::vector<int64_t>;
 constexpr DType kF32 = DType::kF32;
 
-CachedPrimitive Relu(int64_t n) { return testing::ReluPrimitive(n); }
+using testing::ReluPrimitive;
 
 int64_t Lookups() { return GetCacheStats().hits + GetCacheStats().misses; }
 
@@ -40,10 +40,11 @@ struct Kernel {
     if (with_a) {
       a = GetPrimitive(
           "memo_test_a", [&] { return ++keys, std::string("memo_test|a"); },
-          [] { return Relu(8); });
+          [] { return ReluPrimitive(8); });
     }
     b = GetPrimitive(
-        "memo_test_b", [&] { return ++keys, std::string("memo_test|b"); }, [] { return Relu(9); });
+        "memo_test_b", [&] { return ++keys, std::string("memo_test|b"); },
+        [] { return ReluPrimitive(9); });
   }
 };
 
@@ -107,7 +108,7 @@ TEST(CallMemo, ASiteCheckRefusesAnotherPrimitiveOfTheSameSite) {
   auto get = [&](int64_t n) {
     return GetPrimitive(
         "memo_test_sized", [&] { return ++keys, absl::StrCat("memo_test|sized", n); },
-        [n] { return Relu(n); },
+        [n] { return ReluPrimitive(n); },
         [n](const CachedPrimitive& p) { return p.pd.src_desc().dims()[0] == n; });
   };
   {

@@ -19,12 +19,12 @@ using cpu::onednn::CachedPrimitive;
 using cpu::onednn::GetCachedPrimitive;
 using cpu::onednn::GetCacheStats;
 
-CachedPrimitive Relu(int64_t n) { return testing::ReluPrimitive(n); }
+using testing::ReluPrimitive;
 
 // Looks `key` up, building relu(n); returns whether the lookup was a hit.
 bool Hit(const std::string& key, int64_t n = 8) {
   const int64_t hits = GetCacheStats().hits;
-  EXPECT_NE(GetCachedPrimitive(key, [n] { return Relu(n); }), nullptr);
+  EXPECT_NE(GetCachedPrimitive(key, [n] { return ReluPrimitive(n); }), nullptr);
   return GetCacheStats().hits > hits;
 }
 
@@ -82,14 +82,15 @@ TEST_F(PrimitiveCacheTest, ThreadsShareOnePrimitivePerKey) {
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([t, &seen] {
       for (int k = 0; k < kKeys; ++k) {
-        auto p = GetCachedPrimitive(absl::StrCat("shared", k), [k] { return Relu(k + 1); });
+        auto p =
+            GetCachedPrimitive(absl::StrCat("shared", k), [k] { return ReluPrimitive(k + 1); });
         seen[t].push_back(p.get());
       }
     });
   }
   for (std::thread& th : threads) th.join();
   for (int k = 0; k < kKeys; ++k) {
-    auto p = GetCachedPrimitive(absl::StrCat("shared", k), [] { return Relu(1); });
+    auto p = GetCachedPrimitive(absl::StrCat("shared", k), [] { return ReluPrimitive(1); });
     EXPECT_EQ(p->pd.src_desc().get_size(), static_cast<size_t>((k + 1) * 4)) << k;
     for (int t = 0; t < kThreads; ++t) {
       // A thread that built its own while another inserted first received the kept one.

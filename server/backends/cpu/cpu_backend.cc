@@ -1,7 +1,5 @@
 #include "server/backends/cpu/cpu_backend.h"
 
-#include <dlfcn.h>
-
 #include <cstring>
 #include <new>
 #include <thread>
@@ -11,25 +9,11 @@
 #include "server/backends/cpu/kernel_table.h"
 #include "server/backends/cpu/onednn_call_memo.h"
 #include "server/backends/cpu/onednn_common.h"
+#include "server/backends/cpu/parallel_regions.h"
 #include "server/core/status.h"
 
 namespace tensord {
 namespace {
-
-// Sets the calling thread's OpenMP team size to `n` once per thread: OpenMP keeps it per
-// thread, and the server's threads are not OpenMP's, so each sets it before its first kernel.
-// oneDNN brings its OpenMP runtime (libgomp) into the process; the function is looked up there
-// rather than linked, so the build does not depend on the compiler's OpenMP support. Without an
-// OpenMP runtime (a oneDNN built on another one) there is nothing to bound.
-void UseThreads(int n) {
-  using SetNumThreads = void (*)(int);
-  static const auto set_num_threads =
-      reinterpret_cast<SetNumThreads>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
-  thread_local int applied = 0;
-  if (set_num_threads == nullptr || applied == n) return;
-  set_num_threads(n);
-  applied = n;
-}
 
 class CpuBackend : public Backend {
  public:
@@ -92,7 +76,7 @@ class CpuBackend : public Backend {
 
   absl::Status Run(const KernelPlan& plan, KernelCall& call) override {
     const auto* kernel = static_cast<const cpu::Kernel*>(plan.kernel);
-    if (threads_ > 0) UseThreads(threads_);
+    if (threads_ > 0) cpu::UseTeam(threads_);
     // A planned call finds the primitives its last run looked up in its memo, by position.
     cpu::onednn::CallMemo* memo = nullptr;
     if (call.memo != nullptr) {

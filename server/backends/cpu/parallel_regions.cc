@@ -56,6 +56,10 @@ int64_t ParallelElements() {
   return elements;
 }
 
+void UseTeam(int threads) {
+  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
+}
+
 TeamScope::TeamScope(int threads) : outer_(omp_get_max_threads()) {
   if (threads > 0 && threads != outer_) {
     omp_set_num_threads(threads);

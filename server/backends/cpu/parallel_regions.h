@@ -25,6 +25,11 @@ int ThreadsFor(double work_micros);
 // simple loop's work (about 12 bytes moved per element), and at least 64Ki elements.
 int64_t ParallelElements();
 
+// Sets the calling thread's OpenMP team size to `threads` for its later calls: OpenMP keeps it
+// per thread, and the server's threads are not OpenMP's, so each sets it before its first
+// kernel (--threads). Cheap when it is already that.
+void UseTeam(int threads);
+
 // Sets the calling thread's OpenMP team size (when `threads` > 0) while it lives.
 class TeamScope {
  public:
