@@ -1,6 +1,7 @@
 """What the PyTorch-style examples share: their command line (--address, --steps, --seed), a
 tensord server to train on (the one at --address, else build/tensord or $TENSORD_BIN started
-for the run, as bench/compare.py does) and a progress bar with the loss and steps/s."""
+for the run, as bench/compare.py does), a session on it, and a progress bar with the loss and
+steps/s."""
 from __future__ import annotations
 
 import argparse
@@ -70,6 +71,16 @@ def server(address: str | None):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@contextlib.contextmanager
+def training_session(args):
+    """A session on the server of --address (or one started for the block), the default one of
+    the block, with tensord's random generator seeded from --seed; yields it."""
+    with server(args.address) as address, tensord.connect(address) as client, \
+            client.session() as sess, tensord.default_session(sess):
+        tensord.manual_seed(args.seed)
+        yield sess
 
 
 class Progress:

@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from _common import Progress, parser, server
+from _common import Progress, parser, training_session
 from char_transformer import encode, load_text, print_sample, windows
 
 import tensord
@@ -69,9 +69,7 @@ def main(argv=None) -> list:
     chars, data = encode(text)
     print(f"text: {source}, {len(text)} characters, {len(chars)} distinct", flush=True)
     losses = []
-    with server(args.address) as address, tensord.connect(address) as client, \
-            client.session() as sess, tensord.default_session(sess):
-        tensord.manual_seed(args.seed)
+    with training_session(args):
         model = CharLSTM(len(chars), hidden=args.hidden)
         print(f"{sum(p.numel() for p in model.parameters())} parameters", flush=True)
         optimizer = tensord.optim.Adam(model.parameters(), lr=args.lr)

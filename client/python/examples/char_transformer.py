@@ -19,7 +19,7 @@ import sys
 
 import numpy as np
 
-from _common import Progress, parser, server
+from _common import Progress, parser, training_session
 
 import tensord
 import tensord.nn as nn
@@ -120,9 +120,7 @@ def main(argv=None) -> list:
     chars, data = encode(text)
     print(f"text: {source}, {len(text)} characters, {len(chars)} distinct", flush=True)
     losses = []
-    with server(args.address) as address, tensord.connect(address) as client, \
-            client.session() as sess, tensord.default_session(sess):
-        tensord.manual_seed(args.seed)
+    with training_session(args) as sess:
         model = CharTransformer(len(chars), args.block, args.d_model, layers=args.layers)
         print(f"{sum(p.numel() for p in model.parameters())} parameters", flush=True)
         optimizer = tensord.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)

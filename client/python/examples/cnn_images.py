@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from _common import Progress, parser, server
+from _common import Progress, parser, training_session
 
 import tensord
 import tensord.nn as nn
@@ -58,9 +58,7 @@ def main(argv=None) -> list:
     x_train, y_train = make_images(4096, rng)
     x_test, y_test = make_images(512, rng)
     losses = []
-    with server(args.address) as address, tensord.connect(address) as client, \
-            client.session() as sess, tensord.default_session(sess):
-        tensord.manual_seed(args.seed)
+    with training_session(args):
         model = nn.Sequential(
             nn.Conv2d(1, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.MaxPool2d(2),
             nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),

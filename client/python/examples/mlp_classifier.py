@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from _common import Progress, parser, server
+from _common import Progress, parser, training_session
 
 import tensord
 import tensord.nn as nn
@@ -33,9 +33,7 @@ def main(argv=None) -> list:
     x_train, y_train = spirals(2048, 3, rng)
     x_test, y_test = spirals(512, 3, rng)
     losses = []
-    with server(args.address) as address, tensord.connect(address) as client, \
-            client.session() as sess, tensord.default_session(sess):
-        tensord.manual_seed(args.seed)
+    with training_session(args):
         model = nn.Sequential(
             nn.Linear(2, 64), nn.ReLU(),
             nn.Linear(64, 64), nn.ReLU(),
