@@ -35,9 +35,22 @@ SavedValue Keep(const Tensor& t) {
 void AutodiffContext::Record(const OpDef& op, const Attrs& attrs, absl::Span<const Tensor> inputs,
                              absl::Span<const Tensor> promoted, std::vector<Tensor>& outputs) {
   auto node = std::make_shared<Node>();
+  RecordInto(node, op, attrs, inputs, promoted, outputs);
+  tape_.push_back(std::move(node));
+}
+
+void AutodiffContext::RecordInto(const std::shared_ptr<Node>& node, const OpDef& op,
+                                 const Attrs& attrs, absl::Span<const Tensor> inputs,
+                                 absl::Span<const Tensor> promoted, std::vector<Tensor>& outputs) {
   node->seq = next_seq_++;
   node->op = &op;
   node->attrs = attrs;
+  node->freed = false;
+  node->inputs.clear();
+  node->outputs.clear();
+  node->input_meta.clear();
+  node->input_types.clear();
+  node->output_types.clear();
   const bool recompute_self = checkpointing_ == Checkpointing::kBalanced && !op.compute_bound;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const auto& meta = inputs[i].autograd();
@@ -69,7 +82,6 @@ void AutodiffContext::Record(const OpDef& op, const Attrs& attrs, absl::Span<con
     meta->output_index = static_cast<int>(k);
     outputs[k].set_autograd(std::move(meta));
   }
-  tape_.push_back(std::move(node));
 }
 
 void AutodiffContext::TruncateTape(size_t size) {

@@ -2,11 +2,13 @@
 // tensors (one Node per op); backward walks the nodes in reverse recording order.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "server/core/tensor.h"
 #include "server/ops/op_def.h"
 
@@ -17,6 +19,7 @@ enum class ContextState { kOpen, kClosed };
 const char* ContextStateName(ContextState s);  // "open", "closed"
 
 struct Node;
+class AutodiffContext;
 
 // Attached to every autodiff tensor (core's Tensor carries the pointer).
 struct AutogradMeta {
@@ -48,6 +51,18 @@ struct Node {
   void Free();
 };
 
+// Takes the nodes of the calls made on autodiff tensors of one context, in place of its tape
+// (CallEnv::recorder): the dispatcher hands it every call it would record on that context.
+class NodeRecorder {
+ public:
+  virtual ~NodeRecorder() = default;
+  virtual uint64_t context_id() const = 0;
+  // Records the call, as AutodiffContext::Record would, on `ctx` (this recorder's context).
+  virtual void Record(AutodiffContext& ctx, const OpDef& op, const Attrs& attrs,
+                      absl::Span<const Tensor> inputs, absl::Span<const Tensor> promoted,
+                      std::vector<Tensor>& outputs) = 0;
+};
+
 class AutodiffContext {
  public:
   AutodiffContext(uint64_t id, Checkpointing checkpointing)
@@ -61,9 +76,18 @@ class AutodiffContext {
   // attaches autodiff identity to every float output.
   void Record(const OpDef& op, const Attrs& attrs, absl::Span<const Tensor> inputs,
               absl::Span<const Tensor> promoted, std::vector<Tensor>& outputs);
+  // Records as Record does, into `node` (whatever it held before is replaced), which is not
+  // put on the tape: its holder keeps it (a compiled program's run, recording_plan.h).
+  void RecordInto(const std::shared_ptr<Node>& node, const OpDef& op, const Attrs& attrs,
+                  absl::Span<const Tensor> inputs, absl::Span<const Tensor> promoted,
+                  std::vector<Tensor>& outputs);
 
   // Rollback support for atomic batches.
   size_t tape_size() const { return tape_.size(); }
+  // The nodes recorded after the tape had `size` of them, oldest first.
+  absl::Span<const std::shared_ptr<Node>> NodesSince(size_t size) const {
+    return absl::MakeConstSpan(tape_).subspan(std::min(size, tape_.size()));
+  }
   void TruncateTape(size_t size);
   // Drops nodes consumed by backward.
   void RemoveFreed();

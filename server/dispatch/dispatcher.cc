@@ -439,7 +439,12 @@ void Dispatcher::RecordOnContext(const OpDef& def, const Attrs& attrs,
   for (const Tensor& t : inputs) {
     if (t.autograd()) ctx_id = t.autograd()->context_id;
   }
-  env.contexts(ctx_id)->Record(def, attrs, inputs, promoted, outputs);
+  AutodiffContext* ctx = env.contexts(ctx_id);
+  if (env.recorder != nullptr && env.recorder->context_id() == ctx_id) {
+    env.recorder->Record(*ctx, def, attrs, inputs, promoted, outputs);
+  } else {
+    ctx->Record(def, attrs, inputs, promoted, outputs);
+  }
 }
 
 absl::StatusOr<std::vector<LeafGradient>> Dispatcher::Backward(

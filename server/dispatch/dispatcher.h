@@ -35,6 +35,9 @@ struct CallEnv {
   // The plans of the calls made by op name in this run, kept across runs (a compiled program's;
   // call_sequence.h); null: each such call is looked up and planned anew.
   CallSequence* sequence = nullptr;
+  // Takes the nodes of calls on its context's autodiff tensors instead of the context's tape
+  // (a compiled program's run, recording_plan.h); null: every call records on the tape.
+  NodeRecorder* recorder = nullptr;
 };
 
 // What a call decided the last time it ran, kept by a caller that runs the same call again

@@ -135,9 +135,9 @@ absl::Status CheckLeaves(Session& session, const ProgramSpec& spec) {
 
 struct Steps {
   ProgramOutcome outcome;
-  std::vector<ParameterType> types;                   // of the bound values
-  std::vector<std::vector<TensorMeta>> metas;         // per call
-  std::shared_ptr<const BackwardPlan> backward_plan;  // a trial run's
+  std::vector<ParameterType> types;            // of the bound values
+  std::vector<std::vector<TensorMeta>> metas;  // per call
+  CompiledBackward backward;                   // what a trial run planned (its nodes left empty)
   int64_t peak_bytes = 0;
 };
 
@@ -157,21 +157,27 @@ class SampledRunner : public OpRunner {
   PeakBytes& peak_;
 };
 
-// The backward from `roots`: a trial run (`made` given) plans it from the graph its forward
-// recorded; a run with `plan` runs that plan when its own graph has the plan's shape, and
-// otherwise walks its graph. One gradient per listed leaf, undefined where none arrived.
-// `sink` (a reduction across the group) is told of each gradient once it is final.
+// The backward from `roots`. A trial run (`trial` given) plans it from the graph its forward
+// recorded (`recorded`: the nodes it put on the tape). A run with `plan` runs that plan over
+// the nodes `recorder` filled, or over those it finds from its roots when its forward recorded
+// on the tape a graph of the plan's shape; otherwise it walks its own graph. One gradient per
+// listed leaf, undefined where none arrived. `sink` (a reduction across the group) is told of
+// each gradient once it is final.
 absl::StatusOr<std::vector<Tensor>> ProgramBackward(
     AutodiffContext& ctx, const std::vector<Tensor>& roots, const std::vector<uint64_t>& leaves,
-    const BackwardPlan* plan, std::shared_ptr<const BackwardPlan>* made,
-    const Dispatcher& dispatcher, const CallEnv& env, PeakBytes& peak, bool& planned,
-    LeafGradientSink* sink) {
+    const BackwardPlan* plan, PlannedRecorder* recorder, CompiledBackward* trial,
+    absl::Span<const std::shared_ptr<Node>> recorded, const Dispatcher& dispatcher,
+    const CallEnv& env, PeakBytes& peak, bool& planned, LeafGradientSink* sink) {
   BackwardGraph graph;
-  if (made != nullptr) {
+  if (trial != nullptr) {
     ASSIGN_OR_RETURN(BackwardPlan p, PlanBackward(ctx, roots, graph));
-    *made = std::make_shared<const BackwardPlan>(std::move(p));
-    plan = made->get();
-  } else if (plan != nullptr && !FindPlannedGraph(*plan, roots, graph)) {
+    trial->plan = std::make_shared<const BackwardPlan>(std::move(p));
+    plan = trial->plan.get();
+    if (std::optional<RecordingPlan> r = PlanRecording(*plan, graph, recorded)) {
+      trial->recording = std::make_shared<const RecordingPlan>(*std::move(r));
+    }
+  } else if (plan != nullptr && !(recorder != nullptr && recorder->Graph(roots, graph)) &&
+             !FindPlannedGraph(*plan, roots, graph)) {
     plan = nullptr;
   }
   std::vector<std::pair<uint64_t, Tensor>> found;  // leaf tensor id, gradient
@@ -206,7 +212,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
                                const std::vector<OperandSpec>& inputs, bool commit,
                                const std::function<bool()>& cancelled, const ExecuteLimits& limits,
                                const CallObserver& observe, RunPlans* plans = nullptr,
-                               const BackwardPlan* backward_plan = nullptr) {
+                               CompiledBackward* compiled = nullptr) {
   const CallEnv plain_env = BatchEnv(session, /*no_grad=*/true, cancelled);
   // The backward's reduction across the group meets the peers even when this run fails
   // before it, so that they fail alike instead of waiting for this rank.
@@ -278,6 +284,13 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
     plans->by_name.Rewind();
     forward_env.sequence = after_env.sequence = &plans->by_name;
   }
+  // A trial run notes what its forward records; a run records into the program's nodes.
+  const size_t tape_start = ctx != nullptr ? ctx->tape_size() : 0;
+  std::optional<PlannedRecorder> recorder;
+  if (spec.backward && compiled != nullptr && compiled->recording != nullptr) {
+    recorder.emplace(*compiled->plan, *compiled->recording, compiled->nodes);
+    forward_env.recorder = &*recorder;
+  }
   for (size_t k = 0; k < n_forward; ++k) {
     if (calls[k]->folded_into >= 0) {  // computed by a later call's fused op
       done.emplace_back();
@@ -291,7 +304,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
     ran(k);
   }
 
-  std::shared_ptr<const BackwardPlan> trial_plan;
+  CompiledBackward trial;
   bool planned = false;
   if (spec.backward) {
     std::vector<Tensor> roots;
@@ -307,9 +320,11 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
       }
       roots.push_back(done[root.call][root.output]);
     }
-    auto grads = ProgramBackward(*ctx, roots, spec.leaves, backward_plan,
-                                 commit ? nullptr : &trial_plan, dispatcher, after_env, peak,
-                                 planned, reduction.has_value() ? &*reduction : nullptr);
+    auto grads = ProgramBackward(
+        *ctx, roots, spec.leaves, compiled != nullptr ? compiled->plan.get() : nullptr,
+        recorder.has_value() ? &*recorder : nullptr, commit ? nullptr : &trial,
+        ctx->NodesSince(tape_start), dispatcher, after_env, peak, planned,
+        reduction.has_value() ? &*reduction : nullptr);
     if (reduction.has_value()) {
       reduction_finished = true;
       auto reduced = reduction->Finish(grads.status());
@@ -350,7 +365,7 @@ absl::StatusOr<Steps> RunSteps(Session& session, const Dispatcher& dispatcher,
   }
 
   Steps steps;
-  steps.backward_plan = std::move(trial_plan);
+  steps.backward = std::move(trial);
   steps.outcome.backward_planned = planned;
   steps.peak_bytes = peak.peak();
   steps.metas = std::move(metas);
@@ -470,7 +485,7 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
     }
   }
   auto program = std::make_shared<Program>();
-  program->backward_plan = std::move(trial.backward_plan);
+  program->backward = std::move(trial.backward);
   program->peak_bytes = trial.peak_bytes;
   if (fuse) {
     ProgramSpec fused = spec;
@@ -480,7 +495,7 @@ absl::StatusOr<std::shared_ptr<Program>> CompileProgram(Session& session,
       absl::StatusOr<Steps> checked = RunSteps(session, dispatcher, fused, &trial.types, examples,
                                                /*commit=*/false, cancelled, limits, {});
       if (checked.ok()) {
-        program->backward_plan = std::move(checked->backward_plan);
+        program->backward = std::move(checked->backward);
         program->peak_bytes = checked->peak_bytes;
         // Kept to run a failing run again, except in a program with collectives: there a rank
         // that ran them twice would pair its second run with its peers' next collectives.
@@ -534,9 +549,9 @@ absl::StatusOr<ProgramOutcome> RunProgram(Session& session, const Dispatcher& di
   // The run allocates in the room the program holds for it, which it takes again after.
   program.peak_hold.Release();
   absl::Cleanup hold_again = [&program] { program.peak_hold.Hold(); };
-  absl::StatusOr<Steps> steps = RunSteps(
-      session, dispatcher, program.spec, &program.parameters, inputs,
-      /*commit=*/true, cancelled, limits, observe, &program.plans, program.backward_plan.get());
+  absl::StatusOr<Steps> steps =
+      RunSteps(session, dispatcher, program.spec, &program.parameters, inputs,
+               /*commit=*/true, cancelled, limits, observe, &program.plans, &program.backward);
   // A fused run that failed (rolled back) runs again as written, so that the failure names
   // the call, op and input the client wrote.
   if (!steps.ok() && program.unfused != nullptr && !absl::IsCancelled(steps.status()) &&

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/autodiff/backward_plan.h"
+#include "server/autodiff/recording_plan.h"
 #include "server/dispatch/call_sequence.h"
 #include "server/dispatch/dispatcher.h"
 #include "server/dispatch/gradient_reduction.h"
@@ -59,6 +60,16 @@ struct ParameterType {
   Shape shape;
 };
 
+// The backward of a program's runs, planned from its trial run: the gradient calls in order
+// (backward_plan.h) and the nodes its forward records, into nodes the program keeps
+// (recording_plan.h). A run that records what was planned runs the plan over its nodes; one
+// that records anything else records on the tape, and its backward walks its own graph.
+struct CompiledBackward {
+  std::shared_ptr<const BackwardPlan> plan;        // null without a backward
+  std::shared_ptr<const RecordingPlan> recording;  // null: runs record on the tape
+  std::vector<std::shared_ptr<Node>> nodes;        // per recording entry, reused by every run
+};
+
 // What a program's runs decided, kept for the next run.
 struct RunPlans {
   std::vector<CallPlan> calls;  // per call (forward, then updates)
@@ -79,9 +90,8 @@ struct Program {
   // What the last run decided of each call (CallPlan), so that a run validates no attributes
   // and plans no kernel a run before it planned, and finds no op by name.
   RunPlans plans;
-  // The backward, planned from the trial run's graph (null without one). A run whose forward
-  // recorded a graph of the same shape runs it; another walks its own graph.
-  std::shared_ptr<const BackwardPlan> backward_plan;
+  // The backward, planned from the trial run's graph.
+  CompiledBackward backward;
   // The program as written, when fusion rewrote it: a fused run that fails runs again as
   // written, so that its failure is the one the calls themselves report.
   std::unique_ptr<ProgramSpec> unfused;

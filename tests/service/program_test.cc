@@ -105,6 +105,44 @@ TEST_F(ProgramTest, AdamTrainingStepEqualsTheEagerStepBitForBitInF64) {
       << "every run freed the graph it recorded";
 }
 
+// The compiled runs record into the program's own nodes, not on the tape. A run whose input is
+// an autodiff tensor records another graph: it goes on on the tape and walks that graph, and
+// the run after it takes the plan again. Every step equals the eager step bit for bit.
+TEST_F(ProgramTest, ARunThatRecordsAnotherGraphWalksItAndTheNextTakesThePlanAgain) {
+  REQUIRE_OPS("matmul", "add", "tanh", "mse_loss", "adam");
+  ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
+  ASSERT_OK_AND_ASSIGN(Mlp eager, MakeMlp(ctx));
+  ASSERT_OK_AND_ASSIGN(Mlp compiled, MakeMlp(ctx));
+  tc::Adam eager_opt({eager.w1, eager.b1, eager.w2}, tc::AdamOptions{});
+  tc::Adam program_opt({compiled.w1, compiled.b1, compiled.w2}, tc::AdamOptions{});
+  tc::ProgramBuilder b = session().NewProgram(ctx.id());
+  tc::Operand x = b.Parameter(X(0), "x");
+  tc::Operand y = b.Parameter(Y(0), "y");
+  tc::CallRef loss = AddForward(b, compiled, x, y);
+  b.Backward({loss.out(0)}, {compiled.w1, compiled.b1, compiled.w2});
+  ASSERT_OK(program_opt.AddStepTo(b));
+  ASSERT_OK_AND_ASSIGN(tc::Program step, b.Compile());
+  for (int s = 1; s <= 4; ++s) {
+    ASSERT_OK_AND_ASSIGN(
+        tc::Tensor l,
+        tc::MseLoss(tc::Matmul(tc::Tanh(tc::Matmul(X(s), eager.w1) + eager.b1), eager.w2), Y(s)));
+    ASSERT_OK_AND_ASSIGN(tc::Gradients g, ctx.Backward({l}));
+    ASSERT_OK(eager_opt.Step(g));
+    tc::Operand input = X(s);
+    if (s == 2 || s == 3) {  // a requires-grad leaf of the context
+      ASSERT_OK_AND_ASSIGN(tc::Tensor tracked, session().Put(X(s), {true, ctx.id()}));
+      input = tracked;
+    }
+    ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, step.Run({input, Y(s)}));
+    EXPECT_EQ(r.value(loss).ToDoubles(), Doubles(l)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.w1), Doubles(eager.w1)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.b1), Doubles(eager.b1)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.w2), Doubles(eager.w2)) << "step " << s;
+    ASSERT_OK_AND_ASSIGN(tc::SessionInfo info, session().Info());
+    EXPECT_EQ(info.context(ctx.id())->tape_nodes, 0u) << "step " << s << " freed its graph";
+  }
+}
+
 TEST_F(ProgramTest, FetchedGradientsAndKeptOutputs) {
   REQUIRE_OPS("mul", "sum");
   ASSERT_OK_AND_ASSIGN(tc::AutodiffContext ctx, session().OpenAutodiff());
