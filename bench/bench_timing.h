@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <utility>
 #include <vector>
 
 namespace tensord::bench {
@@ -25,6 +26,30 @@ inline double MedianSeconds(int warmup, int reps, const std::function<void()>& f
   }
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
+}
+
+// Median wall times of `a` and of `b`, called alternately `reps` times each after `warmup`
+// untimed pairs, so that a machine whose speed drifts during the run slows both alike.
+inline std::pair<double, double> InterleavedMedianSeconds(int warmup, int reps,
+                                                          const std::function<void()>& a,
+                                                          const std::function<void()>& b) {
+  for (int i = 0; i < warmup; ++i) {
+    a();
+    b();
+  }
+  std::vector<double> ta, tb;
+  for (int i = 0; i < reps; ++i) {
+    auto t0 = Clock::now();
+    a();
+    auto t1 = Clock::now();
+    b();
+    auto t2 = Clock::now();
+    ta.push_back(Seconds(t0, t1));
+    tb.push_back(Seconds(t1, t2));
+  }
+  std::sort(ta.begin(), ta.end());
+  std::sort(tb.begin(), tb.end());
+  return {ta[ta.size() / 2], tb[tb.size() / 2]};
 }
 
 }  // namespace tensord::bench
