@@ -30,7 +30,9 @@ pack() {
   stage=$out/stage/tensord-device-check
   mkdir -p "$stage/bin" "$stage/lib" "$stage/tests/python" "$stage/client"
   local bins=("$build/tensord" "$build/tensordctl")
-  for src in tests/gpu/*_test.cc; do bins+=("$build/tests/$(basename "$src" .cc)"); done
+  for src in tests/gpu/*_test.cc tests/gpu/cuda/*_test.cc; do
+    bins+=("$build/tests/$(basename "$src" .cc)")
+  done
   cp "${bins[@]}" "$stage/bin/"
   # Every library they load, except the C library's, the compiler's and the CUDA/NVIDIA ones
   # (the GPU machine has its own, matching its driver).

@@ -1,5 +1,5 @@
-// The CUDA runtime's GEMM: cuBLASLt on the device's stream. Row-major C = op(A) op(B) is the
-// column-major C^T = op(B)^T op(A)^T, so B's data is cuBLASLt's first operand. f32 computes in
+// The CUDA runtime's GEMM: cuBLASLt on the calling session's stream. Row-major C = op(A) op(B) is
+// the column-major C^T = op(B)^T op(A)^T, so B's data is cuBLASLt's first operand. f32 computes in
 // f32 (TF32 only when a call asks for it, which none does yet), f64 in f64.
 #include <cublasLt.h>
 
@@ -7,6 +7,7 @@
 #include "server/backends/cuda/cuda_libraries.h"
 #include "server/backends/cuda/cuda_runtime.h"
 #include "server/core/status.h"
+#include "server/core/stream_scope.h"
 
 namespace tensord::cuda {
 namespace {
@@ -42,7 +43,10 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
     cublaslt_ = handle;
     RETURN_IF_ERROR(Check(cudaMalloc(&workspace_, kWorkspace), "the GEMM workspace"));
     workspace_bytes_ = kWorkspace;
+    // One workspace for every stream: a GEMM waits for the stream of the GEMM before it.
+    RETURN_IF_ERROR(order_.Allocated(workspace_, StreamScope::Current()));
   }
+  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor({a, b, c, workspace_}));
   const bool f64 = g.dtype == DType::kF64;
   const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
   Owned<cublasLtMatmulDesc_t, decltype(lt->MatmulDescDestroy)> desc{nullptr, lt->MatmulDescDestroy};
@@ -95,7 +99,7 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
   s = lt->Matmul(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, alpha, b, first.value, a,
                  second.value, beta, c, out.value, c, out.value, &heuristic.algo, workspace_,
-                 workspace_bytes_, stream_);
+                 workspace_bytes_, stream);
   if (s != CUBLAS_STATUS_SUCCESS) return failed(s, "cublasLtMatmul");
   return absl::OkStatus();
 }

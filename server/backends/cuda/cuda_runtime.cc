@@ -8,10 +8,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "server/backends/cuda/cuda_dialect.h"
 #include "server/backends/cuda/cuda_libraries.h"
 #include "server/core/status.h"
+#include "server/core/stream_scope.h"
 
 namespace tensord::cuda {
 namespace {
@@ -64,6 +66,7 @@ absl::Status CudaError(cudaError_t err, const std::string& what, const std::stri
 CudaDevice::CudaDevice(std::string name, int ordinal)
     : name_(std::move(name)),
       ordinal_(ordinal),
+      order_([this](uint64_t from, uint64_t to) { return Wait(from, to); }),
       blocks_(
           [this](size_t bytes) -> absl::StatusOr<void*> {
             void* p = nullptr;
@@ -76,15 +79,21 @@ CudaDevice::CudaDevice(std::string name, int ordinal)
             return p;
           },
           [this](void* block, size_t) {
+            order_.Forget(block);
             cudaSetDevice(ordinal_);
-            cudaFree(block);
+            cudaFree(block);  // waits for the work that uses it
           }) {
   if (const size_t limit = gpu::MemoryLimit(); limit > 0) blocks_.set_limit(limit, name_);
 }
 
 CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
-  if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+  cudaDeviceSynchronize();
+  {
+    absl::MutexLock lock(&streams_mu_);
+    for (auto& [id, stream] : streams_) cudaStreamDestroy(stream);
+    streams_.clear();
+  }
   blocks_.ReleaseAll();
   {
     absl::MutexLock lock(&constants_mu_);
@@ -112,7 +121,85 @@ absl::Status CudaDevice::Open() {
   if (err != cudaSuccess) return CudaError(err, "cudaSetDevice", name_);
   err = cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
   if (err != cudaSuccess) return CudaError(err, "cudaStreamCreate", name_);
+  std::weak_ptr<gpu::DeviceRuntime> self = weak_from_this();
+  OnStreamEnd([self, this](uint64_t stream) {
+    if (std::shared_ptr<gpu::DeviceRuntime> alive = self.lock()) EndStream(stream);
+  });
   return absl::OkStatus();
+}
+
+absl::StatusOr<cudaStream_t> CudaDevice::StreamOf(uint64_t stream) {
+  if (stream == kDefaultStream) return stream_;
+  absl::MutexLock lock(&streams_mu_);
+  auto it = streams_.find(stream);
+  if (it != streams_.end()) return it->second;
+  cudaStream_t made = nullptr;
+  RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking),
+                        "cudaStreamCreate for a session"));
+  streams_.emplace(stream, made);
+  return made;
+}
+
+absl::StatusOr<cudaStream_t> CudaDevice::CurrentStream() {
+  RETURN_IF_ERROR(Enter());
+  return StreamOf(StreamScope::Current());
+}
+
+size_t CudaDevice::stream_count() const {
+  absl::MutexLock lock(&streams_mu_);
+  return streams_.size();
+}
+
+absl::StatusOr<cudaStream_t> CudaDevice::StreamFor(absl::Span<const void* const> blocks) {
+  const uint64_t stream = StreamScope::Current();
+  RETURN_IF_ERROR(order_.Use(blocks, stream));
+  return StreamOf(stream);
+}
+
+absl::Status CudaDevice::Wait(uint64_t from, uint64_t to) {
+  RETURN_IF_ERROR(Enter());
+  ASSIGN_OR_RETURN(cudaStream_t after, StreamOf(to));
+  cudaEvent_t event = nullptr;
+  RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
+                        "cudaEventCreate ordering two streams"));
+  cudaError_t err = cudaSuccess;
+  {
+    // Recorded under the lock: the stream cannot end (and be destroyed) meanwhile.
+    absl::MutexLock lock(&streams_mu_);
+    cudaStream_t before = stream_;
+    if (from != kDefaultStream) {
+      auto it = streams_.find(from);
+      if (it == streams_.end()) {  // ended: its work is done
+        cudaEventDestroy(event);
+        return absl::OkStatus();
+      }
+      before = it->second;
+    }
+    err = cudaEventRecord(event, before);
+  }
+  if (err == cudaSuccess) err = cudaStreamWaitEvent(after, event, 0);
+  cudaEventDestroy(event);  // released once the wait is done
+  return Check(err, "ordering two streams");
+}
+
+void CudaDevice::EndStream(uint64_t stream) {
+  cudaStream_t ended = nullptr;
+  {
+    absl::MutexLock lock(&streams_mu_);
+    auto it = streams_.find(stream);
+    if (it == streams_.end()) return;
+    ended = it->second;
+  }
+  // Once the stream is gone, a stream taking over a block this one named last waits for
+  // nothing: so its work is finished first, while the stream is still found (a stream that
+  // orders itself after this one meanwhile waits on an event recorded behind that work).
+  cudaSetDevice(ordinal_);
+  cudaStreamSynchronize(ended);
+  {
+    absl::MutexLock lock(&streams_mu_);
+    streams_.erase(stream);
+  }
+  cudaStreamDestroy(ended);
 }
 
 absl::Status CudaDevice::Enter() {
@@ -141,7 +228,14 @@ absl::Status CudaDevice::Check(cudaError_t err, const std::string& what) {
 
 absl::StatusOr<void*> CudaDevice::Allocate(size_t bytes) {
   if (bytes == 0) return nullptr;
-  return blocks_.Allocate(bytes);
+  RETURN_IF_ERROR(Enter());
+  ASSIGN_OR_RETURN(void* block, blocks_.Allocate(bytes));
+  absl::Status ordered = order_.Allocated(block, StreamScope::Current());
+  if (!ordered.ok()) {
+    blocks_.Free(block, bytes);
+    return ordered;
+  }
+  return block;
 }
 
 void CudaDevice::Free(void* block, size_t bytes) {
@@ -232,14 +326,17 @@ absl::Status CudaDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelA
   // Each parameter points at its value: a block's device pointer, or a scalar's bytes.
   std::vector<uint64_t> values;
   values.reserve(args.args().size());
+  absl::InlinedVector<const void*, 8> blocks;
   for (const gpu::KernelArgs::Arg& a : args.args()) {
     values.push_back(a.is_block ? reinterpret_cast<uint64_t>(a.block) : a.bits);
+    if (a.is_block) blocks.push_back(a.block);
   }
+  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor(blocks));
   std::vector<void*> params;
   params.reserve(values.size());
   for (uint64_t& v : values) params.push_back(&v);
   return Check(cudaLaunchKernel(reinterpret_cast<const void*>(k->kernel), dim3(grid), dim3(block),
-                                params.data(), 0, stream_),
+                                params.data(), 0, stream),
                "launching " + k->name);
 }
 
@@ -258,26 +355,29 @@ absl::Status CudaDevice::LaunchGroups(gpu::CompiledKernel* kernel, const gpu::Ke
 absl::Status CudaDevice::Write(void* block, size_t offset, const void* src, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Enter());
+  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor({block}));
   RETURN_IF_ERROR(Check(cudaMemcpyAsync(static_cast<char*>(block) + offset, src, bytes,
-                                        cudaMemcpyHostToDevice, stream_),
+                                        cudaMemcpyHostToDevice, stream),
                         "writing to the device"));
   // The host bytes may go when this returns.
-  return Check(cudaStreamSynchronize(stream_), "writing to the device");
+  return Check(cudaStreamSynchronize(stream), "writing to the device");
 }
 
 absl::Status CudaDevice::Read(const void* block, size_t offset, void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Enter());
+  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor({block}));
   RETURN_IF_ERROR(Check(cudaMemcpyAsync(dst, static_cast<const char*>(block) + offset, bytes,
-                                        cudaMemcpyDeviceToHost, stream_),
+                                        cudaMemcpyDeviceToHost, stream),
                         "reading from the device"));
-  return Check(cudaStreamSynchronize(stream_), "reading from the device");
+  return Check(cudaStreamSynchronize(stream), "reading from the device");
 }
 
 absl::Status CudaDevice::CopyOnDevice(const void* src, void* dst, size_t bytes) {
   if (bytes == 0) return absl::OkStatus();
   RETURN_IF_ERROR(Enter());
-  return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_),
+  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor({src, dst}));
+  return Check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream),
                "copying on the device");
 }
 
@@ -295,12 +395,20 @@ absl::StatusOr<const void*> CudaDevice::Constants(const std::vector<int64_t>& va
   RETURN_IF_ERROR(Enter());
   const size_t bytes = data.size() * sizeof(int64_t);
   void* block = nullptr;
-  RETURN_IF_ERROR(Check(cudaMallocAsync(&block, bytes, stream_), "a constant block"));
-  RETURN_IF_ERROR(Write(block, 0, data.data(), bytes));
+  RETURN_IF_ERROR(Check(cudaMalloc(&block, bytes), "a constant block"));
+  // Tracked as any block: the streams that read it are known when it is freed.
+  absl::Status written = order_.Allocated(block, StreamScope::Current());
+  if (written.ok()) written = Write(block, 0, data.data(), bytes);
+  if (!written.ok()) {
+    order_.Forget(block);
+    cudaFree(block);
+    return written;
+  }
   absl::MutexLock lock(&constants_mu_);
   auto [it, added] = constants_.try_emplace(data, Constant{block, 0});
-  if (!added) {  // another thread made the same block meanwhile
-    cudaFreeAsync(block, stream_);
+  if (!added) {  // another thread made the same block meanwhile (and wrote it: synchronized)
+    order_.Forget(block);
+    cudaFree(block);
     block = it->second.block;
   } else {
     constant_keys_[block] = data;
@@ -318,14 +426,15 @@ void CudaDevice::ReleaseConstants(const void* block) {
   // Unused: kept while the cache is small and the block is, else freed in stream order.
   if (constants_.size() <= kCachedConstants && key->second.size() <= kMaxCachedConstants) return;
   cudaSetDevice(ordinal_);
-  cudaFreeAsync(it->second.block, stream_);
+  order_.Forget(it->second.block);
+  cudaFree(it->second.block);  // waits for the work that reads it
   constants_.erase(it);
   constant_keys_.erase(key);
 }
 
 absl::Status CudaDevice::Synchronize() {
   RETURN_IF_ERROR(Enter());
-  return Check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  return Check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
 }
 
 const std::vector<std::shared_ptr<CudaDevice>>& Devices() {

@@ -1,5 +1,7 @@
 // The CUDA runtime of the GPU layer: the devices found (cuda:0, cuda:1, ... in CUDA's order),
-// one non-blocking stream each, blocks through the device block cache (cudaMalloc), kernels
+// a non-blocking CUDA stream per tensord stream (stream_scope.h: each session's calls run on a
+// stream of their own, ordered against the others where a block crosses them, through CUDA
+// events), blocks through the device block cache (cudaMalloc), kernels
 // rendered in the CUDA dialect and compiled by NVRTC for the device's architecture (cached in
 // memory and on disk), cuBLASLt's GEMM. Only the CUDA runtime API (linked statically) and the
 // libraries of cuda_libraries.h: no driver API, so the binary starts without libcuda.so.1.
@@ -17,8 +19,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 #include "server/backends/gpu/device_runtime.h"
 #include "server/core/device_block_cache.h"
+#include "server/core/device_stream_order.h"
 
 namespace tensord::cuda {
 
@@ -36,7 +40,8 @@ class CudaDevice : public gpu::DeviceRuntime {
  public:
   CudaDevice(std::string name, int ordinal);
   ~CudaDevice() override;
-  // Reads the device's properties and makes its stream; the device is unusable when it fails.
+  // Reads the device's properties and makes its default stream; the device is unusable when it
+  // fails.
   absl::Status Open();
 
   const std::string& name() const override { return name_; }
@@ -61,7 +66,14 @@ class CudaDevice : public gpu::DeviceRuntime {
   absl::StatusOr<const void*> Constants(const std::vector<int64_t>& values) override;
   void ReleaseConstants(const void* block) override;
   absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) override;
+  // Waits for the work of every stream.
   absl::Status Synchronize() override;
+
+  // The CUDA stream of the calling thread's tensord stream (the device's default stream outside
+  // any StreamScope), made on first use. Tests hold it to see what waits for what.
+  absl::StatusOr<cudaStream_t> CurrentStream();
+  // CUDA streams made for tensord streams that have not ended.
+  size_t stream_count() const;
 
  private:
   // Makes this device current on the calling thread; fails once a sticky error took the
@@ -72,6 +84,14 @@ class CudaDevice : public gpu::DeviceRuntime {
   absl::Status Check(cudaError_t err, const std::string& what);
   absl::Status Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args, unsigned grid,
                        unsigned block);
+  // The CUDA stream of tensord stream `stream`; the device must be current.
+  absl::StatusOr<cudaStream_t> StreamOf(uint64_t stream);
+  // The calling thread's CUDA stream, ordered after the streams that named `blocks` last.
+  absl::StatusOr<cudaStream_t> StreamFor(absl::Span<const void* const> blocks);
+  // Makes `to` wait for what `from` enqueued so far (an event), without blocking the host.
+  absl::Status Wait(uint64_t from, uint64_t to);
+  // Finishes the work of an ended stream and destroys its CUDA stream.
+  void EndStream(uint64_t stream);
   // The CUBIN of `source` for this device: the disk cache's, or NVRTC's (then stored there).
   absl::StatusOr<std::string> Cubin(const std::string& name, const std::string& source);
 
@@ -79,10 +99,13 @@ class CudaDevice : public gpu::DeviceRuntime {
   const int ordinal_;
   std::string description_, arch_;
   int64_t memory_bytes_ = 0;
-  cudaStream_t stream_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the default stream's
+  mutable absl::Mutex streams_mu_;
+  absl::flat_hash_map<uint64_t, cudaStream_t> streams_ ABSL_GUARDED_BY(streams_mu_);
   void* cublaslt_ = nullptr;  // cublasLtHandle_t, made on first GEMM
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
+  DeviceStreamOrder order_;  // before blocks_, whose release forgets blocks here
   DeviceBlockCache blocks_;
   mutable absl::Mutex mu_;
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
