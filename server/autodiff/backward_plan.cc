@@ -293,11 +293,9 @@ bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots
   return std::adjacent_find(leaves.begin(), leaves.end()) == leaves.end();
 }
 
-absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
-                                                    const BackwardGraph& graph,
-                                                    const std::vector<Tensor>& roots,
-                                                    const std::vector<Tensor>& seeds,
-                                                    OpRunner& runner, LeafGradientSink* sink) {
+absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(
+    const BackwardPlan& plan, const BackwardGraph& graph, const std::vector<Tensor>& roots,
+    const std::vector<Tensor>& seeds, OpRunner& runner, LeafGradientSink* sink, bool free_saved) {
   std::vector<std::vector<Tensor>> pending(plan.steps.size());  // gradient per node output
   std::vector<Tensor> leaf_grads(plan.leaf_ids.size());
   auto add = [&](const BackwardPlan::Target& t, Tensor g) -> absl::Status {
@@ -329,9 +327,17 @@ absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(const BackwardPlan& plan,
     Node* node = graph.nodes[i];
     std::vector<Tensor> gouts = std::move(pending[i]);
     pending[i] = {};
+    // After the step: what it was the last to read. A node's saved values are read by its own
+    // step and, where BALANCED recomputes from it, by the steps that read its outputs.
     absl::Cleanup forget_read = [&] {
       if (i < forget.size()) {
-        for (int p : forget[i]) saved.Forget(graph.nodes[p]);
+        for (int p : forget[i]) {
+          saved.Forget(graph.nodes[p]);
+          if (free_saved) graph.nodes[p]->Free();
+        }
+      } else {  // nothing recomputed: only this step read this node's values
+        saved.Forget(node);
+        if (free_saved) node->Free();
       }
     };
     if (!step.runs) continue;

@@ -73,9 +73,12 @@ bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots
 // Runs `plan` over `graph` through `runner` (which must not record): one gradient per plan
 // leaf, undefined for a leaf that none reached. `seeds[i]` may be undefined for a
 // single-element root (seeded with one). `sink`, when given, is told of each leaf's gradient
-// as soon as it is final. Frees nothing.
+// as soon as it is final. With `free_saved` each node is freed (its saved values dropped, as
+// a backward without retain_graph frees it at the end) after the last step that reads them,
+// so that what the forward saved goes as the pass goes; otherwise frees nothing.
 absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(
     const BackwardPlan& plan, const BackwardGraph& graph, const std::vector<Tensor>& roots,
-    const std::vector<Tensor>& seeds, OpRunner& runner, LeafGradientSink* sink = nullptr);
+    const std::vector<Tensor>& seeds, OpRunner& runner, LeafGradientSink* sink = nullptr,
+    bool free_saved = false);
 
 }  // namespace tensord

@@ -169,15 +169,20 @@ absl::StatusOr<std::vector<Tensor>> ProgramBackward(
     absl::Span<const std::shared_ptr<Node>> recorded, const Dispatcher& dispatcher,
     const CallEnv& env, PeakBytes& peak, bool& planned, LeafGradientSink* sink) {
   BackwardGraph graph;
+  // Whether the graph is this run's alone (none of its nodes recorded before the run): its
+  // nodes are then freed as the backward goes.
+  bool own_graph = false;
   if (trial != nullptr) {
     ASSIGN_OR_RETURN(BackwardPlan p, PlanBackward(ctx, roots, graph));
     trial->plan = std::make_shared<const BackwardPlan>(std::move(p));
     plan = trial->plan.get();
     if (std::optional<RecordingPlan> r = PlanRecording(*plan, graph, recorded)) {
       trial->recording = std::make_shared<const RecordingPlan>(*std::move(r));
+      own_graph = true;
     }
-  } else if (plan != nullptr && !(recorder != nullptr && recorder->Graph(roots, graph)) &&
-             !FindPlannedGraph(*plan, roots, graph)) {
+  } else if (plan != nullptr && recorder != nullptr && recorder->Graph(roots, graph)) {
+    own_graph = true;
+  } else if (plan != nullptr && !FindPlannedGraph(*plan, roots, graph)) {
     plan = nullptr;
   }
   std::vector<std::pair<uint64_t, Tensor>> found;  // leaf tensor id, gradient
@@ -185,7 +190,7 @@ absl::StatusOr<std::vector<Tensor>> ProgramBackward(
     DispatchRunner dispatch(dispatcher, env);
     SampledRunner runner(dispatch, peak);
     ASSIGN_OR_RETURN(std::vector<Tensor> grads,
-                     RunBackwardPlan(*plan, graph, roots, {}, runner, sink));
+                     RunBackwardPlan(*plan, graph, roots, {}, runner, sink, own_graph));
     for (size_t l = 0; l < grads.size(); ++l) {
       if (grads[l].defined()) found.emplace_back(plan->leaf_ids[l], std::move(grads[l]));
     }

@@ -136,6 +136,52 @@ TEST(BackwardPlanBalanced, RecomputedValuesAreDroppedAfterTheirLastReader) {
   EXPECT_LE(runner.last - before, 7 * mib) << "recomputed values held to the end";
 }
 
+// With free_saved a node's saved values go once its step ran: at the chain's last step the
+// intermediates it saved are gone, and the gradient has the same bits.
+TEST(BackwardPlanFreeing, SavedValuesGoAsThePassGoes) {
+  constexpr int64_t kN = 1 << 17;  // f64: 1 MiB
+  constexpr int64_t kMiB = kN * 8;
+  auto account = std::make_shared<MemoryAccount>(int64_t{1} << 30);
+  AutodiffContext ctx(kContext, Checkpointing::kNone);
+  CallEnv env;
+  env.account = account;
+  env.contexts = [&ctx](uint64_t id) { return id == kContext ? &ctx : nullptr; };
+  CallEnv plain = env;
+  plain.no_grad = true;
+  Tensor leaf = CastTo(Random(DType::kF64, {kN}, 5), DType::kF64);
+  leaf.set_autograd(MakeLeafMeta(kContext, 1));
+  int64_t last[2] = {0, 0};
+  Tensor grads[2];
+  for (const bool free_saved : {false, true}) {
+    Tensor h = leaf;
+    for (int k = 0; k < 8; ++k) {  // eight sins: each node saves its input and output
+      auto outs = TestDispatcher().Call("sin", {h}, {}, env);
+      ASSERT_TRUE(outs.ok()) << outs.status();
+      h = (*outs)[0];
+    }
+    auto sum = TestDispatcher().Call("sum", {h}, {}, env);
+    ASSERT_TRUE(sum.ok()) << sum.status();
+    const Tensor root = (*sum)[0];
+    h = Tensor();  // the intermediates are held by the graph alone
+    BackwardGraph graph;
+    auto plan = PlanBackward(ctx, {root}, graph);
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    DispatchRunner dispatch(TestDispatcher(), plain);
+    PeakRunner runner(dispatch, *account);
+    auto run = RunBackwardPlan(*plan, graph, {root}, {}, runner, nullptr, free_saved);
+    ASSERT_TRUE(run.ok()) << run.status();
+    last[free_saved] = runner.last;
+    grads[free_saved] = (*run)[0];
+    for (const Node* node : graph.nodes) {
+      EXPECT_EQ(node->freed, free_saved);
+      EXPECT_EQ(node->inputs.empty(), free_saved);
+    }
+    ctx.TruncateTape(0);
+  }
+  EXPECT_TRUE(AllClose(grads[1], grads[0], 0, 0));
+  EXPECT_LE(last[1], last[0] - 6 * kMiB) << "seven intermediates held to the last step";
+}
+
 TEST_F(BackwardPlanTest, ARecordingOfAnotherShapeIsNotThePlannedOne) {
   Leaves p = MakeLeaves();
   BackwardGraph graph;
