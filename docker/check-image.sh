@@ -16,6 +16,10 @@
 #              settings through TENSORD_* variables and a read-only mount), driven the same way
 #              with the CA and a token, and refusing a call without the token
 #   9. stop    SIGTERM, expecting a clean exit 0
+#  10. cuda    where the host's build has the CUDA backend and the toolkit is installed:
+#              docker/Dockerfile.cuda on the image above (docker/cuda-context.sh stages the
+#              build's binaries and the toolkit's NVRTC and cuBLASLt), every library found in
+#              it, its server naming its CUDA backend and serving without a GPU
 # and prints the image size and the time of each phase. Exits non-zero on the first failure.
 #
 # Environment:
@@ -27,6 +31,8 @@
 #   TENSORD_BUILD_JOBS     compile jobs in the build stage (default 2)
 #   TENSORD_BUILD_TIMEOUT  seconds allowed for the image build (default 3600)
 #   TENSORD_DEBIAN_MIRROR  mirror for debootstrap (default: the host's apt source for bookworm)
+#   TENSORD_BUILD_DIR      the host's build folder the CUDA variant takes its binaries from
+#                          (default build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -91,7 +97,7 @@ cleanup() {
   local rc=$?
   set +e
   if command -v podman >/dev/null; then
-    for c in "$CTR" "$CTR-tls" "$CTR-secure" "$CTR-probe"; do
+    for c in "$CTR" "$CTR-tls" "$CTR-secure" "$CTR-probe" "$CTR-cuda"; do
       timeout 60 "${PODMAN[@]}" rm -f -t 0 "$c" >/dev/null 2>&1
     done
     # Working containers of an interrupted build, then superseded images of earlier builds;
@@ -305,19 +311,22 @@ say "container $CTR serving on 127.0.0.1:$PORT, metrics on 127.0.0.1:$METRICS_PO
 
 # No systemd here to time the image's HEALTHCHECK (podman logs errors saying so), so run it:
 # `podman healthcheck run` executes the image's own check, `tensordctl --timeout 3 health`.
-healthy=0
-for _ in $(seq 1 30); do
-  if [[ $("${PODMAN[@]}" inspect --format '{{.State.Running}}' "$CTR" 2>/dev/null) != true ]]; then
-    "${PODMAN[@]}" logs "$CTR" >&2 || true
-    fail "the container exited before it became healthy"
-  fi
-  if timeout 20 "${PODMAN[@]}" healthcheck run "$CTR" >/dev/null 2>&1; then
-    healthy=1
-    break
-  fi
-  sleep 1
-done
-((healthy)) || { "${PODMAN[@]}" logs "$CTR" >&2 || true; fail "health check did not pass within 30 tries"; }
+wait_healthy() {
+  local name=$1 healthy=0
+  for _ in $(seq 1 30); do
+    if [[ $("${PODMAN[@]}" inspect --format '{{.State.Running}}' "$name" 2>/dev/null) != true ]]; then
+      "${PODMAN[@]}" logs "$name" >&2 || true
+      fail "the container $name exited before it became healthy"
+    fi
+    if timeout 20 "${PODMAN[@]}" healthcheck run "$name" >/dev/null 2>&1; then
+      healthy=1
+      break
+    fi
+    sleep 1
+  done
+  ((healthy)) || { "${PODMAN[@]}" logs "$name" >&2 || true; fail "health check of $name did not pass within 30 tries"; }
+}
+wait_healthy "$CTR"
 say "healthy: $(timeout 20 "${PODMAN[@]}" exec "$CTR" tensordctl health 2>&1)"
 server_log=$(container_log)
 echo "$server_log" | sed 's/^/  server: /'
@@ -413,6 +422,54 @@ echo "$logs" | tail -n 1 | sed 's/^/  server: /'
 [[ $code == 0 ]] || fail "the server exited with $code after SIGTERM"
 grep -q "SIGTERM, shutting down" <<<"$logs" || fail "the server did not log its SIGTERM shutdown"
 limit 60 "podman rm" "${PODMAN[@]}" rm "$CTR" >/dev/null 2>>"$LOGS/run.log"
+
+# ------------------------------------------------------------------------------------------
+phase cuda "the CUDA variant (docker/Dockerfile.cuda) on the image above"
+# The host's build with the CUDA backend, and the toolkit's libraries: where either is
+# missing (a machine without the toolkit) the variant is not built, and this says why.
+CUDA_IMAGE=localhost/tensord:check-cuda
+cuda_ctx=$WORK/cuda-context
+cuda_rc=0
+docker/cuda-context.sh "${TENSORD_BUILD_DIR:-build}" "$cuda_ctx" >"$LOGS/cuda-context.log" 2>&1 ||
+  cuda_rc=$?
+if ((cuda_rc == 3)); then
+  say "not built: $(tail -n 1 "$LOGS/cuda-context.log")"
+else
+  ((cuda_rc == 0)) || fail "docker/cuda-context.sh: $(cat "$LOGS/cuda-context.log")"
+  sed 's/^/  /' "$LOGS/cuda-context.log"
+  limit 60 "dockerfilelint found issues in docker/Dockerfile.cuda" \
+    "$NPM_TOOLS/node_modules/.bin/dockerfilelint" docker/Dockerfile.cuda
+  limit 900 "building docker/Dockerfile.cuda (log: $LOGS/build-cuda.log)" \
+    "$(command -v buildah)" "${STORE_FLAGS[@]}" bud --pull=never --isolation chroot --format docker \
+    --build-arg BASE_IMAGE="$IMAGE" -f docker/Dockerfile.cuda -t "$CUDA_IMAGE" "$cuda_ctx" \
+    >"$LOGS/build-cuda.log" 2>&1
+  # Every library the binaries and the CUDA libraries load is in the image; without a GPU the
+  # server, asked for cuda:0, says it has the CUDA backend and no such device.
+  probe=$(timeout 180 "${PODMAN[@]}" run "${PROBE_FLAGS[@]}" --name "$CTR-probe" --network none \
+    --entrypoint /bin/sh "$CUDA_IMAGE" -c '
+      ldd /usr/local/bin/tensord /usr/local/bin/tensordctl /usr/local/lib/tensord-cuda/*.so* |
+        grep "not found" | sed "s/^/missing: /"
+      tensord --address 127.0.0.1:0 --devices cuda:0 2>&1 | tail -n 1' 2>"$LOGS/probe.log") ||
+    fail "probe of the CUDA image failed: $probe $(cat "$LOGS/probe.log")"
+  ! grep -q "^missing: " <<<"$probe" || fail "the CUDA image lacks libraries: $probe"
+  grep -q "backends in this build: .*cuda" <<<"$probe" ||
+    fail "the CUDA image's server has no CUDA backend: $probe"
+  say "CUDA image: every library found; $(tail -n 1 <<<"$probe")"
+  # It serves without a GPU, as the image it extends does.
+  CUDA_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  limit 120 "podman run (CUDA)" "${PODMAN[@]}" run -d --name "$CTR-cuda" "${RUN_FLAGS[@]}" \
+    -e TENSORD_ADDRESS="127.0.0.1:$CUDA_PORT" -e TENSORD_METRICS_ADDRESS= \
+    "$CUDA_IMAGE" >/dev/null 2>>"$LOGS/run.log"
+  wait_healthy "$CTR-cuda"
+  devices=$(timeout 20 "${PODMAN[@]}" exec "$CTR-cuda" tensordctl devices 2>&1) ||
+    fail "tensordctl devices in the CUDA container: $devices"
+  grep -q "^cpu " <<<"$devices" || fail "the CUDA container lists no cpu device: $devices"
+  say "CUDA container healthy without a GPU, devices: $(awk 'NR > 1 {print $1}' <<<"$devices" | paste -sd' ')"
+  limit 60 "podman stop (CUDA)" "${PODMAN[@]}" stop -t 20 "$CTR-cuda" >/dev/null 2>>"$LOGS/run.log"
+  limit 60 "podman rm (CUDA)" "${PODMAN[@]}" rm "$CTR-cuda" >/dev/null 2>>"$LOGS/run.log"
+  cuda_size=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$CUDA_IMAGE")
+  say "image $CUDA_IMAGE: $((cuda_size / 1024 / 1024)) MiB"
+fi
 
 phase summary "image size and phase times"
 size=$("${PODMAN[@]}" image inspect --format '{{.Size}}' "$IMAGE")
