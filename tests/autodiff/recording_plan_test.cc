@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "tests/autodiff/recorded_step.h"
@@ -113,6 +114,57 @@ TEST_F(RecordingPlanTest, ARecordingThatLeavesThePlanGoesOnOnTheTape) {
   BackwardGraph graph;
   EXPECT_FALSE(recorder.Graph({root, root}, graph)) << "another number of roots";
   EXPECT_TRUE(recorder.Graph({root}, graph)) << "the step itself";
+}
+
+// BALANCED: the planned nodes keep what recomputation needs (a producer instead of a value),
+// and a pass that frees each node after its last reader gives the bits of a walk of the same
+// step recorded on the tape.
+TEST(RecordingPlanBalanced, ARunRecomputesFromThePlannedNodes) {
+  AutodiffContext ctx(kContext, Checkpointing::kBalanced);
+  CallEnv env;
+  env.contexts = [&ctx](uint64_t id) { return id == kContext ? &ctx : nullptr; };
+  CallEnv plain = env;
+  plain.no_grad = true;
+  Tensor w = Random(DType::kF64, {5, 5}, 81);
+  w.set_autograd(MakeLeafMeta(kContext, 1));
+  auto call = [&](const std::string& op, std::vector<Tensor> in) {
+    auto outs = TestDispatcher().Call(op, std::move(in), {}, env);
+    EXPECT_TRUE(outs.ok()) << op << ": " << outs.status();
+    return outs.ok() ? (*outs)[0] : Tensor();
+  };
+  // sin and tanh are recomputed from the product, whose output is kept.
+  auto step = [&](uint32_t seed) {
+    const Tensor x = Random(DType::kF64, {3, 5}, seed);
+    return call("sum", {call("tanh", {call("sin", {call("matmul", {x, w})})})});
+  };
+  BackwardGraph graph;
+  const Tensor trial = step(1);
+  auto plan = PlanBackward(ctx, {trial}, graph);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::optional<RecordingPlan> recording = PlanRecording(*plan, graph, ctx.NodesSince(0));
+  ASSERT_TRUE(recording.has_value());
+  ctx.TruncateTape(0);
+  std::vector<std::shared_ptr<Node>> nodes;
+  DispatchRunner runner(TestDispatcher(), plain);
+  Tensor planned;
+  {
+    PlannedRecorder recorder(*plan, *recording, nodes);
+    env.recorder = &recorder;
+    const Tensor root = step(2);
+    env.recorder = nullptr;
+    ASSERT_TRUE(recorder.Graph({root}, graph));
+    EXPECT_TRUE(std::any_of(graph.nodes.begin(), graph.nodes.end(), [](const Node* n) {
+      return n->outputs.empty();
+    })) << "BALANCED keeps no output of a memory-bound node";
+    auto run = RunBackwardPlan(*plan, graph, {root}, {}, runner, nullptr, /*free_saved=*/true);
+    ASSERT_TRUE(run.ok()) << run.status();
+    planned = (*run)[0];
+  }
+  const Tensor root = step(2);  // on the tape
+  auto walked = RunBackward(ctx, {root}, {}, /*retain_graph=*/false, runner);
+  ASSERT_TRUE(walked.ok()) << walked.status();
+  ASSERT_EQ(walked->size(), 1u);
+  EXPECT_TRUE(AllClose(planned, (*walked)[0].grad, 0, 0));
 }
 
 TEST_F(RecordingPlanTest, APlanReachingNodesRecordedBeforeTheStepHasNoRecording) {
