@@ -9,13 +9,14 @@ Prints each figure, its baseline (Gloo called directly) and the ratio; never ass
 Lines:
   all_reduce N MiB   sum of N MiB of f32 across 4 ranks: tensord (4 servers on loopback, one
                      session each, the tensor resident on its server; one Execute of
-                     all_reduce per rank, timed by the client from the call to its answer,
-                     the round trip included) | torch.distributed's allreduce with
-                     backend="gloo" across 4 local processes (GLOO_SOCKET_IFNAME=lo), the
-                     tensor in each process. Each repetition starts the ranks together
-                     (a thread barrier | dist.barrier) and takes the slowest rank's time; the
+                     all_reduce per rank, timed by the rank's client process from the call to
+                     its answer, the round trip included) | torch.distributed's allreduce
+                     with backend="gloo" across 4 local processes (GLOO_SOCKET_IFNAME=lo),
+                     the tensor in each process. Each repetition starts the ranks together
+                     (a process barrier | dist.barrier) and takes the slowest rank's time; the
                      figure is the median over the repetitions. Throughput is N MiB / time;
-                     the ratio is tensord's throughput over Gloo's (goal >= 0.9).
+                     the ratio is tensord's throughput over Gloo's (goal >= 0.9). Beside it,
+                     the same from one client process with a thread per rank (one GIL).
   DP step            examples/data_parallel/train.py's step (one compiled program per rank:
                      forward and backward on the rank's shard, bucketed all_reduce (mean) of
                      the gradients, SGD) at 1, 2 and 4 ranks, the global batch fixed (each
@@ -111,6 +112,65 @@ class TensordRanks:
             c.close()
 
 
+def tensord_worker(rank: int, world: int, address: str, group: str, rendezvous: str, barrier,
+                   commands, results) -> None:
+    """A client process of one rank, as each Gloo rank is a process of its own: joins the group
+    on its server and runs (nbytes, reps, warmup) commands until None."""
+    with tensord.connect(address) as client, client.session() as s:
+        s.join_group(group, rank, world, rendezvous)
+        results.put((rank, "ready"))
+        inputs = {}
+        while (command := commands.get()) is not None:
+            nbytes, reps, warmup = command
+            x = inputs.get(nbytes)
+            if x is None:
+                x = inputs[nbytes] = s.op("full", shape=[nbytes // 4], value=1.0, dtype="f32")
+            times = []
+            for _ in range(warmup + reps):
+                barrier.wait()
+                t0 = time.perf_counter()
+                y = s.op("all_reduce", x, op="sum")
+                times.append(time.perf_counter() - t0)
+                s.release(y)
+            results.put((rank, times[warmup:]))
+
+
+class TensordRankProcesses:
+    """WORLD client processes, one per server and rank (the layout of the Gloo baseline); run()
+    times all_reduce as TensordRanks does."""
+
+    def __init__(self, addresses, rendezvous):
+        import multiprocessing
+        ctx = multiprocessing.get_context("spawn")
+        self.n = len(addresses)
+        group = f"bench-{uuid.uuid4().hex[:8]}"
+        barrier = ctx.Barrier(self.n)
+        self.commands = [ctx.Queue() for _ in range(self.n)]
+        self.results = ctx.Queue()
+        self.procs = [ctx.Process(target=tensord_worker,
+                                  args=(r, self.n, a, group, rendezvous, barrier,
+                                        self.commands[r], self.results))
+                      for r, a in enumerate(addresses)]
+        for p in self.procs:
+            p.start()
+        for _ in range(self.n):  # every rank joined
+            self.results.get(timeout=300)
+
+    def run(self, nbytes: int, reps: int, warmup: int) -> list:
+        for q in self.commands:
+            q.put((nbytes, reps, warmup))
+        per_rank = dict(self.results.get(timeout=600) for _ in range(self.n))
+        return [max(ts) for ts in zip(*per_rank.values())]
+
+    def close(self):
+        for q in self.commands:
+            q.put(None)
+        for p in self.procs:
+            p.join(timeout=60)
+            if p.is_alive():
+                p.kill()
+
+
 # -- all_reduce through torch.distributed (gloo) --------------------------------------------------
 def gloo_worker(rank: int, world: int, init_file: str, commands, results) -> None:
     """A process of the Gloo baseline: runs (nbytes, reps, warmup) commands until None."""
@@ -175,28 +235,36 @@ class GlooRanks:
 
 
 def all_reduce_lines(sizes, rounds: int, reps: int, warmup: int) -> None:
-    ours = {n: [] for n in sizes}
+    ours = {n: [] for n in sizes}  # a client process per rank
+    threaded = {n: [] for n in sizes}  # one client process, a thread per rank
     base = {n: [] for n in sizes}
     with tempfile.TemporaryDirectory(prefix="tensord-bench-") as tmp, \
             dp.local_servers(WORLD, collective_timeout="120s", quiet=True) as addresses:
         gloo = GlooRanks(tmp)
-        ranks = TensordRanks(addresses, f"file://{tmp}")
+        for store in ("processes", "threads"):  # a rendezvous directory per group
+            os.mkdir(f"{tmp}/{store}")
+        processes = TensordRankProcesses(addresses, f"file://{tmp}/processes")
+        ranks = TensordRanks(addresses, f"file://{tmp}/threads")
         try:
             for _ in range(rounds):  # tensord and Gloo alternate, so drift hits both
                 for n in sizes:
-                    ours[n] += ranks.run(n, reps, warmup)
+                    ours[n] += processes.run(n, reps, warmup)
                     base[n] += gloo.run(n, reps, warmup)
+                    threaded[n] += ranks.run(n, reps, warmup)
         finally:
             ranks.close()
+            processes.close()
             gloo.close()
     for n in sizes:
-        t_ours, t_base = statistics.median(ours[n]), statistics.median(base[n])
+        t_base = statistics.median(base[n])
         mb = n / MiB
-        line(f"all_reduce {mb:g} MiB f32 x{WORLD}",
-             f"{ms(t_ours)} {mb / t_ours:7.1f} MiB/s",
-             f"{ms(t_base)} {mb / t_base:7.1f} MiB/s gloo", t_base / t_ours,
-             f"goal >= 0.90; {len(ours[n])} reps, spread {ms(min(ours[n]))}-"
-             f"{ms(max(ours[n]))} | {ms(min(base[n]))}-{ms(max(base[n]))}")
+        for label, times, note in ((f"all_reduce {mb:g} MiB f32 x{WORLD}", ours[n], "goal >= 0.90"),
+                                   (f"  one client, {WORLD} threads", threaded[n],
+                                    "the client's GIL shared by the ranks")):
+            t = statistics.median(times)
+            line(label, f"{ms(t)} {mb / t:7.1f} MiB/s", f"{ms(t_base)} {mb / t_base:7.1f} MiB/s gloo",
+                 t_base / t, f"{note}; {len(times)} reps, spread {ms(min(times))}-"
+                 f"{ms(max(times))} | {ms(min(base[n]))}-{ms(max(base[n]))}")
 
 
 # -- data-parallel steps --------------------------------------------------------------------------
