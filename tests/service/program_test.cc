@@ -9,6 +9,7 @@
 #include "gtest/gtest.h"
 #include "server/backends/cpu/onednn_common.h"
 #include "server/core/host_memory.h"
+#include "server/core/status.h"
 #include "tests/service/service_env.h"
 
 namespace tensord::service_test {
@@ -58,6 +59,42 @@ class ProgramTest : public ServiceTest {
     tc::CallRef h = b.Add("tanh", {b.Add("add", {b.Add("matmul", {x, m.w1}), m.b1})});
     return b.Add("mse_loss", {b.Add("matmul", {h, m.w2}), y}, {}, {/*fetch=*/true});
   }
+
+  // The MLP's training step as a program: x and y its parameters, the backward to m's
+  // weights, then `opt`'s update.
+  struct CompiledStep {
+    tc::Program program;
+    tc::CallRef loss;
+  };
+  absl::StatusOr<CompiledStep> CompileStep(const tc::AutodiffContext& ctx, const Mlp& m,
+                                           tc::Adam& opt) {
+    tc::ProgramBuilder b = session().NewProgram(ctx.id());
+    tc::Operand x = b.Parameter(X(0), "x");
+    tc::Operand y = b.Parameter(Y(0), "y");
+    tc::CallRef loss = AddForward(b, m, x, y);
+    b.Backward({loss.out(0)}, {m.w1, m.b1, m.w2});
+    RETURN_IF_ERROR(opt.AddStepTo(b));
+    ASSIGN_OR_RETURN(tc::Program program, b.Compile());
+    return CompiledStep{std::move(program), loss};
+  }
+  // One eager training step of `m` on batch `s` with `opt`; returns its loss.
+  static absl::StatusOr<tc::Tensor> EagerStep(tc::AutodiffContext& ctx, const Mlp& m, tc::Adam& opt,
+                                              int s) {
+    ASSIGN_OR_RETURN(tc::Tensor l,
+                     tc::MseLoss(tc::Matmul(tc::Tanh(tc::Matmul(X(s), m.w1) + m.b1), m.w2), Y(s)));
+    ASSIGN_OR_RETURN(tc::Gradients g, ctx.Backward({l}));
+    RETURN_IF_ERROR(opt.Step(g));
+    return l;
+  }
+  // The step's loss and the two MLPs' parameters are the same bits.
+  static void ExpectSameStep(const tc::ProgramResult& r, const tc::CallRef& loss,
+                             const tc::Tensor& eager_loss, const Mlp& compiled, const Mlp& eager,
+                             int s) {
+    EXPECT_EQ(r.value(loss).ToDoubles(), Doubles(eager_loss)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.w1), Doubles(eager.w1)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.b1), Doubles(eager.b1)) << "step " << s;
+    EXPECT_EQ(Doubles(compiled.w2), Doubles(eager.w2)) << "step " << s;
+  }
 };
 
 TEST_F(ProgramTest, AdamTrainingStepEqualsTheEagerStepBitForBitInF64) {
@@ -70,13 +107,9 @@ TEST_F(ProgramTest, AdamTrainingStepEqualsTheEagerStepBitForBitInF64) {
   tc::Adam eager_opt({eager.w1, eager.b1, eager.w2}, options);
   tc::Adam program_opt({compiled.w1, compiled.b1, compiled.w2}, options);
 
-  tc::ProgramBuilder b = session().NewProgram(ctx.id());
-  tc::Operand x = b.Parameter(X(0), "x");
-  tc::Operand y = b.Parameter(Y(0), "y");
-  tc::CallRef loss = AddForward(b, compiled, x, y);
-  b.Backward({loss.out(0)}, {compiled.w1, compiled.b1, compiled.w2});
-  ASSERT_OK(program_opt.AddStepTo(b));
-  ASSERT_OK_AND_ASSIGN(tc::Program step, b.Compile());
+  ASSERT_OK_AND_ASSIGN(CompiledStep made, CompileStep(ctx, compiled, program_opt));
+  const tc::Program& step = made.program;
+  const tc::CallRef& loss = made.loss;
   ASSERT_EQ(step.compiled(loss).size(), 1u);
   EXPECT_EQ(step.compiled(loss)[0].dtype, tc::DType::kF64);
   EXPECT_TRUE(step.compiled(loss)[0].shape.empty()) << "the loss is 0-d";
@@ -85,16 +118,9 @@ TEST_F(ProgramTest, AdamTrainingStepEqualsTheEagerStepBitForBitInF64) {
 
   ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
   for (int s = 1; s <= 3; ++s) {
-    ASSERT_OK_AND_ASSIGN(
-        tc::Tensor l,
-        tc::MseLoss(tc::Matmul(tc::Tanh(tc::Matmul(X(s), eager.w1) + eager.b1), eager.w2), Y(s)));
-    ASSERT_OK_AND_ASSIGN(tc::Gradients g, ctx.Backward({l}));
-    ASSERT_OK(eager_opt.Step(g));
+    ASSERT_OK_AND_ASSIGN(tc::Tensor l, EagerStep(ctx, eager, eager_opt, s));
     ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, step.Run({X(s), Y(s)}));
-    EXPECT_EQ(r.value(loss).ToDoubles(), Doubles(l)) << "step " << s;
-    EXPECT_EQ(Doubles(compiled.w1), Doubles(eager.w1)) << "step " << s;
-    EXPECT_EQ(Doubles(compiled.b1), Doubles(eager.b1)) << "step " << s;
-    EXPECT_EQ(Doubles(compiled.w2), Doubles(eager.w2)) << "step " << s;
+    ExpectSameStep(r, loss, l, compiled, eager, s);
   }
   EXPECT_EQ(Doubles(program_opt.state(compiled.w1)[2]), std::vector<double>{3})
       << "the step counter counted the three runs, not the compile";
@@ -115,29 +141,18 @@ TEST_F(ProgramTest, ARunThatRecordsAnotherGraphWalksItAndTheNextTakesThePlanAgai
   ASSERT_OK_AND_ASSIGN(Mlp compiled, MakeMlp(ctx));
   tc::Adam eager_opt({eager.w1, eager.b1, eager.w2}, tc::AdamOptions{});
   tc::Adam program_opt({compiled.w1, compiled.b1, compiled.w2}, tc::AdamOptions{});
-  tc::ProgramBuilder b = session().NewProgram(ctx.id());
-  tc::Operand x = b.Parameter(X(0), "x");
-  tc::Operand y = b.Parameter(Y(0), "y");
-  tc::CallRef loss = AddForward(b, compiled, x, y);
-  b.Backward({loss.out(0)}, {compiled.w1, compiled.b1, compiled.w2});
-  ASSERT_OK(program_opt.AddStepTo(b));
-  ASSERT_OK_AND_ASSIGN(tc::Program step, b.Compile());
+  ASSERT_OK_AND_ASSIGN(CompiledStep made, CompileStep(ctx, compiled, program_opt));
+  const tc::Program& step = made.program;
+  const tc::CallRef& loss = made.loss;
   for (int s = 1; s <= 4; ++s) {
-    ASSERT_OK_AND_ASSIGN(
-        tc::Tensor l,
-        tc::MseLoss(tc::Matmul(tc::Tanh(tc::Matmul(X(s), eager.w1) + eager.b1), eager.w2), Y(s)));
-    ASSERT_OK_AND_ASSIGN(tc::Gradients g, ctx.Backward({l}));
-    ASSERT_OK(eager_opt.Step(g));
+    ASSERT_OK_AND_ASSIGN(tc::Tensor l, EagerStep(ctx, eager, eager_opt, s));
     tc::Operand input = X(s);
     if (s == 2 || s == 3) {  // a requires-grad leaf of the context
       ASSERT_OK_AND_ASSIGN(tc::Tensor tracked, session().Put(X(s), {true, ctx.id()}));
       input = tracked;
     }
     ASSERT_OK_AND_ASSIGN(tc::ProgramResult r, step.Run({input, Y(s)}));
-    EXPECT_EQ(r.value(loss).ToDoubles(), Doubles(l)) << "step " << s;
-    EXPECT_EQ(Doubles(compiled.w1), Doubles(eager.w1)) << "step " << s;
-    EXPECT_EQ(Doubles(compiled.b1), Doubles(eager.b1)) << "step " << s;
-    EXPECT_EQ(Doubles(compiled.w2), Doubles(eager.w2)) << "step " << s;
+    ExpectSameStep(r, loss, l, compiled, eager, s);
     ASSERT_OK_AND_ASSIGN(tc::SessionInfo info, session().Info());
     EXPECT_EQ(info.context(ctx.id())->tape_nodes, 0u) << "step " << s << " freed its graph";
   }
