@@ -258,10 +258,7 @@ bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots
       if (bound == nullptr) bound = m->grad_fn.get();
       return bound == m->grad_fn.get();
     }
-    if (m->grad_fn != nullptr || m->tensor_id != plan.leaf_ids[t.leaf]) return false;
-    std::shared_ptr<AutogradMeta>& bound = graph.leaves[t.leaf];
-    if (bound == nullptr) bound = m;
-    return bound == m;
+    return BindLeaf(plan, t.leaf, m, graph.leaves[t.leaf]);
   };
   if (roots.size() != plan.roots.size()) return false;
   for (size_t r = 0; r < roots.size(); ++r) {
@@ -283,14 +280,24 @@ bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots
       if (needs != step.needs[k]) return false;
     }
   }
-  // Distinct leaves (a batch's requires-grad outputs share tensor id 0).
-  std::vector<const AutogradMeta*> leaves;
-  for (const auto& m : graph.leaves) {
+  return DistinctLeaves(graph.leaves);
+}
+
+bool BindLeaf(const BackwardPlan& plan, int leaf, const std::shared_ptr<AutogradMeta>& m,
+              std::shared_ptr<AutogradMeta>& bound) {
+  if (m->grad_fn != nullptr || m->tensor_id != plan.leaf_ids[leaf]) return false;
+  if (bound == nullptr) bound = m;
+  return bound == m;
+}
+
+bool DistinctLeaves(const std::vector<std::shared_ptr<AutogradMeta>>& leaves) {
+  std::vector<const AutogradMeta*> seen;
+  for (const auto& m : leaves) {
     if (m == nullptr) return false;
-    leaves.push_back(m.get());
+    seen.push_back(m.get());
   }
-  std::sort(leaves.begin(), leaves.end());
-  return std::adjacent_find(leaves.begin(), leaves.end()) == leaves.end();
+  std::sort(seen.begin(), seen.end());
+  return std::adjacent_find(seen.begin(), seen.end()) == seen.end();
 }
 
 absl::StatusOr<std::vector<Tensor>> RunBackwardPlan(

@@ -70,6 +70,15 @@ absl::StatusOr<BackwardPlan> PlanBackward(const AutodiffContext& ctx,
 bool FindPlannedGraph(const BackwardPlan& plan, const std::vector<Tensor>& roots,
                       BackwardGraph& graph);
 
+// Whether `m` (an identity without a producer, checked by the caller to be of the plan's
+// context) is the plan's leaf `leaf`: its tensor id, and the identity `bound` holds once one
+// was bound (binding it the first time).
+bool BindLeaf(const BackwardPlan& plan, int leaf, const std::shared_ptr<AutogradMeta>& m,
+              std::shared_ptr<AutogradMeta>& bound);
+// Whether every leaf is bound and no two are one identity (a batch's requires-grad outputs
+// share tensor id 0).
+bool DistinctLeaves(const std::vector<std::shared_ptr<AutogradMeta>>& leaves);
+
 // Runs `plan` over `graph` through `runner` (which must not record): one gradient per plan
 // leaf, undefined for a leaf that none reached. `seeds[i]` may be undefined for a
 // single-element root (seeded with one). `sink`, when given, is told of each leaf's gradient

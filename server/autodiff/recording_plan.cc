@@ -55,10 +55,7 @@ bool PlannedRecorder::Bind(const BackwardPlan::Target& target,
     return m->grad_fn != nullptr && static_cast<size_t>(e) < next_ && m->grad_fn == nodes_[e] &&
            m->output_index == target.output;
   }
-  if (m->grad_fn != nullptr || m->tensor_id != plan_.leaf_ids[target.leaf]) return false;
-  std::shared_ptr<AutogradMeta>& bound = leaves_[target.leaf];
-  if (bound == nullptr) bound = m;
-  return bound == m;
+  return BindLeaf(plan_, target.leaf, m, leaves_[target.leaf]);
 }
 
 bool PlannedRecorder::Matches(const RecordingPlan::Entry& entry, const OpDef& op,
@@ -98,14 +95,7 @@ bool PlannedRecorder::Graph(const std::vector<Tensor>& roots, BackwardGraph& gra
   }
   graph.nodes.clear();
   for (int e : recording_.step_entry) graph.nodes.push_back(nodes_[e].get());
-  // Distinct leaves, every one bound (a batch's requires-grad outputs share tensor id 0).
-  std::vector<const AutogradMeta*> seen;
-  for (const auto& m : leaves_) {
-    if (m == nullptr) return false;
-    seen.push_back(m.get());
-  }
-  std::sort(seen.begin(), seen.end());
-  if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) return false;
+  if (!DistinctLeaves(leaves_)) return false;
   graph.leaves = leaves_;
   return true;
 }
