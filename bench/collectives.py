@@ -135,31 +135,29 @@ def tensord_worker(rank: int, world: int, address: str, group: str, rendezvous: 
             results.put((rank, times[warmup:]))
 
 
-class TensordRankProcesses:
-    """WORLD client processes, one per server and rank (the layout of the Gloo baseline); run()
-    times all_reduce as TensordRanks does."""
+class RankProcesses:
+    """WORLD processes running `target(rank, *args, commands, results)`, each putting
+    (rank, "ready") once set up and then answering (nbytes, reps, warmup) commands with
+    (rank, seconds per repetition) until None; run() gives the slowest rank's time per
+    repetition."""
 
-    def __init__(self, addresses, rendezvous):
+    def __init__(self, target, args_of_rank):
         import multiprocessing
         ctx = multiprocessing.get_context("spawn")
-        self.n = len(addresses)
-        group = f"bench-{uuid.uuid4().hex[:8]}"
-        barrier = ctx.Barrier(self.n)
-        self.commands = [ctx.Queue() for _ in range(self.n)]
+        self.commands = [ctx.Queue() for _ in range(WORLD)]
         self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=tensord_worker,
-                                  args=(r, self.n, a, group, rendezvous, barrier,
-                                        self.commands[r], self.results))
-                      for r, a in enumerate(addresses)]
+        self.procs = [ctx.Process(target=target,
+                                  args=(r, *args_of_rank(r, ctx), self.commands[r], self.results))
+                      for r in range(WORLD)]
         for p in self.procs:
             p.start()
-        for _ in range(self.n):  # every rank joined
+        for _ in range(WORLD):  # every rank set up before anything is measured
             self.results.get(timeout=300)
 
     def run(self, nbytes: int, reps: int, warmup: int) -> list:
         for q in self.commands:
             q.put((nbytes, reps, warmup))
-        per_rank = dict(self.results.get(timeout=600) for _ in range(self.n))
+        per_rank = dict(self.results.get(timeout=600) for _ in range(WORLD))
         return [max(ts) for ts in zip(*per_rank.values())]
 
     def close(self):
@@ -169,6 +167,23 @@ class TensordRankProcesses:
             p.join(timeout=60)
             if p.is_alive():
                 p.kill()
+
+
+class TensordRankProcesses(RankProcesses):
+    """A client process per server and rank (the layout of the Gloo baseline), timing
+    all_reduce as TensordRanks does."""
+
+    def __init__(self, addresses, rendezvous):
+        group = f"bench-{uuid.uuid4().hex[:8]}"
+        barrier = None
+
+        def args_of_rank(r, ctx):
+            nonlocal barrier
+            if barrier is None:
+                barrier = ctx.Barrier(WORLD)
+            return (WORLD, addresses[r], group, rendezvous, barrier)
+
+        super().__init__(tensord_worker, args_of_rank)
 
 
 # -- all_reduce through torch.distributed (gloo) --------------------------------------------------
@@ -197,41 +212,17 @@ def gloo_worker(rank: int, world: int, init_file: str, commands, results) -> Non
     dist.destroy_process_group()
 
 
-class GlooRanks:
+class GlooRanks(RankProcesses):
     """WORLD processes of torch.distributed with backend="gloo", kept for the whole run and
     idle (blocked on their command queue) while tensord is measured."""
 
     def __init__(self, tmp: str):
         import torch.distributed as dist
-        import torch.multiprocessing as mp
         if not dist.is_gloo_available():
             raise SystemExit("torch.distributed has no gloo backend")
         os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        ctx = mp.get_context("spawn")
-        self.commands = [ctx.Queue() for _ in range(WORLD)]
-        self.results = ctx.Queue()
-        self.procs = [ctx.Process(target=gloo_worker, args=(r, WORLD, f"{tmp}/gloo-store",
-                                                             self.commands[r], self.results))
-                      for r in range(WORLD)]
-        for p in self.procs:
-            p.start()
         # Started, torch imported and the group formed before anything is measured.
-        for _ in range(WORLD):
-            self.results.get(timeout=300)
-
-    def run(self, nbytes: int, reps: int, warmup: int) -> list:
-        for q in self.commands:
-            q.put((nbytes, reps, warmup))
-        per_rank = dict(self.results.get(timeout=600) for _ in range(WORLD))
-        return [max(ts) for ts in zip(*per_rank.values())]
-
-    def close(self):
-        for q in self.commands:
-            q.put(None)
-        for p in self.procs:
-            p.join(timeout=60)
-            if p.is_alive():
-                p.kill()
+        super().__init__(gloo_worker, lambda r, ctx: (WORLD, f"{tmp}/gloo-store"))
 
 
 def all_reduce_lines(sizes, rounds: int, reps: int, warmup: int) -> None:
