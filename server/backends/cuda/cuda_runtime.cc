@@ -89,11 +89,7 @@ CudaDevice::CudaDevice(std::string name, int ordinal)
 CudaDevice::~CudaDevice() {
   cudaSetDevice(ordinal_);
   cudaDeviceSynchronize();
-  {
-    absl::MutexLock lock(&streams_mu_);
-    for (auto& [id, stream] : streams_) cudaStreamDestroy(stream);
-    streams_.clear();
-  }
+  for (cudaStream_t stream : streams_.TakeAll()) cudaStreamDestroy(stream);
   blocks_.ReleaseAll();
   {
     absl::MutexLock lock(&constants_mu_);
@@ -130,14 +126,12 @@ absl::Status CudaDevice::Open() {
 
 absl::StatusOr<cudaStream_t> CudaDevice::StreamOf(uint64_t stream) {
   if (stream == kDefaultStream) return stream_;
-  absl::MutexLock lock(&streams_mu_);
-  auto it = streams_.find(stream);
-  if (it != streams_.end()) return it->second;
-  cudaStream_t made = nullptr;
-  RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking),
-                        "cudaStreamCreate for a session"));
-  streams_.emplace(stream, made);
-  return made;
+  return streams_.Get(stream, [this]() -> absl::StatusOr<cudaStream_t> {
+    cudaStream_t made = nullptr;
+    RETURN_IF_ERROR(Check(cudaStreamCreateWithFlags(&made, cudaStreamNonBlocking),
+                          "cudaStreamCreate for a session"));
+    return made;
+  });
 }
 
 absl::StatusOr<cudaStream_t> CudaDevice::CurrentStream() {
@@ -145,10 +139,7 @@ absl::StatusOr<cudaStream_t> CudaDevice::CurrentStream() {
   return StreamOf(StreamScope::Current());
 }
 
-size_t CudaDevice::stream_count() const {
-  absl::MutexLock lock(&streams_mu_);
-  return streams_.size();
-}
+size_t CudaDevice::stream_count() const { return streams_.size(); }
 
 absl::StatusOr<cudaStream_t> CudaDevice::StreamFor(absl::Span<const void* const> blocks) {
   const uint64_t stream = StreamScope::Current();
@@ -162,20 +153,14 @@ absl::Status CudaDevice::Wait(uint64_t from, uint64_t to) {
   cudaEvent_t event = nullptr;
   RETURN_IF_ERROR(Check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming),
                         "cudaEventCreate ordering two streams"));
+  // Recorded while the stream cannot end (and be destroyed).
   cudaError_t err = cudaSuccess;
-  {
-    // Recorded under the lock: the stream cannot end (and be destroyed) meanwhile.
-    absl::MutexLock lock(&streams_mu_);
-    cudaStream_t before = stream_;
-    if (from != kDefaultStream) {
-      auto it = streams_.find(from);
-      if (it == streams_.end()) {  // ended: its work is done
-        cudaEventDestroy(event);
-        return absl::OkStatus();
-      }
-      before = it->second;
-    }
-    err = cudaEventRecord(event, before);
+  if (from == kDefaultStream) {
+    err = cudaEventRecord(event, stream_);
+  } else if (!streams_.With(from,
+                            [&](cudaStream_t before) { err = cudaEventRecord(event, before); })) {
+    cudaEventDestroy(event);  // ended: its work is done
+    return absl::OkStatus();
   }
   if (err == cudaSuccess) err = cudaStreamWaitEvent(after, event, 0);
   cudaEventDestroy(event);  // released once the wait is done
@@ -183,23 +168,8 @@ absl::Status CudaDevice::Wait(uint64_t from, uint64_t to) {
 }
 
 void CudaDevice::EndStream(uint64_t stream) {
-  cudaStream_t ended = nullptr;
-  {
-    absl::MutexLock lock(&streams_mu_);
-    auto it = streams_.find(stream);
-    if (it == streams_.end()) return;
-    ended = it->second;
-  }
-  // Once the stream is gone, a stream taking over a block this one named last waits for
-  // nothing: so its work is finished first, while the stream is still found (a stream that
-  // orders itself after this one meanwhile waits on an event recorded behind that work).
   cudaSetDevice(ordinal_);
-  cudaStreamSynchronize(ended);
-  {
-    absl::MutexLock lock(&streams_mu_);
-    streams_.erase(stream);
-  }
-  cudaStreamDestroy(ended);
+  streams_.End(stream, cudaStreamSynchronize, cudaStreamDestroy);
 }
 
 absl::Status CudaDevice::Enter() {

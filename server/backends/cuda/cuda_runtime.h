@@ -21,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/backends/gpu/device_runtime.h"
+#include "server/backends/gpu/stream_queues.h"
 #include "server/core/device_block_cache.h"
 #include "server/core/device_stream_order.h"
 
@@ -99,10 +100,9 @@ class CudaDevice : public gpu::DeviceRuntime {
   const int ordinal_;
   std::string description_, arch_;
   int64_t memory_bytes_ = 0;
-  cudaStream_t stream_ = nullptr;  // the default stream's
-  mutable absl::Mutex streams_mu_;
-  absl::flat_hash_map<uint64_t, cudaStream_t> streams_ ABSL_GUARDED_BY(streams_mu_);
-  void* cublaslt_ = nullptr;  // cublasLtHandle_t, made on first GEMM
+  cudaStream_t stream_ = nullptr;            // the default stream's
+  gpu::StreamQueues<cudaStream_t> streams_;  // the other streams'
+  void* cublaslt_ = nullptr;                 // cublasLtHandle_t, made on first GEMM
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   DeviceStreamOrder order_;  // before blocks_, whose release forgets blocks here

@@ -114,10 +114,7 @@ ClDevice::~ClDevice() {
     absl::MutexLock lock(&staging_mu_);
     if (staging_) clReleaseMemObject(staging_);
   }
-  {
-    absl::MutexLock lock(&queues_mu_);
-    for (auto& [stream, queue] : queues_) clReleaseCommandQueue(queue);
-  }
+  for (cl_command_queue queue : queues_.TakeAll()) clReleaseCommandQueue(queue);
   if (queue_) clReleaseCommandQueue(queue_);
   if (context_) clReleaseContext(context_);
 }
@@ -138,24 +135,19 @@ absl::Status ClDevice::Open() {
 
 absl::StatusOr<cl_command_queue> ClDevice::StreamQueue(uint64_t stream) {
   if (stream == kDefaultStream) return queue_;
-  absl::MutexLock lock(&queues_mu_);
-  auto it = queues_.find(stream);
-  if (it != queues_.end()) return it->second;
-  cl_int err = CL_SUCCESS;
-  cl_command_queue queue = clCreateCommandQueue(context_, id_, 0, &err);
-  if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
-  queues_.emplace(stream, queue);
-  return queue;
+  return queues_.Get(stream, [this]() -> absl::StatusOr<cl_command_queue> {
+    cl_int err = CL_SUCCESS;
+    cl_command_queue queue = clCreateCommandQueue(context_, id_, 0, &err);
+    if (err != CL_SUCCESS) return ClError(err, "clCreateCommandQueue", name_);
+    return queue;
+  });
 }
 
 absl::StatusOr<cl_command_queue> ClDevice::CurrentQueue() {
   return StreamQueue(StreamScope::Current());
 }
 
-size_t ClDevice::stream_queues() const {
-  absl::MutexLock lock(&queues_mu_);
-  return queues_.size();
-}
+size_t ClDevice::stream_queues() const { return queues_.size(); }
 
 absl::StatusOr<cl_command_queue> ClDevice::QueueFor(absl::Span<const void* const> blocks) {
   const uint64_t stream = StreamScope::Current();
@@ -165,13 +157,12 @@ absl::StatusOr<cl_command_queue> ClDevice::QueueFor(absl::Span<const void* const
 
 absl::Status ClDevice::Wait(uint64_t from, uint64_t to) {
   cl_command_queue before = queue_;
-  if (from != kDefaultStream) {
-    // Held while used: the stream may end (and release its queue) meanwhile.
-    absl::MutexLock lock(&queues_mu_);
-    auto it = queues_.find(from);
-    if (it == queues_.end()) return absl::OkStatus();  // ended: its work is done
-    before = it->second;
-    clRetainCommandQueue(before);
+  // Retained while used: the stream may end (and release its queue) meanwhile.
+  if (from != kDefaultStream && !queues_.With(from, [&](cl_command_queue q) {
+        before = q;
+        clRetainCommandQueue(q);
+      })) {
+    return absl::OkStatus();  // ended: its work is done
   }
   absl::Cleanup release = [&] {
     if (from != kDefaultStream) clReleaseCommandQueue(before);
@@ -189,24 +180,7 @@ absl::Status ClDevice::Wait(uint64_t from, uint64_t to) {
   return absl::OkStatus();
 }
 
-void ClDevice::EndStream(uint64_t stream) {
-  cl_command_queue queue = nullptr;
-  {
-    absl::MutexLock lock(&queues_mu_);
-    auto it = queues_.find(stream);
-    if (it == queues_.end()) return;
-    queue = it->second;
-  }
-  // Once the queue is gone, a stream taking over a block this one named last waits for
-  // nothing: so its work is finished first, while the queue is still found (a stream that
-  // orders itself after this one meanwhile waits on a marker queued behind that work).
-  clFinish(queue);
-  {
-    absl::MutexLock lock(&queues_mu_);
-    queues_.erase(stream);
-  }
-  clReleaseCommandQueue(queue);
-}
+void ClDevice::EndStream(uint64_t stream) { queues_.End(stream, clFinish, clReleaseCommandQueue); }
 
 absl::StatusOr<void*> ClDevice::NewBuffer(size_t bytes) {
   cl_int err = CL_SUCCESS;
@@ -449,13 +423,10 @@ absl::Status ClDevice::CopyOnDevice(const void* src, void* dst, size_t bytes) {
 
 absl::Status ClDevice::Synchronize() {
   std::vector<cl_command_queue> queues = {queue_};
-  {
-    absl::MutexLock lock(&queues_mu_);
-    for (auto& [stream, queue] : queues_) {
-      clRetainCommandQueue(queue);
-      queues.push_back(queue);
-    }
-  }
+  queues_.ForEach([&](cl_command_queue queue) {
+    clRetainCommandQueue(queue);
+    queues.push_back(queue);
+  });
   cl_int err = CL_SUCCESS;
   for (size_t i = 0; i < queues.size(); ++i) {
     const cl_int finished = clFinish(queues[i]);

@@ -20,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "server/backends/gpu/device_runtime.h"
+#include "server/backends/gpu/stream_queues.h"
 #include "server/core/device_block_cache.h"
 #include "server/core/device_stream_order.h"
 #include "server/core/tensor.h"
@@ -131,9 +132,8 @@ class ClDevice : public gpu::DeviceRuntime {
   int max_group_size_ = 1;
   bool cpu_ = false;  // CL_DEVICE_TYPE_CPU
   cl_context context_ = nullptr;
-  cl_command_queue queue_ = nullptr;  // stream 0's
-  mutable absl::Mutex queues_mu_;
-  absl::flat_hash_map<uint64_t, cl_command_queue> queues_ ABSL_GUARDED_BY(queues_mu_);
+  cl_command_queue queue_ = nullptr;            // stream 0's
+  gpu::StreamQueues<cl_command_queue> queues_;  // the other streams'
   // Host-allocated (pinned, mapped) memory that transfers of at least kStagedFrom bytes pass
   // through: the driver copies from it by DMA, without staging pageable memory itself.
   bool staged_ = false;
