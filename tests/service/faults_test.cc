@@ -159,23 +159,31 @@ TEST_F(FaultsTest, DeadlineStopsABackwardWhichKeepsItsGraph) {
   v1::OpCall* sum = chain.add_calls();
   sum->set_op("sum");
   sum->add_inputs()->mutable_call_output()->set_call(99);
-  Clock::time_point start = Clock::now();
-  v1::ExecuteResponse forward;
-  {
+  auto record = [&]() -> uint64_t {
     grpc::ClientContext context;
-    ASSERT_TRUE(stub->Execute(&context, chain, &forward).ok());
-  }
-  const auto forward_time = Clock::now() - start;
-  const uint64_t root = forward.results(100).outputs(0).handle();
-  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
-
+    v1::ExecuteResponse forward;
+    EXPECT_TRUE(stub->Execute(&context, chain, &forward).ok());
+    return forward.results_size() == 101 ? forward.results(100).outputs(0).handle() : 0;
+  };
   v1::BackwardRequest backward;
   backward.set_session_id(session().id());
   backward.set_context_id(ctx.id());
-  backward.add_roots(root);
+  // One whole backward of such a chain, timed: the stopped one gets a tenth of that, so the
+  // deadline falls well inside it on a fast machine or a busy one alike.
+  backward.add_roots(record());
+  Clock::time_point start = Clock::now();
   {
     grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() + forward_time / 5);
+    v1::BackwardResponse response;
+    ASSERT_TRUE(stub->Backward(&context, backward, &response).ok());
+  }
+  const auto backward_time = Clock::now() - start;
+  backward.set_roots(0, record());
+  ASSERT_NE(backward.roots(0), 0u);
+  ASSERT_OK_AND_ASSIGN(tc::SessionInfo before, session().Info());
+  {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + backward_time / 10);
     v1::BackwardResponse response;
     EXPECT_EQ(stub->Backward(&context, backward, &response).error_code(),
               grpc::StatusCode::DEADLINE_EXCEEDED);
