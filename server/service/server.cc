@@ -5,6 +5,7 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -35,6 +36,13 @@ constexpr int64_t kMinMessageBytes = int64_t{2} << 20;
 // refusal carries no details); far larger ones are still cut off by gRPC.
 int TransportReceiveLimit(int64_t max_message_bytes) {
   return static_cast<int>(std::min<int64_t>(INT32_MAX, 2 * max_message_bytes));
+}
+
+// Handler threads kept waiting for calls: one spare beside a running call, and up to twice the
+// cores (at least 8) once a burst is over, so concurrent sessions reuse their threads.
+constexpr int kMinIdleThreads = 2;
+int MaxIdleThreads() {
+  return std::max(8, 2 * static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 ServiceLimits LimitsOf(const ServerOptions& o) {
@@ -222,6 +230,10 @@ absl::StatusOr<std::unique_ptr<TensordServer>> TensordServer::Start(const Server
   // Tensors larger than this stream in chunks, so the limit never caps a tensor's size.
   builder.SetMaxReceiveMessageSize(TransportReceiveLimit(options.max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(options.max_message_bytes));
+  // The synchronous server's handler threads: gRPC's defaults keep at most two idle, so two
+  // sessions calling at once made a thread start and another exit on nearly every call.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, kMinIdleThreads);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, MaxIdleThreads());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
