@@ -94,7 +94,6 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
   ASSIGN_OR_RETURN(SessionRef session, sessions_.Find(req.session_id()));
   absl::MutexLock lock(&session->mu());
   RETURN_IF_ERROR(session->CheckLive());
-  metrics_.RecordSessionCreated();
   resp->set_session_id(session->id());
   resp->set_device(session->device());
   resp->set_memory_used_bytes(session->account()->used());

@@ -224,6 +224,8 @@ TEST_F(ObservedServerTest, AKnownWorkloadShowsInTheMetrics) {
   v1::ReleaseResponse released;
   grpc::ClientContext ctx;
   EXPECT_EQ(stub_->Release(&ctx, release, &released).error_code(), grpc::StatusCode::NOT_FOUND);
+  // Asking about a session creates none.
+  ASSERT_TRUE(s->Info().ok());
 
   const std::string text = Scrape();
   EXPECT_EQ(Sample(text, "tensord_rpcs_total{method=\"Execute\",code=\"OK\"}"), 3) << text;
