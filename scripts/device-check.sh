@@ -124,28 +124,40 @@ run() {
     bin/tensord --address 127.0.0.1:50062 > server-bench.log 2>&1 &
     server=$!
     sleep 3
-    stage "GEMM 4096 f32 through tensord against torch" 45 python3 - <<'EOF'
-import time, torch, tensord
+    stage "GEMM 4096 f32, TF32 and bf16 through tensord against torch" 60 python3 - <<'EOF'
+import time, numpy as np, torch, tensord
 n, reps = 4096, 10
-with tensord.connect("127.0.0.1:50062") as client, client.session(device="cuda:0") as s:
-    a, b = s.op("randn", shape=[n, n], seed=1), s.op("randn", shape=[n, n], seed=2)
-    s.op("mm", a, b).numpy()  # kernels and cuBLASLt warm
+def timed(run, sync):
+    sync(run())  # kernels and cuBLASLt warm
     t0 = time.perf_counter()
     for _ in range(reps):
-        c = s.op("mm", a, b)
-    c.numpy()  # waits for the stream
-    ours = (time.perf_counter() - t0) / reps
+        out = run()
+    sync(out)
+    return (time.perf_counter() - t0) / reps
 x, y = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
-torch.backends.cuda.matmul.allow_tf32 = False
-torch.mm(x, y)
-torch.cuda.synchronize()
-t0 = time.perf_counter()
-for _ in range(reps):
-    z = torch.mm(x, y)
-torch.cuda.synchronize()
-theirs = (time.perf_counter() - t0) / reps
-print(f"gemm {n} f32: tensord {ours * 1e3:.2f} ms (with one fetch), torch {theirs * 1e3:.2f} ms, "
-      f"ratio {theirs / ours:.2f}")
+exact = (x.double() @ y.double()).cpu().numpy()
+lines, ok = [], True
+for label, precision, dtype in (("f32", "highest", "f32"), ("tf32", "high", "f32"),
+                                ("bf16", "highest", "bf16")):
+    with tensord.connect("127.0.0.1:50062") as client, \
+            client.session(device="cuda:0", float32_matmul_precision=precision) as s:
+        a, b = s.tensor(x.cpu().numpy()), s.tensor(y.cpu().numpy())
+        if dtype == "bf16":
+            a, b = s.op("to_dtype", a, dtype="bf16"), s.op("to_dtype", b, dtype="bf16")
+        # one fetch of the last product waits for the stream
+        ours = timed(lambda: s.op("mm", a, b), lambda out: out.numpy())
+        got = s.op("to_dtype", s.op("mm", a, b), dtype="f32").numpy()
+    torch.backends.cuda.matmul.allow_tf32 = precision == "high"
+    tx, ty = (x, y) if dtype == "f32" else (x.bfloat16(), y.bfloat16())
+    theirs = timed(lambda: tx @ ty, lambda out: torch.cuda.synchronize())
+    err = float(np.abs(got - exact).max() / np.abs(exact).max())
+    bound = {"f32": 1e-5, "tf32": 5e-3, "bf16": 2e-2}[label]
+    ok = ok and err < bound
+    lines.append(f"gemm {n} {label}: tensord {ours * 1e3:.2f} ms (with one fetch), torch "
+                 f"{theirs * 1e3:.2f} ms, ratio {theirs / ours:.2f}, max error {err:.1e} "
+                 f"(bound {bound:.0e})")
+print("\n".join(lines))
+raise SystemExit(0 if ok else 1)
 EOF
     kill "$server" 2>/dev/null
     wait "$server" 2>/dev/null

@@ -119,6 +119,7 @@ absl::StatusOr<Session> Client::CreateSession(const SessionOptions& options) con
   request.set_ttl_seconds(options.ttl_seconds);
   request.set_memory_quota_bytes(options.memory_quota_bytes);
   request.set_disable_autodiff(!options.autodiff);
+  request.set_float32_matmul_precision(options.float32_matmul_precision);
   ::tensord::v1::CreateSessionResponse response;
   grpc::Status status = connection_->stub->CreateSession(&context, request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -142,6 +143,7 @@ absl::StatusOr<Session> Client::AttachSession(const std::string& session_id,
   created.set_memory_quota_bytes(info.memory_quota_bytes());
   created.set_device(info.device());
   created.set_autodiff_enabled(info.autodiff_enabled());
+  created.set_float32_matmul_precision(info.float32_matmul_precision());
   return Session(
       std::make_shared<internal::SessionState>(connection_, created, false, affinity_key));
 }

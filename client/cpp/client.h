@@ -50,6 +50,10 @@ struct SessionOptions {
   uint64_t ttl_seconds = 0;         // idle time before collection; 0 = server default
   uint64_t memory_quota_bytes = 0;  // 0 = server default
   bool autodiff = true;             // false: an inference-only session
+  // What float32 matrix products may compute in: "highest" (f32; empty is this), "high"
+  // (TensorFloat-32 on cuda devices), "medium" (bfloat16 products too); torch's
+  // set_float32_matmul_precision. cpu and opencl compute in f32 whatever is allowed.
+  std::string float32_matmul_precision;
 };
 
 struct DeviceInfo {

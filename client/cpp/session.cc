@@ -36,9 +36,12 @@ const ContextInfo* SessionInfo::context(uint64_t id) const {
 }
 
 std::string SessionInfo::ToString() const {
-  std::string out = absl::StrCat("session ", session_id, " on ", device, ": ", memory_used_bytes,
-                                 "/", memory_quota_bytes, " bytes, ttl ", ttl_seconds, " s",
-                                 autodiff_enabled ? "" : ", autodiff disabled");
+  std::string out = absl::StrCat(
+      "session ", session_id, " on ", device, ": ", memory_used_bytes, "/", memory_quota_bytes,
+      " bytes, ttl ", ttl_seconds, " s", autodiff_enabled ? "" : ", autodiff disabled",
+      float32_matmul_precision == "highest"
+          ? ""
+          : absl::StrCat(", float32 matmul precision ", float32_matmul_precision));
   for (const TensorInfo& t : tensors) absl::StrAppend(&out, "\n  ", t.ToString());
   for (const ContextInfo& c : contexts) {
     absl::StrAppend(&out, "\n  context ", c.context_id, " (", c.checkpointing, ", ", c.state, ", ",
@@ -65,7 +68,8 @@ bool operator==(const SessionInfo& a, const SessionInfo& b) {
   return a.session_id == b.session_id && a.device == b.device &&
          a.memory_used_bytes == b.memory_used_bytes &&
          a.memory_quota_bytes == b.memory_quota_bytes && a.ttl_seconds == b.ttl_seconds &&
-         a.autodiff_enabled == b.autodiff_enabled && a.tensors == b.tensors &&
+         a.autodiff_enabled == b.autodiff_enabled &&
+         a.float32_matmul_precision == b.float32_matmul_precision && a.tensors == b.tensors &&
          a.contexts == b.contexts && a.programs == b.programs &&
          a.shared_memory == b.shared_memory && a.group == b.group;
 }
@@ -132,6 +136,9 @@ const std::string& Session::device() const { return state_->created().device(); 
 uint64_t Session::ttl_seconds() const { return state_->created().ttl_seconds(); }
 uint64_t Session::memory_quota_bytes() const { return state_->created().memory_quota_bytes(); }
 bool Session::autodiff_enabled() const { return state_->created().autodiff_enabled(); }
+const std::string& Session::float32_matmul_precision() const {
+  return state_->created().float32_matmul_precision();
+}
 
 absl::StatusOr<Tensor> Session::Put(const HostTensor& value, const PutOptions& options) {
   if (!state_) return internal::NoSession();
@@ -278,6 +285,7 @@ absl::StatusOr<SessionInfo> Session::Info() {
   out.memory_quota_bytes = response.memory_quota_bytes();
   out.ttl_seconds = response.ttl_seconds();
   out.autodiff_enabled = response.autodiff_enabled();
+  out.float32_matmul_precision = response.float32_matmul_precision();
   for (const auto& t : response.tensors()) out.tensors.push_back(TensorInfo::FromProto(t));
   for (const auto& c : response.contexts()) {
     out.contexts.push_back(

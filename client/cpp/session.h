@@ -137,6 +137,7 @@ struct SessionInfo {
   uint64_t memory_quota_bytes = 0;
   uint64_t ttl_seconds = 0;
   bool autodiff_enabled = true;
+  std::string float32_matmul_precision = "highest";
   std::vector<TensorInfo> tensors;  // sorted by handle
   std::vector<ContextInfo> contexts;
   std::vector<ProgramInfo> programs;            // by program id
@@ -294,6 +295,8 @@ class Session {
   uint64_t ttl_seconds() const;
   uint64_t memory_quota_bytes() const;
   bool autodiff_enabled() const;
+  // "highest", "high" or "medium" (SessionOptions::float32_matmul_precision).
+  const std::string& float32_matmul_precision() const;
 
   // Client-streaming upload in chunks (any size; nothing is stored unless all bytes arrive).
   absl::StatusOr<Tensor> Put(const HostTensor& value, const PutOptions& options = {});

@@ -64,6 +64,8 @@ absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
   }
   config.quota_bytes = static_cast<int64_t>(quota);
   config.autodiff_enabled = !req.disable_autodiff();
+  ASSIGN_OR_RETURN(config.matmul_precision, ParseMatmulPrecision(req.float32_matmul_precision(),
+                                                                 "float32_matmul_precision"));
   std::shared_ptr<Session> session;
   ASSIGN_OR_RETURN(session, sessions_.Create(config));
   // No one tensor of the session may exceed max_tensor_bytes, however it is made.
@@ -74,6 +76,7 @@ absl::Status ServiceCore::CreateSession(const v1::CreateSessionRequest& req,
   resp->set_memory_quota_bytes(quota);
   resp->set_device(config.device);
   resp->set_autodiff_enabled(config.autodiff_enabled);
+  resp->set_float32_matmul_precision(MatmulPrecisionName(config.matmul_precision));
   return absl::OkStatus();
 }
 
@@ -100,6 +103,7 @@ absl::Status ServiceCore::GetSessionInfo(const v1::GetSessionInfoRequest& req,
   resp->set_memory_quota_bytes(session->account()->quota());
   resp->set_ttl_seconds(absl::ToInt64Seconds(session->ttl()));
   resp->set_autodiff_enabled(session->autodiff_enabled());
+  resp->set_float32_matmul_precision(MatmulPrecisionName(session->matmul_precision()));
   for (const auto& [handle, t] : session->tensors()) {
     FillTensorInfo(handle, t, resp->add_tensors());
   }

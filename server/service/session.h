@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "server/autodiff/tape.h"
+#include "server/core/matmul_precision.h"
 #include "server/core/stream_scope.h"
 #include "server/core/tensor.h"
 #include "server/distributed/process_group.h"
@@ -33,6 +34,7 @@ struct SessionConfig {
   absl::Duration ttl = absl::Minutes(10);
   int64_t quota_bytes = int64_t{4} << 30;
   bool autodiff_enabled = true;
+  MatmulPrecision matmul_precision = MatmulPrecision::kHighest;
   // Who owns the session: only calls of this tenant can name it (see SessionManager).
   std::string tenant;
 };
@@ -54,6 +56,7 @@ class Session {
   const std::string& device() const { return config_.device; }
   absl::Duration ttl() const { return config_.ttl; }
   bool autodiff_enabled() const { return config_.autodiff_enabled; }
+  MatmulPrecision matmul_precision() const { return config_.matmul_precision; }
   const std::shared_ptr<MemoryAccount>& account() const { return account_; }
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(mu_) { return mu_; }
   // Tensor handles held and autodiff contexts open; kept beside the maps they count so the
@@ -176,11 +179,15 @@ struct SessionUsage {
 };
 
 // Keeps a session from being collected while a call uses it, and marks it used when done. The
-// calling thread's device work runs on the session's stream while the reference lives.
+// calling thread's device work runs on the session's stream, and its matrix products at the
+// session's precision, while the reference lives.
 class SessionRef {
  public:
   SessionRef(SessionManager* manager, std::shared_ptr<Session> session)
-      : manager_(manager), session_(std::move(session)), stream_(session_->stream()) {}
+      : manager_(manager),
+        session_(std::move(session)),
+        stream_(session_->stream()),
+        precision_(session_->matmul_precision()) {}
   SessionRef(SessionRef&& other) noexcept = default;
   SessionRef& operator=(SessionRef&&) = delete;
   SessionRef(const SessionRef&) = delete;
@@ -193,6 +200,7 @@ class SessionRef {
   SessionManager* manager_;
   std::shared_ptr<Session> session_;
   StreamScope stream_;
+  MatmulPrecisionScope precision_;
 };
 
 class SessionManager {

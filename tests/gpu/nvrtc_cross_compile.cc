@@ -113,8 +113,11 @@ class CrossCompilingRuntime : public gpu::DeviceRuntime {
     return inner_->Constants(values);
   }
   void ReleaseConstants(const void* block) override { inner_->ReleaseConstants(block); }
-  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) override {
-    return inner_->Gemm(shape, a, b, c);
+  bool GemmTakes(DType dtype) const override { return inner_->GemmTakes(dtype); }
+  bool GemmAddsBias() const override { return inner_->GemmAddsBias(); }
+  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c,
+                    const void* bias) override {
+    return inner_->Gemm(shape, a, b, c, bias);
   }
   absl::Status Synchronize() override { return inner_->Synchronize(); }
   absl::StatusOr<void*> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }

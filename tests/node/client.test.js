@@ -222,6 +222,15 @@ describe('autodiff', () => {
     assert.deepEqual(Array.from((await w.get()).data), [1, 2]);
   }));
 
+  test('a session\'s float32 matmul precision', async () => {
+    await withSession({}, async (sess) => assert.equal(sess.float32MatmulPrecision, 'highest'));
+    await withSession({float32MatmulPrecision: 'high'},
+        async (sess) => assert.equal(sess.float32MatmulPrecision, 'high'));
+    await assert.rejects(fixture.client.session({float32MatmulPrecision: 'tf32'}),
+        (err) => err.reason === 'INVALID_REQUEST' &&
+          err.metadata.field === 'float32_matmul_precision');
+  });
+
   test('requires_grad in an inference-only session', () =>
     withSession({autodiff: false}, async (sess) => {
       assert.equal(sess.autodiffEnabled, false);

@@ -410,6 +410,28 @@ def test_session_options_and_discovery(client):
         client.session(device="tpu:7")
 
 
+def test_float32_matmul_precision_is_a_session_option(client):
+    """As torch.set_float32_matmul_precision: reported back, refused when unknown, and the CPU
+    computes f32 products in f32 whatever is allowed (the same bits as "highest")."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((48, 80)).astype(np.float32)
+    w = rng.standard_normal((80, 24)).astype(np.float32)
+    values = {}
+    for precision in ("highest", "high", "medium"):
+        with client.session(float32_matmul_precision=precision) as s:
+            assert s.float32_matmul_precision == precision
+            assert s.info().float32_matmul_precision == precision
+            values[precision] = (s.tensor(x) @ s.tensor(w)).numpy()
+    assert values["high"].tobytes() == values["highest"].tobytes()
+    assert values["medium"].tobytes() == values["highest"].tobytes()
+    with client.session() as s:
+        assert s.float32_matmul_precision == "highest"
+    with pytest.raises(tensord.TensordError) as err:
+        client.session(float32_matmul_precision="tf32")
+    assert err.value.reason == "INVALID_REQUEST"
+    assert err.value.metadata["field"] == "float32_matmul_precision"
+
+
 def test_every_op_lists_a_backend(client):
     """ListOps must say where each op runs (a client decides before sending a batch)."""
     missing = [o["name"] for o in client.ops() if "cpu" not in o["backends"]]

@@ -3,11 +3,13 @@
 // (device runtimes finish and free its queue) once the session is gone.
 #include <cstdint>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
+#include "server/core/matmul_precision.h"
 #include "server/core/stream_scope.h"
 #include "server/service/session.h"
 
@@ -60,6 +62,29 @@ TEST(SessionStreams, ACallRunsOnItsSessionsStreamUntilItsReferenceGoes) {
   EXPECT_EQ(StreamScope::Current(), kDefaultStream);
   EXPECT_FALSE(sessions.Find("no such session").ok());
   EXPECT_EQ(StreamScope::Current(), kDefaultStream);
+}
+
+TEST(SessionStreams, ACallComputesAtItsSessionsMatmulPrecision) {
+  SessionManager sessions(absl::Seconds(60));
+  SessionConfig high;
+  high.matmul_precision = MatmulPrecision::kHigh;
+  std::shared_ptr<Session> a = sessions.Create(high).value();
+  std::shared_ptr<Session> b = sessions.Create(SessionConfig{}).value();
+  EXPECT_EQ(MatmulPrecisionScope::Current(), MatmulPrecision::kHighest);
+  {
+    SessionRef ref = sessions.Find(a->id()).value();
+    EXPECT_EQ(MatmulPrecisionScope::Current(), MatmulPrecision::kHigh);
+    {
+      SessionRef other = sessions.Find(b->id()).value();
+      EXPECT_EQ(MatmulPrecisionScope::Current(), MatmulPrecision::kHighest);
+    }
+    EXPECT_EQ(MatmulPrecisionScope::Current(), MatmulPrecision::kHigh);
+    // Another thread computes at its own precision.
+    MatmulPrecision elsewhere = MatmulPrecision::kMedium;
+    std::thread([&] { elsewhere = MatmulPrecisionScope::Current(); }).join();
+    EXPECT_EQ(elsewhere, MatmulPrecision::kHighest);
+  }
+  EXPECT_EQ(MatmulPrecisionScope::Current(), MatmulPrecision::kHighest);
 }
 
 TEST(SessionStreams, AClosedSessionsStreamEndsOnceNothingHoldsIt) {

@@ -79,12 +79,16 @@ class Client {
     });
   }
 
-  async session({device = '', ttlSeconds = 0, memoryQuotaBytes = 0, autodiff = true} = {}) {
+  // float32MatmulPrecision: 'highest' (the default), 'high' (TensorFloat-32 products on cuda
+  // devices) or 'medium' (bfloat16 products too), as torch.set_float32_matmul_precision.
+  async session({device = '', ttlSeconds = 0, memoryQuotaBytes = 0, autodiff = true,
+    float32MatmulPrecision = ''} = {}) {
     // The session's affinity key is drawn before the server is asked, so that a balancer
     // hashing on it routes CreateSession to the server every later call of the session reaches.
     const affinityKey = crypto.randomBytes(16).toString('hex');
     const resp = await this._unary('CreateSession', {device, ttl_seconds: ttlSeconds,
-      memory_quota_bytes: memoryQuotaBytes, disable_autodiff: !autodiff}, {affinityKey});
+      memory_quota_bytes: memoryQuotaBytes, disable_autodiff: !autodiff,
+      float32_matmul_precision: float32MatmulPrecision}, {affinityKey});
     return new Session(this, resp, affinityKey);
   }
 

@@ -21,6 +21,7 @@ class Session {
     this.ttlSeconds = Number(resp.ttl_seconds);
     this.memoryQuotaBytes = Number(resp.memory_quota_bytes);
     this.autodiffEnabled = resp.autodiff_enabled;
+    this.float32MatmulPrecision = resp.float32_matmul_precision;
     this._contexts = [];
     this._tensors = new Map();  // handle -> WeakRef(Tensor), to key gradients by leaf
     this.closed = false;

@@ -154,15 +154,21 @@ class Client:
 
     # -- API -----------------------------------------------------------------------------------
     def session(self, device: str | None = None, ttl_s: int | None = None,
-                memory_quota_bytes: int | None = None, autodiff: bool = True):
-        """Opens a session; use it as a context manager to close it."""
+                memory_quota_bytes: int | None = None, autodiff: bool = True,
+                float32_matmul_precision: str | None = None):
+        """Opens a session; use it as a context manager to close it.
+
+        float32_matmul_precision, as torch.set_float32_matmul_precision: "highest" (the
+        default: f32 products), "high" (TensorFloat-32 products on cuda devices) or "medium"
+        (bfloat16 products too); cpu and opencl devices compute in f32 whatever is allowed."""
         # The session's affinity key is drawn here, before the server is asked, so that a
         # balancer hashing on it routes CreateSession to the server every later call of the
         # session reaches.
         affinity_key = secrets.token_hex(16)
         resp = self._call("CreateSession", service_pb2.CreateSessionRequest(
             device=device or "", ttl_seconds=int(ttl_s or 0),
-            memory_quota_bytes=int(memory_quota_bytes or 0), disable_autodiff=not autodiff),
+            memory_quota_bytes=int(memory_quota_bytes or 0), disable_autodiff=not autodiff,
+            float32_matmul_precision=float32_matmul_precision or ""),
             affinity_key=affinity_key)
         return Session(self, resp, affinity_key)
 

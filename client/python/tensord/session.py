@@ -98,6 +98,7 @@ class Session:
         self.ttl_s = resp.ttl_seconds
         self.memory_quota_bytes = resp.memory_quota_bytes
         self.autodiff_enabled = resp.autodiff_enabled
+        self.float32_matmul_precision = resp.float32_matmul_precision
         self.closed = False
         self._live = weakref.WeakValueDictionary()  # handle -> requires-grad Tensor
         self._pending = collections.deque()  # (handle, nbytes) of collected Tensors

@@ -1,9 +1,11 @@
 // The CUDA runtime's GEMM: cuBLASLt on the calling session's stream. Row-major C = op(A) op(B) is
-// the column-major C^T = op(B)^T op(A)^T, so B's data is cuBLASLt's first operand. f32 computes in
-// f32 (TF32 only when a call asks for it, which none does yet), f64 in f64.
+// the column-major C^T = op(B)^T op(A)^T, so B's data is cuBLASLt's first operand, and a bias
+// per column of C is cuBLASLt's bias per row of C^T (its BIAS epilogue: added to the f32 sums
+// before the one rounding to C's dtype). Types: cublas_types.h.
 #include <cublasLt.h>
 
 #include "absl/strings/str_cat.h"
+#include "server/backends/cuda/cublas_types.h"
 #include "server/backends/cuda/cuda_libraries.h"
 #include "server/backends/cuda/cuda_runtime.h"
 #include "server/core/status.h"
@@ -26,7 +28,39 @@ struct Owned {
 
 }  // namespace
 
-absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void* b, void* c) {
+absl::StatusOr<CublasTypes> GemmTypesFor(DType dtype, MatmulPrecision precision) {
+  switch (dtype) {
+    case DType::kF64:
+      return CublasTypes{CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
+    case DType::kF32:
+      switch (precision) {
+        case MatmulPrecision::kHigh:
+          return CublasTypes{CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUDA_R_32F};
+        case MatmulPrecision::kMedium:
+          return CublasTypes{CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_16BF, CUDA_R_32F};
+        case MatmulPrecision::kHighest:
+          break;
+      }
+      return CublasTypes{CUDA_R_32F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::kBF16:
+      return CublasTypes{CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::kF16:
+      return CublasTypes{CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    default:
+      break;
+  }
+  return Error(Reason::kUnsupportedOnBackend,
+               absl::StrCat("GEMM: cuBLASLt is not used for ", DTypeName(dtype)),
+               {{"dtype", std::string(DTypeName(dtype))}, {"backend", "cuda"}});
+}
+
+bool CudaDevice::GemmTakes(DType dtype) const {
+  return dtype == DType::kF32 || dtype == DType::kF64 || dtype == DType::kBF16 ||
+         dtype == DType::kF16;
+}
+
+absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void* b, void* c,
+                              const void* bias) {
   RETURN_IF_ERROR(Enter());
   ASSIGN_OR_RETURN(const CublasLt* lt, LoadCublasLt());
   auto failed = [&](cublasStatus_t s, const char* what) {
@@ -46,17 +80,25 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
     // One workspace for every stream: a GEMM waits for the stream of the GEMM before it.
     RETURN_IF_ERROR(order_.Allocated(workspace_, StreamScope::Current()));
   }
-  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor({a, b, c, workspace_}));
-  const bool f64 = g.dtype == DType::kF64;
-  const cudaDataType_t type = f64 ? CUDA_R_64F : CUDA_R_32F;
+  ASSIGN_OR_RETURN(const CublasTypes types, GemmTypesFor(g.dtype, g.precision));
+  ASSIGN_OR_RETURN(cudaStream_t stream, StreamFor({a, b, c, bias, workspace_}));
+  const cudaDataType_t type = types.data;
   Owned<cublasLtMatmulDesc_t, decltype(lt->MatmulDescDestroy)> desc{nullptr, lt->MatmulDescDestroy};
-  cublasStatus_t s =
-      lt->MatmulDescCreate(&desc.value, f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F, type);
+  cublasStatus_t s = lt->MatmulDescCreate(&desc.value, types.compute, types.scale);
   if (s != CUBLAS_STATUS_SUCCESS) return failed(s, "cublasLtMatmulDescCreate");
   const cublasOperation_t op_b = g.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // first operand
   const cublasOperation_t op_a = g.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // second operand
   lt->MatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b));
   lt->MatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a));
+  if (bias != nullptr) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    if ((s = lt->MatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                        sizeof(epilogue))) != 0 ||
+        (s = lt->MatmulDescSetAttribute(desc.value, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                        sizeof(bias))) != 0) {
+      return failed(s, "cublasLtMatmulDescSetAttribute (bias)");
+    }
+  }
   using Layout = Owned<cublasLtMatrixLayout_t, decltype(lt->MatrixLayoutDestroy)>;
   Layout first{nullptr, lt->MatrixLayoutDestroy}, second{nullptr, lt->MatrixLayoutDestroy},
       out{nullptr, lt->MatrixLayoutDestroy};
@@ -87,6 +129,12 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   }
   lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                    &workspace_bytes_, sizeof(workspace_bytes_));
+  if (IsLowPrecision(g.dtype)) {
+    // A sum split over the inner dim is added up in f32, never in the 2-byte output.
+    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                     &reductions, sizeof(reductions));
+  }
   cublasLtMatmulHeuristicResult_t heuristic = {};
   int found = 0;
   s = lt->MatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, first.value,
@@ -95,6 +143,7 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   if (s != CUBLAS_STATUS_SUCCESS || found == 0) return failed(s, "cublasLtMatmulAlgoGetHeuristic");
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;
+  const bool f64 = types.scale == CUDA_R_64F;
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
   s = lt->Matmul(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, alpha, b, first.value, a,

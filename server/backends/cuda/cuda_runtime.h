@@ -66,7 +66,10 @@ class CudaDevice : public gpu::DeviceRuntime {
   absl::Status CopyOnDevice(const void* src, void* dst, size_t bytes) override;
   absl::StatusOr<const void*> Constants(const std::vector<int64_t>& values) override;
   void ReleaseConstants(const void* block) override;
-  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) override;
+  bool GemmTakes(DType dtype) const override;
+  bool GemmAddsBias() const override { return true; }
+  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c,
+                    const void* bias) override;
   // Waits for the work of every stream.
   absl::Status Synchronize() override;
 

@@ -25,6 +25,7 @@
 #include "absl/types/span.h"
 #include "server/backends/gpu/codegen/kernel_source.h"
 #include "server/core/dtype.h"
+#include "server/core/matmul_precision.h"
 #include "server/core/tensor.h"
 
 namespace tensord::gpu {
@@ -114,10 +115,12 @@ class KernelArgs {
 // C = op(A) op(B) for `batch` row-major matrices, A[b] at a + b * a_stride elements (0: one
 // matrix for every batch entry), C[b] contiguous.
 struct GemmShape {
-  DType dtype = DType::kF32;  // f32 or f64
+  DType dtype = DType::kF32;  // one the runtime's GemmTakes
   size_t rows = 0, cols = 0, inner = 0, batch = 1;
   bool transpose_a = false, transpose_b = false;
   size_t a_stride = 0, b_stride = 0;
+  // What an f32 product may compute in (the calling session's, matmul_precision.h).
+  MatmulPrecision precision = MatmulPrecision::kHighest;
 };
 
 class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<DeviceRuntime> {
@@ -171,8 +174,12 @@ class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<D
   virtual absl::StatusOr<const void*> Constants(const std::vector<int64_t>& values) = 0;
   virtual void ReleaseConstants(const void* block) = 0;
 
-  // The vendor's GEMM on blocks of this device.
-  virtual absl::Status Gemm(const GemmShape& shape, const void* a, const void* b, void* c) = 0;
+  // The vendor's GEMM on blocks of this device, for the dtypes GemmTakes. With `bias` (where
+  // GemmAddsBias: `cols` values of the dtype), C[b][i][j] = sum + bias[j], rounded once.
+  virtual bool GemmTakes(DType dtype) const { return dtype == DType::kF32 || dtype == DType::kF64; }
+  virtual bool GemmAddsBias() const { return false; }
+  virtual absl::Status Gemm(const GemmShape& shape, const void* a, const void* b, void* c,
+                            const void* bias) = 0;
 
   // Waits until everything enqueued is done.
   virtual absl::Status Synchronize() = 0;

@@ -1,5 +1,3 @@
-// mm, bmm, matmul, linear and batch_matmul.
-// f32/f64 operands whose batch dimensions are equal or broadcast from one matrix.
 // Matrix products through the runtime's GEMM: mm, bmm, matmul (batch dimensions equal,
 // broadcast from a single matrix, or partly broadcast: that operand is expanded on the device
 // first), linear, and the batch_matmul of their backward rules. Integer products run on the
@@ -71,11 +69,26 @@ absl::StatusOr<GemmPlan> Plan(const OpDef& op, Product form, const Attrs& attrs,
   return g;
 }
 
-bool SupportsProduct(const KernelQuery& q, Product form) {
+// The dtypes the device's GEMM takes (bf16 and f16 elsewhere run in f32, storage_dtypes.h);
+// a 2-byte linear with a bias only where the GEMM adds it before its one rounding, as the f32
+// product and add would.
+bool SupportsProduct(const KernelQuery& q, Product form, const DeviceRuntime& device) {
   if (q.inputs.size() < 2) return true;  // a listing
   const DType d = q.inputs[0].dtype;
-  if (d != DType::kF32 && d != DType::kF64) return false;
+  if (!device.GemmTakes(d)) return false;
+  if (IsLowPrecision(d) && form == Product::kLinear && q.inputs.size() == 3 &&
+      !device.GemmAddsBias()) {
+    return false;
+  }
   return Plan(q.op, form, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
+}
+
+// Whether the linear's bias goes to the GEMM: a device that adds it, a bias of one value per
+// output column (not one value broadcast).
+bool BiasToGemm(const KernelCall& c, Product form, const DeviceRuntime& device, const GemmPlan& g) {
+  if (form != Product::kLinear || c.inputs.size() != 3 || !device.GemmAddsBias()) return false;
+  const Tensor& bias = c.inputs[2];
+  return bias.shape().size() == 1 && static_cast<size_t>(bias.numel()) == g.cols;
 }
 
 // `t` (of rank >= 2) with its batch dims expanded to `batch`, in a temporary on the device.
@@ -101,13 +114,16 @@ absl::Status RunProduct(KernelCall& c, DeviceRuntime& device, Product form) {
   if (g.expand_b) {
     ASSIGN_OR_RETURN(b, ExpandBatch(b, g.batch_shape, device, c.account));
   }
+  const bool bias_in_gemm = g.inner != 0 && BiasToGemm(c, form, device, g);
   if (g.inner == 0) {
     RETURN_IF_ERROR(Fill(device, 0.0, out));
   } else {
     g.dtype = a.dtype();
-    RETURN_IF_ERROR(device.Gemm(g, a.raw(), b.raw(), out.raw()));
+    g.precision = MatmulPrecisionScope::Current();
+    RETURN_IF_ERROR(
+        device.Gemm(g, a.raw(), b.raw(), out.raw(), bias_in_gemm ? c.inputs[2].raw() : nullptr));
   }
-  if (form == Product::kLinear && c.inputs.size() == 3) {
+  if (form == Product::kLinear && c.inputs.size() == 3 && !bias_in_gemm) {
     // The bias, added in place: each element reads and writes only its own place.
     RETURN_IF_ERROR(AddInPlace(device, c.inputs[2], out));
   }
@@ -122,8 +138,8 @@ void RegisterLinalgKernels(GpuKernelTable& t) {
         std::pair{"bmm", Product::kMatmul}, std::pair{"linear", Product::kLinear},
         std::pair{"batch_matmul", Product::kBatchMatmul}}) {
     GpuKernel k = KernelOf(RunProduct, form);
-    k.supports = [form = form](const KernelQuery& q, const DeviceRuntime&) {
-      return SupportsProduct(q, form);
+    k.supports = [form = form](const KernelQuery& q, const DeviceRuntime& device) {
+      return SupportsProduct(q, form, device);
     };
     t.Add(op, std::move(k));
   }

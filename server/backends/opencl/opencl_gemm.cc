@@ -57,7 +57,13 @@ const gpu::Dialect& DialectWithoutFp64() {
   return *d;
 }
 
-absl::Status ClDevice::Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) {
+absl::Status ClDevice::Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c,
+                            const void* bias) {
+  // CLBlast adds no bias (GemmAddsBias is false) and computes f32 in f32 at every precision.
+  if (bias != nullptr) {
+    return Error(Reason::kInternal, absl::StrCat(name_, ": CLBlast GEMM given a bias"),
+                 {{"device", name_}});
+  }
   cl_mem am = static_cast<cl_mem>(const_cast<void*>(a));
   cl_mem bm = static_cast<cl_mem>(const_cast<void*>(b));
   cl_mem cm = static_cast<cl_mem>(c);

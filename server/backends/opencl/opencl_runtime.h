@@ -86,7 +86,8 @@ class ClDevice : public gpu::DeviceRuntime {
   // Constant blocks are buffers with a reference of the caller's (and one of the cache's).
   absl::StatusOr<const void*> Constants(const std::vector<int64_t>& values) override;
   void ReleaseConstants(const void* block) override;
-  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c) override;
+  absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c,
+                    const void* bias) override;
   absl::Status Synchronize() override;
 
   struct ConstantStats {
