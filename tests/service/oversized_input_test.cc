@@ -121,6 +121,7 @@ std::vector<Variant> EachStringSlot(const Message& m, const std::string& prefix,
 const std::map<std::string, std::string>& ExpectedReasons() {
   static const auto* table = new std::map<std::string, std::string>{
       {"CreateSession device", "DEVICE_NOT_FOUND"},
+      {"CreateSession float32_matmul_precision", "INVALID_REQUEST"},
       {"KeepAlive session_id", "SESSION_NOT_FOUND"},
       {"CloseSession session_id", "SESSION_NOT_FOUND"},
       {"GetSessionInfo session_id", "SESSION_NOT_FOUND"},
