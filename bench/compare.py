@@ -5,6 +5,7 @@ ratio (never asserted: docs/performance.md records the figures and how they were
     bench/compare.py                       # starts build/tensord (or $TENSORD_BIN) itself
     bench/compare.py --address HOST:PORT   # a running server
     bench/compare.py --quick               # fewer repetitions (a smoke run)
+    bench/compare.py --device cuda:0 --only mlp --only cnn   # the training steps on a GPU
 
 Lines (tensord | baseline):
   small op        Execute of add([4], [4]) f32 from Python | KeepAlive on the same channel
@@ -22,7 +23,8 @@ Lines (tensord | baseline):
                   of the round trip | the server's own time for it (the chain runs as
                   fused_elementwise calls of up to 64 adds)
   MLP step        784-256-10, batch 256, SGD: forward batch, Backward, one tensord.optim step
-                  | local PyTorch, same thread count
+                  | local PyTorch, same thread count (with --device cuda:N, both on that GPU,
+                  each step ending with a read of its loss so that its kernels are done)
   MLP program     the same step compiled (sess.compile): one RunProgram a step | local PyTorch
                   (the note gives the speed-up over the eager step)
   MLP update      the SGD update alone: fused sgd ops | the same update written as 12 assign /
@@ -285,12 +287,22 @@ def eager_and_program(sess, ctx, opt, name, eager_step, loss_of, inputs, torch_s
     program.release()
 
 
+def torch_device(sess) -> str:
+    """Where the PyTorch baseline runs: the session's GPU for a cuda device, else the CPU."""
+    return "cuda:" + sess.device.split(":")[1] if sess.device.startswith("cuda:") else "cpu"
+
+
+def on_gpu(sess) -> bool:
+    return sess.device != "cpu"
+
+
 def mlp(sess, rounds, inner, threads):
     xn, yn, init = mlp_data()
     torch.set_num_threads(threads)
-    tparams = [torch.tensor(v, requires_grad=True) for v in init]
+    dev = torch_device(sess)
+    tparams = [torch.tensor(v, device=dev, requires_grad=True) for v in init]
     topt = torch.optim.SGD(tparams, lr=0.01, momentum=0.9)
-    tx, ty = torch.tensor(xn), torch.tensor(yn)
+    tx, ty = torch.tensor(xn, device=dev), torch.tensor(yn, device=dev)
 
     def torch_step():
         w1, b1, w2, b2 = tparams
@@ -298,6 +310,8 @@ def mlp(sess, rounds, inner, threads):
         topt.zero_grad()
         loss.backward()
         topt.step()
+        if dev != "cpu":
+            loss.item()  # the step's kernels done
 
     with sess.autodiff() as ctx:
         params = [sess.tensor(v, requires_grad=True) for v in init]
@@ -313,10 +327,13 @@ def mlp(sess, rounds, inner, threads):
             with sess.batch():
                 loss = loss_of(x, y)
             last["grads"] = ctx.backward(loss)
+            last["loss"] = loss
 
         def step():
             forward_backward()
             opt.step(last["grads"])
+            if on_gpu(sess):
+                last["loss"].numpy()  # the step's kernels done
 
         def fused_update():
             opt.step(last["grads"])
@@ -331,6 +348,8 @@ def mlp(sess, rounds, inner, threads):
 
         eager_and_program(sess, ctx, opt, "MLP", step, loss_of, (x, y), torch_step, rounds, inner,
                           1.2)
+        if on_gpu(sess):
+            return  # the update line times host-side calls: the CPU's
         forward_backward()
         t_fused, t_unfused = interleaved(fused_update, unfused_update, rounds, inner)
         line("MLP update", ms(t_fused) + " fused sgd", ms(t_unfused) + " assign calls",
@@ -428,9 +447,10 @@ def convolutions(sess, pid, rounds, inner, threads):
 def cnn(sess, rounds, inner, threads, pid=None):
     xn, yn, init = cnn_data()
     torch.set_num_threads(threads)
-    tparams = [torch.tensor(v, requires_grad=True) for v in init]
+    dev = torch_device(sess)
+    tparams = [torch.tensor(v, device=dev, requires_grad=True) for v in init]
     topt = torch.optim.SGD(tparams, lr=0.01)
-    tx, ty = torch.tensor(xn), torch.tensor(yn)
+    tx, ty = torch.tensor(xn, device=dev), torch.tensor(yn, device=dev)
     F = torch.nn.functional
 
     def torch_step():
@@ -441,6 +461,8 @@ def cnn(sess, rounds, inner, threads, pid=None):
         topt.zero_grad()
         loss.backward()
         topt.step()
+        if dev != "cpu":
+            loss.item()  # the step's kernels done
 
     with sess.autodiff() as ctx:
         params = [sess.tensor(v, requires_grad=True) for v in init]
@@ -454,6 +476,8 @@ def cnn(sess, rounds, inner, threads, pid=None):
             with sess.batch():
                 loss = loss_of(x, y)
             opt.step(ctx.backward(loss))
+            if on_gpu(sess):
+                loss.numpy()  # the step's kernels done
 
         eager_and_program(sess, ctx, opt, "CNN", step, loss_of, (x, y), torch_step, rounds, inner,
                           1.0, pid)
@@ -665,6 +689,9 @@ def main() -> int:
     sections = ["ops", "rpc", "mlp", "conv", "cnn", "fusion", "checkpoint", "nn", "transfers"]
     parser.add_argument("--only", choices=sections, action="append",
                         help="run only these sections (repeatable)")
+    parser.add_argument("--device", default="cpu",
+                        help="the session's device (mlp and cnn only); PyTorch runs on the "
+                        "same GPU for cuda:N, on the CPU otherwise")
     args = parser.parse_args()
     only = set(args.only or sections)
     rounds, inner = (2, 3) if args.quick else (5, 20)
@@ -686,9 +713,11 @@ def main() -> int:
     try:
         with tensord.connect(address) as client:
             client.wait_ready()
-            print(f"tensord {address}, torch {torch.__version__}, {args.threads} threads",
-                  flush=True)
-            with client.session() as sess:
+            print(f"tensord {address}, torch {torch.__version__}, {args.threads} threads"
+                  + (f", device {args.device}" if args.device != "cpu" else ""), flush=True)
+            if args.device != "cpu" and only - {"mlp", "cnn"}:
+                parser.error("--device applies to the mlp and cnn sections only")
+            with client.session(device=args.device) as sess:
                 if "ops" in only:
                     small_op(client, sess, rounds, inner * 10)
                     batches(sess, rounds)

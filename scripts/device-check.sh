@@ -9,9 +9,12 @@
 #                                         it and runs, each stage in its own time box: nvidia-smi;
 #                                         the server listing cuda:0; tests/gpu on cuda:0; the
 #                                         Python device and conformance tests on cuda:0; both
-#                                         seed failures; a GEMM against torch on the same GPU.
-#                                         --quick stops after the listing. At most about 7
-#                                         minutes in all. The last line sums up:
+#                                         seed failures; the bench against torch on the same
+#                                         GPU (GEMM in f32, TF32 and bf16 with their errors; the
+#                                         MLP and CNN training steps, eager and compiled).
+#                                         --quick stops after the listing. At most 7 minutes
+#                                         in all (the boxes: 20+30+150+100+30+90 s). The last
+#                                         line sums up:
 #                                         "device-check: N passed, M failed; gemm ...".
 # BUILD_DIR names the build to pack (default build/, built with the CUDA toolkit).
 set -uo pipefail
@@ -28,7 +31,7 @@ pack() {
     { echo "device-check: the Python client's modules could not be generated" >&2; exit 1; }
   rm -rf "$out/stage"
   stage=$out/stage/tensord-device-check
-  mkdir -p "$stage/bin" "$stage/lib" "$stage/tests/python" "$stage/client"
+  mkdir -p "$stage/bin" "$stage/lib" "$stage/tests/python" "$stage/client" "$stage/bench"
   local bins=("$build/tensord" "$build/tensordctl")
   for src in tests/gpu/*_test.cc tests/gpu/cuda/*_test.cc; do
     bins+=("$build/tests/$(basename "$src" .cc)")
@@ -46,6 +49,7 @@ pack() {
   cp -r client/python/tensord "$stage/client/"
   cp -r proto "$stage/"
   cp tests/python/*.py "$stage/tests/python/"
+  cp bench/*.py "$stage/bench/"
   cp scripts/device-check.sh "$stage/"
   find "$stage" -name __pycache__ -prune -exec rm -rf {} +
   tar -C "$out/stage" -cf - tensord-device-check | xz -T0 -6 > "$out/bundle.tar.xz"
@@ -106,7 +110,7 @@ run() {
   if (( quick == 0 )); then
     # The tests/gpu binaries side by side (the machine has cores to spare); kernels compiled
     # by one are on disk for the others.
-    stage "tests/gpu on cuda:0" 180 bash -c '
+    stage "tests/gpu on cuda:0" 150 bash -c '
       for t in bin/*_test; do "$t" --gtest_brief=1 > "$t.log" 2>&1 & done
       rc=0
       while wait -n; s=$?; (( s != 127 )); do (( s == 0 )) || rc=1; done
@@ -115,50 +119,21 @@ run() {
         grep -h "tests ran\|PASSED\|FAILED TEST" "$t.log" | sed "s|^|$(basename "$t"): |"
       done
       exit $rc'
-    stage "Python device and conformance tests on cuda:0" 120 \
+    stage "Python device and conformance tests on cuda:0" 100 \
       python3 -m pytest -q -x -p no:cacheprovider tests/python/test_devices.py \
       tests/python/test_conformance_devices.py
-    stage "both seed failures on cuda:0" 40 \
+    stage "both seed failures on cuda:0" 30 \
       python3 -m pytest -q -p no:cacheprovider tests/python/test_devices.py \
       -k autodiff_failures_name_the_device
     bin/tensord --address 127.0.0.1:50062 > server-bench.log 2>&1 &
     server=$!
     sleep 3
-    stage "GEMM 4096 f32, TF32 and bf16 through tensord against torch" 60 python3 - <<'EOF'
-import time, numpy as np, torch, tensord
-n, reps = 4096, 10
-def timed(run, sync):
-    sync(run())  # kernels and cuBLASLt warm
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        out = run()
-    sync(out)
-    return (time.perf_counter() - t0) / reps
-x, y = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
-exact = (x.double() @ y.double()).cpu().numpy()
-lines, ok = [], True
-for label, precision, dtype in (("f32", "highest", "f32"), ("tf32", "high", "f32"),
-                                ("bf16", "highest", "bf16")):
-    with tensord.connect("127.0.0.1:50062") as client, \
-            client.session(device="cuda:0", float32_matmul_precision=precision) as s:
-        a, b = s.tensor(x.cpu().numpy()), s.tensor(y.cpu().numpy())
-        if dtype == "bf16":
-            a, b = s.op("to_dtype", a, dtype="bf16"), s.op("to_dtype", b, dtype="bf16")
-        # one fetch of the last product waits for the stream
-        ours = timed(lambda: s.op("mm", a, b), lambda out: out.numpy())
-        got = s.op("to_dtype", s.op("mm", a, b), dtype="f32").numpy()
-    torch.backends.cuda.matmul.allow_tf32 = precision == "high"
-    tx, ty = (x, y) if dtype == "f32" else (x.bfloat16(), y.bfloat16())
-    theirs = timed(lambda: tx @ ty, lambda out: torch.cuda.synchronize())
-    err = float(np.abs(got - exact).max() / np.abs(exact).max())
-    bound = {"f32": 1e-5, "tf32": 5e-3, "bf16": 2e-2}[label]
-    ok = ok and err < bound
-    lines.append(f"gemm {n} {label}: tensord {ours * 1e3:.2f} ms (with one fetch), torch "
-                 f"{theirs * 1e3:.2f} ms, ratio {theirs / ours:.2f}, max error {err:.1e} "
-                 f"(bound {bound:.0e})")
-print("\n".join(lines))
-raise SystemExit(0 if ok else 1)
-EOF
+    # bench/gpu_gemm.py: 4096² f32, TF32 and bf16 products with their errors; bench/compare.py:
+    # the MLP and CNN training steps, eager and compiled; each beside torch on the same GPU.
+    stage "bench: GEMM and training steps against torch on cuda:0" 90 bash -c '
+      python3 bench/gpu_gemm.py 127.0.0.1:50062 cuda:0 &&
+      python3 bench/compare.py --address 127.0.0.1:50062 --device cuda:0 --quick \
+        --only mlp --only cnn'
     kill "$server" 2>/dev/null
     wait "$server" 2>/dev/null
   fi
