@@ -38,11 +38,12 @@ int TransportReceiveLimit(int64_t max_message_bytes) {
   return static_cast<int>(std::min<int64_t>(INT32_MAX, 2 * max_message_bytes));
 }
 
-// Handler threads kept waiting for calls: one spare beside a running call, and up to twice the
-// cores (at least 8) once a burst is over, so concurrent sessions reuse their threads.
+// Handler threads kept waiting for calls: one spare beside a running call, and once a burst is
+// over up to twice the cores, at least 8 and at most 16, so that concurrent sessions reuse their
+// threads. Not more: a thread that ran a parallel region keeps its idle OpenMP team.
 constexpr int kMinIdleThreads = 2;
 int MaxIdleThreads() {
-  return std::max(8, 2 * static_cast<int>(std::thread::hardware_concurrency()));
+  return std::clamp(2 * static_cast<int>(std::thread::hardware_concurrency()), 8, 16);
 }
 
 ServiceLimits LimitsOf(const ServerOptions& o) {
