@@ -69,26 +69,28 @@ absl::StatusOr<GemmPlan> Plan(const OpDef& op, Product form, const Attrs& attrs,
   return g;
 }
 
-// The dtypes the device's GEMM takes (bf16 and f16 elsewhere run in f32, storage_dtypes.h);
-// a 2-byte linear with a bias only where the GEMM adds it before its one rounding, as the f32
-// product and add would.
+// Whether a linear's bias goes to the GEMM: a device that adds it, one value per output column
+// (not one value broadcast), of the product's dtype.
+bool BiasFitsGemm(const Shape& bias, DType bias_dtype, const Shape& weight, DType dtype,
+                  const DeviceRuntime& device) {
+  return device.GemmAddsBias() && bias_dtype == dtype && bias.size() == 1 && !weight.empty() &&
+         bias[0] == weight[0];
+}
+
+// The dtypes the device's GEMM takes (bf16 and f16 elsewhere run in f32, storage_dtypes.h).
+// A 2-byte linear with a bias only where the GEMM adds it to its f32 sums before the one
+// rounding, as the product and add in f32 would, and never of an empty inner dim (whose bias
+// would be added by a 2-byte map).
 bool SupportsProduct(const KernelQuery& q, Product form, const DeviceRuntime& device) {
   if (q.inputs.size() < 2) return true;  // a listing
   const DType d = q.inputs[0].dtype;
   if (!device.GemmTakes(d)) return false;
   if (IsLowPrecision(d) && form == Product::kLinear && q.inputs.size() == 3 &&
-      !device.GemmAddsBias()) {
+      (!BiasFitsGemm(q.inputs[2].shape, q.inputs[2].dtype, q.inputs[1].shape, d, device) ||
+       q.inputs[0].shape.empty() || q.inputs[0].shape.back() == 0)) {
     return false;
   }
   return Plan(q.op, form, *q.attrs, q.inputs[0].shape, q.inputs[1].shape).ok();
-}
-
-// Whether the linear's bias goes to the GEMM: a device that adds it, a bias of one value per
-// output column (not one value broadcast).
-bool BiasToGemm(const KernelCall& c, Product form, const DeviceRuntime& device, const GemmPlan& g) {
-  if (form != Product::kLinear || c.inputs.size() != 3 || !device.GemmAddsBias()) return false;
-  const Tensor& bias = c.inputs[2];
-  return bias.shape().size() == 1 && static_cast<size_t>(bias.numel()) == g.cols;
 }
 
 // `t` (of rank >= 2) with its batch dims expanded to `batch`, in a temporary on the device.
@@ -114,7 +116,9 @@ absl::Status RunProduct(KernelCall& c, DeviceRuntime& device, Product form) {
   if (g.expand_b) {
     ASSIGN_OR_RETURN(b, ExpandBatch(b, g.batch_shape, device, c.account));
   }
-  const bool bias_in_gemm = g.inner != 0 && BiasToGemm(c, form, device, g);
+  const bool bias_in_gemm =
+      form == Product::kLinear && c.inputs.size() == 3 && g.inner != 0 &&
+      BiasFitsGemm(c.inputs[2].shape(), c.inputs[2].dtype(), b.shape(), a.dtype(), device);
   if (g.inner == 0) {
     RETURN_IF_ERROR(Fill(device, 0.0, out));
   } else {
