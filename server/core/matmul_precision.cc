@@ -4,12 +4,6 @@
 #include "server/core/status.h"
 
 namespace tensord {
-namespace {
-
-thread_local MatmulPrecision current_precision = MatmulPrecision::kHighest;
-
-}  // namespace
-
 absl::StatusOr<MatmulPrecision> ParseMatmulPrecision(absl::string_view text,
                                                      absl::string_view field) {
   if (text.empty() || text == "highest") return MatmulPrecision::kHighest;
@@ -31,21 +25,5 @@ const char* MatmulPrecisionName(MatmulPrecision p) {
   }
   return "highest";
 }
-
-MatmulPrecisionScope::MatmulPrecisionScope(MatmulPrecision precision)
-    : previous_(current_precision) {
-  current_precision = precision;
-}
-
-MatmulPrecisionScope::MatmulPrecisionScope(MatmulPrecisionScope&& other) noexcept
-    : previous_(other.previous_), active_(other.active_) {
-  other.active_ = false;
-}
-
-MatmulPrecisionScope::~MatmulPrecisionScope() {
-  if (active_) current_precision = previous_;
-}
-
-MatmulPrecision MatmulPrecisionScope::Current() { return current_precision; }
 
 }  // namespace tensord

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "server/core/thread_scope.h"
 
 namespace tensord {
 
@@ -22,22 +23,8 @@ absl::StatusOr<MatmulPrecision> ParseMatmulPrecision(absl::string_view text,
                                                      absl::string_view field);
 const char* MatmulPrecisionName(MatmulPrecision p);
 
-// Sets the calling thread's precision until destroyed (then the one before is restored). A moved
-// scope restores nothing; the one it moved into does.
-class MatmulPrecisionScope {
- public:
-  explicit MatmulPrecisionScope(MatmulPrecision precision);
-  MatmulPrecisionScope(MatmulPrecisionScope&& other) noexcept;
-  MatmulPrecisionScope& operator=(MatmulPrecisionScope&&) = delete;
-  MatmulPrecisionScope(const MatmulPrecisionScope&) = delete;
-  ~MatmulPrecisionScope();
-
-  // The calling thread's precision: kHighest outside any scope.
-  static MatmulPrecision Current();
-
- private:
-  MatmulPrecision previous_ = MatmulPrecision::kHighest;
-  bool active_ = true;
-};
+// Sets the calling thread's precision until destroyed (thread_scope.h); Current() is kHighest
+// outside any scope.
+using MatmulPrecisionScope = ThreadScope<MatmulPrecision, MatmulPrecision::kHighest>;
 
 }  // namespace tensord

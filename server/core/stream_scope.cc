@@ -9,8 +9,6 @@
 namespace tensord {
 namespace {
 
-thread_local uint64_t current_stream = kDefaultStream;
-
 struct Listeners {
   absl::Mutex mu;
   std::vector<std::function<void(uint64_t)>> all ABSL_GUARDED_BY(mu);
@@ -22,19 +20,6 @@ Listeners& StreamListeners() {
 }
 
 }  // namespace
-
-StreamScope::StreamScope(uint64_t stream) : previous_(current_stream) { current_stream = stream; }
-
-StreamScope::StreamScope(StreamScope&& other) noexcept
-    : previous_(other.previous_), active_(other.active_) {
-  other.active_ = false;
-}
-
-StreamScope::~StreamScope() {
-  if (active_) current_stream = previous_;
-}
-
-uint64_t StreamScope::Current() { return current_stream; }
 
 uint64_t NewStream() {
   static std::atomic<uint64_t> next{1};

@@ -11,27 +11,15 @@
 #include <cstdint>
 #include <functional>
 
+#include "server/core/thread_scope.h"
+
 namespace tensord {
 
 inline constexpr uint64_t kDefaultStream = 0;
 
-// Sets the calling thread's stream until destroyed (then the one before is restored). A moved
-// scope restores nothing; the one it moved into does.
-class StreamScope {
- public:
-  explicit StreamScope(uint64_t stream);
-  StreamScope(StreamScope&& other) noexcept;
-  StreamScope& operator=(StreamScope&&) = delete;
-  StreamScope(const StreamScope&) = delete;
-  ~StreamScope();
-
-  // The calling thread's stream: kDefaultStream outside any scope.
-  static uint64_t Current();
-
- private:
-  uint64_t previous_ = kDefaultStream;
-  bool active_ = true;
-};
+// Sets the calling thread's stream until destroyed (thread_scope.h); Current() is
+// kDefaultStream outside any scope.
+using StreamScope = ThreadScope<uint64_t, kDefaultStream>;
 
 // A new stream id, never handed out before (ids start at 1).
 uint64_t NewStream();
