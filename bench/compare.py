@@ -292,7 +292,7 @@ def torch_device(sess) -> str:
     return "cuda:" + sess.device.split(":")[1] if sess.device.startswith("cuda:") else "cpu"
 
 
-def on_gpu(sess) -> bool:
+def off_host(sess) -> bool:
     return sess.device != "cpu"
 
 
@@ -332,7 +332,7 @@ def mlp(sess, rounds, inner, threads):
         def step():
             forward_backward()
             opt.step(last["grads"])
-            if on_gpu(sess):
+            if off_host(sess):
                 last["loss"].numpy()  # the step's kernels done
 
         def fused_update():
@@ -348,7 +348,7 @@ def mlp(sess, rounds, inner, threads):
 
         eager_and_program(sess, ctx, opt, "MLP", step, loss_of, (x, y), torch_step, rounds, inner,
                           1.2)
-        if on_gpu(sess):
+        if off_host(sess):
             return  # the update line times host-side calls: the CPU's
         forward_backward()
         t_fused, t_unfused = interleaved(fused_update, unfused_update, rounds, inner)
@@ -476,7 +476,7 @@ def cnn(sess, rounds, inner, threads, pid=None):
             with sess.batch():
                 loss = loss_of(x, y)
             opt.step(ctx.backward(loss))
-            if on_gpu(sess):
+            if off_host(sess):
                 loss.numpy()  # the step's kernels done
 
         eager_and_program(sess, ctx, opt, "CNN", step, loss_of, (x, y), torch_step, rounds, inner,
