@@ -5,7 +5,9 @@
 //      the device buffers the driver allocated per step after the first (the block cache's
 //      goal: 0);
 //   3. the kernel cache: the first call of an op in the process (kernel compiled, or loaded
-//      from the driver's disk cache) vs later calls (in memory).
+//      from the driver's disk cache) vs later calls (in memory);
+//   4. the convolutions of bench/models.py's CNN and residual block, forward and forward +
+//      backward, through the device's GEMM vs the direct kernels (conv_gemm.h).
 // On PoCL (OpenCL on the CPU) the figures say what tensord adds to the device's own work, not
 // how fast a GPU is. Usage: opencl_bench [--quick]
 #include <clblast.h>
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "bench_timing.h"
+#include "server/backends/gpu/conv_gemm.h"
 #include "server/backends/opencl/opencl_runtime.h"
 #include "server/backends/registered_backends.h"
 #include "server/core/device_block_cache.h"
@@ -134,6 +137,51 @@ int Main(bool quick) {
         "sort: a line of %lld f32 (merge passes) %.2f ms; %lld lines of 256 (rank sort) %.2f ms\n",
         static_cast<long long>(n), time_sort(line) * 1e3, static_cast<long long>(n / 256),
         time_sort(rows) * 1e3);
+  }
+
+  // 4. Convolutions (3x3, padding 1) through the GEMM and as direct kernels.
+  {
+    struct ConvShape {
+      int64_t n, cin, size, cout;
+    };
+    const std::vector<ConvShape> shapes =
+        quick ? std::vector<ConvShape>{{8, 16, 16, 32}}
+              : std::vector<ConvShape>{{64, 3, 32, 16}, {64, 16, 16, 32}, {32, 32, 32, 32}};
+    for (const ConvShape& c : shapes) {
+      Tensor x = Filled(d, dev, {c.n, c.cin, c.size, c.size}, 0.5);
+      Tensor w = Filled(d, dev, {c.cout, c.cin, 3, 3}, 0.25);
+      const AttrMap attrs = {{"padding", std::vector<int64_t>{1}}};
+      double times[2][2];  // [gemm, direct][forward, forward + backward]
+      for (int path = 0; path < 2; ++path) {
+        gpu::SetConvThroughGemm(path == 0);
+        times[path][0] = MedianSeconds(1, quick ? 3 : 5, [&] {
+          d.Call("conv2d", {x, w}, attrs, env).value();
+          Sync(d, dev);
+        });
+        times[path][1] = MedianSeconds(1, quick ? 3 : 5, [&] {
+          AutodiffContext ctx(1, Checkpointing::kNone);
+          CallEnv train;
+          train.device = dev;
+          train.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
+          Tensor xg = x, wg = w;
+          xg.set_autograd(MakeLeafMeta(1, 1));
+          wg.set_autograd(MakeLeafMeta(1, 2));
+          Tensor y = d.Call("conv2d", {xg, wg}, attrs, train).value()[0];
+          Tensor loss = d.Call("sum", {y}, {}, train).value()[0];
+          d.Backward(ctx, {loss}, {Tensor()}, false, train).value();
+          Sync(d, dev);
+        });
+      }
+      gpu::SetConvThroughGemm(true);
+      std::printf(
+          "conv2d [%lld, %lld, %lld, %lld] * [%lld, %lld, 3, 3]: forward %.2f ms through the "
+          "GEMM vs %.2f ms direct (%.2fx); forward + backward %.2f vs %.2f ms (%.2fx)\n",
+          static_cast<long long>(c.n), static_cast<long long>(c.cin),
+          static_cast<long long>(c.size), static_cast<long long>(c.size),
+          static_cast<long long>(c.cout), static_cast<long long>(c.cin), times[0][0] * 1e3,
+          times[1][0] * 1e3, times[1][0] / times[0][0], times[0][1] * 1e3, times[1][1] * 1e3,
+          times[1][1] / times[0][1]);
+    }
   }
 
   // 2. MLP step: x[b, 64] -> 128 -> 1.

@@ -145,10 +145,16 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   const float one32 = 1, zero32 = 0;
   const bool f64 = types.scale == CUDA_R_64F;
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
-  const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  s = lt->Matmul(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, alpha, b, first.value, a,
-                 second.value, beta, c, out.value, c, out.value, &heuristic.algo, workspace_,
-                 workspace_bytes_, stream);
+  const void* beta = f64 ? (g.accumulate ? &one64 : &zero64)
+                         : static_cast<const void*>(g.accumulate ? &one32 : &zero32);
+  // The views' first elements (a block here is a device pointer).
+  const size_t size = DTypeSize(g.dtype);
+  const void* a_at = static_cast<const char*>(a) + g.a_offset * size;
+  const void* b_at = static_cast<const char*>(b) + g.b_offset * size;
+  void* c_at = static_cast<char*>(c) + g.c_offset * size;
+  s = lt->Matmul(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, alpha, b_at, first.value,
+                 a_at, second.value, beta, c_at, out.value, c_at, out.value, &heuristic.algo,
+                 workspace_, workspace_bytes_, stream);
   if (s != CUBLAS_STATUS_SUCCESS) return failed(s, "cublasLtMatmul");
   return absl::OkStatus();
 }

@@ -1,11 +1,13 @@
 // The convolutions on a GPU device: conv2d, conv3d and conv_transpose2d (conv1d and
-// conv_transpose1d through their composites) and their gradients, each a pass of the direct
-// correlation kernels of gpu/conv_source.h.
+// conv_transpose1d through their composites) and their gradients, each a pass of one
+// correlation: through the device's GEMM where it takes the dtype (conv_gemm.h), else the
+// direct kernels of gpu/conv_source.h.
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/conv_source.h"
+#include "server/backends/gpu/conv_gemm.h"
 #include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
@@ -74,6 +76,9 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device, ConvCall call) {
   }
   const nn::Correlation g = nn::MakeCorrelation(x->shape(), w->shape(), y->shape(), p);
   const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
+  if (ConvTakesGemm(device, out.dtype(), g)) {
+    return ConvThroughGemm(device, pass, g, *a, *b, bias ? &c.inputs[2] : nullptr, out, c.account);
+  }
   const std::string name = absl::StrCat("td_conv_", static_cast<int>(pass), "_",
                                         DTypeName(out.dtype()), bias ? "_bias" : "");
   const KernelSource kernel{name, name, [&](const Dialect& dialect) {

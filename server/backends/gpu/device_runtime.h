@@ -112,13 +112,18 @@ class KernelArgs {
   std::vector<Arg> args_;
 };
 
-// C = op(A) op(B) for `batch` row-major matrices, A[b] at a + b * a_stride elements (0: one
-// matrix for every batch entry), C[b] contiguous.
+// C = op(A) op(B) for `batch` row-major matrices, A[b] at a + a_offset + b * a_stride elements
+// (a_stride 0: one matrix for every batch entry), C[b] contiguous from c + c_offset. The
+// offsets address a view inside a larger block (a block is a handle, not a pointer, on some
+// runtimes).
 struct GemmShape {
   DType dtype = DType::kF32;  // one the runtime's GemmTakes
   size_t rows = 0, cols = 0, inner = 0, batch = 1;
   bool transpose_a = false, transpose_b = false;
   size_t a_stride = 0, b_stride = 0;
+  size_t a_offset = 0, b_offset = 0, c_offset = 0;
+  // C += op(A) op(B) instead of C = op(A) op(B) (never with a bias).
+  bool accumulate = false;
   // What an f32 product may compute in (the calling session's, matmul_precision.h).
   MatmulPrecision precision = MatmulPrecision::kHighest;
 };

@@ -18,8 +18,9 @@ clblast::StatusCode StridedBatched(const gpu::GemmShape& g, cl_mem a, cl_mem b, 
   const size_t ldb = g.transpose_b ? g.inner : g.cols;
   return clblast::GemmStridedBatched<T>(
       Layout::kRowMajor, g.transpose_a ? Transpose::kYes : Transpose::kNo,
-      g.transpose_b ? Transpose::kYes : Transpose::kNo, g.rows, g.cols, g.inner, T(1), a, 0, lda,
-      g.a_stride, b, 0, ldb, g.b_stride, T(0), c, 0, g.cols, g.rows * g.cols, g.batch, &queue);
+      g.transpose_b ? Transpose::kYes : Transpose::kNo, g.rows, g.cols, g.inner, T(1), a,
+      g.a_offset, lda, g.a_stride, b, g.b_offset, ldb, g.b_stride, T(g.accumulate ? 1 : 0), c,
+      g.c_offset, g.cols, g.rows * g.cols, g.batch, &queue);
 }
 
 }  // namespace

@@ -37,30 +37,34 @@ constexpr char kWriteY[] =
     "  }\n"
     "  out[i] = acc;\n";
 
-// An element of x: bias + over the y elements whose taps read it, y * w. Taps run from the
-// last to the first so the y elements come in ascending order, as the CPU's loop adds them.
-constexpr char kWriteX[] =
-    "  const I64 iw = i % XW, ih = i / XW % XH, id = i / (XW * XH) % XD;\n"
-    "  const I64 c = i / XP % XC, n = i / (XP * XC), grp = c / CIN, ic = c % CIN;\n"
-    "  T acc = BIAS(c);\n"
-    "  for (I64 oc = grp * COUT; oc < (grp + 1) * COUT; ++oc) {\n"
-    "    const I64 ybase = (n * YC + oc) * YP, wbase = (oc * CIN + ic) * TAPS;\n"
-    "    for (I64 ka = KD - 1; ka >= 0; --ka) {\n"
-    "      const I64 td = id + PD - ka * DD;\n"
-    "      if (td < 0 || td % SD != 0 || td / SD >= YD) continue;\n"
-    "      for (I64 kb = KH - 1; kb >= 0; --kb) {\n"
-    "        const I64 th = ih + PH - kb * DH;\n"
-    "        if (th < 0 || th % SH != 0 || th / SH >= YH) continue;\n"
-    "        for (I64 ke = KW - 1; ke >= 0; --ke) {\n"
-    "          const I64 tw = iw + PW - ke * DW;\n"
-    "          if (tw < 0 || tw % SW != 0 || tw / SW >= YW) continue;\n"
-    "          acc += a[ybase + (td / SD * YH + th / SH) * YW + tw / SW] *\n"
-    "                 b[wbase + (ka * KH + kb) * KW + ke];\n"
-    "        }\n"
-    "      }\n"
-    "    }\n"
-    "  }\n"
-    "  out[i] = acc;\n";
+// The taps that read element (id, ih, iw) of x, from the last to the first so that the y
+// elements (td / SD, th / SH, tw / SW) come in ascending order, as the CPU's loop adds them.
+// Three loops, closed by kEndTapsOfX.
+constexpr char kTapsOfX[] =
+    "  for (I64 ka = KD - 1; ka >= 0; --ka) {\n"
+    "    const I64 td = id + PD - ka * DD;\n"
+    "    if (td < 0 || td % SD != 0 || td / SD >= YD) continue;\n"
+    "    for (I64 kb = KH - 1; kb >= 0; --kb) {\n"
+    "      const I64 th = ih + PH - kb * DH;\n"
+    "      if (th < 0 || th % SH != 0 || th / SH >= YH) continue;\n"
+    "      for (I64 ke = KW - 1; ke >= 0; --ke) {\n"
+    "        const I64 tw = iw + PW - ke * DW;\n"
+    "        if (tw < 0 || tw % SW != 0 || tw / SW >= YW) continue;\n";
+constexpr char kEndTapsOfX[] = "  }}}\n";
+
+// An element of x: bias + over the y elements whose taps read it, y * w.
+std::string WriteX() {
+  return absl::StrCat(
+      "  const I64 iw = i % XW, ih = i / XW % XH, id = i / (XW * XH) % XD;\n"
+      "  const I64 c = i / XP % XC, n = i / (XP * XC), grp = c / CIN, ic = c % CIN;\n"
+      "  T acc = BIAS(c);\n"
+      "  for (I64 oc = grp * COUT; oc < (grp + 1) * COUT; ++oc) {\n"
+      "    const I64 ybase = (n * YC + oc) * YP, wbase = (oc * CIN + ic) * TAPS;\n",
+      kTapsOfX,
+      "          acc += a[ybase + (td / SD * YH + th / SH) * YW + tw / SW] *\n"
+      "                 b[wbase + (ka * KH + kb) * KW + ke];\n",
+      kEndTapsOfX, "  }\n  out[i] = acc;\n");
+}
 
 // An element of w: over (n, output positions) y * x.
 constexpr char kWriteW[] =
@@ -85,7 +89,81 @@ constexpr char kWriteW[] =
     "  }\n"
     "  out[i] = acc;\n";
 
+// The head every kernel here shares: its dtype, the integer type, the parameters given and
+// the item's index `i`, returning past n.
+std::string Head(const Dialect& d, const std::string& name, DType dtype,
+                 const std::string& params) {
+  return absl::StrCat(Preamble(d, {dtype}), "#define I64 ", d.int64, "\n#define T ",
+                      StorageType(d, dtype), "\n", d.kernel, " ", name, "(", params, d.global,
+                      " const I64* geom, ");
+}
+
+std::string Body(const Dialect& d, const std::string& scalars, const std::string& body) {
+  return absl::StrCat(scalars, "const I64 n_items) {\n  const I64 i = ", d.global_id,
+                      ";\n  if (i >= n_items) return;\n", kSizes, body, "}\n");
+}
+
+// The column entries of channel c at output position p of image k, one per tap (an item per
+// position, as Caffe's im2col: neighbouring items write neighbouring entries).
+constexpr char kColumns[] =
+    "  const I64 p = i % YP, c = i / YP % XC, k = i / (YP * XC);\n"
+    "  const I64 ow = p % YW, oh = p / YW % YH, od = p / (YW * YH);\n"
+    "  const I64 xbase = ((n0 + k) * XC + c) * XP;\n"
+    "  I64 at = c * TAPS * row_stride + k * image_stride + p;\n"
+    "  for (I64 ka = 0; ka < KD; ++ka) {\n"
+    "    const I64 id = od * SD - PD + ka * DD;\n"
+    "    for (I64 kb = 0; kb < KH; ++kb) {\n"
+    "      const I64 ih = oh * SH - PH + kb * DH;\n"
+    "      for (I64 ke = 0; ke < KW; ++ke, at += row_stride) {\n"
+    "        const I64 iw = ow * SW - PW + ke * DW;\n"
+    "        const int inside = id >= 0 && id < XD && ih >= 0 && ih < XH && iw >= 0 && iw < XW;\n"
+    "        cols[at] = inside ? x[xbase + (id * XH + ih) * XW + iw] : (T)0;\n"
+    "      }\n"
+    "    }\n"
+    "  }\n";
+
+// An element of x from the columns of its image, its taps in WriteX's order.
+std::string FromColumns() {
+  return absl::StrCat(
+      "  const I64 iw = i % XW, ih = i / XW % XH, id = i / (XW * XH) % XD;\n"
+      "  const I64 c = i / XP % XC, k = i / (XP * XC);\n"
+      "  const I64 base = (k * XC + c) * TAPS * YP;\n"
+      "  T acc = BIAS(c);\n",
+      kTapsOfX,
+      "        acc += cols[base + ((ka * KH + kb) * KW + ke) * YP +\n"
+      "                    (td / SD * YH + th / SH) * YW + tw / SW];\n",
+      kEndTapsOfX, "  x[n0 * XC * XP + i] = acc;\n");
+}
+
 }  // namespace
+
+std::string RenderConvColumns(const Dialect& d, const std::string& name, DType dtype) {
+  return absl::StrCat(
+      Head(d, name, dtype, absl::StrCat(d.global, " T* cols, ", d.global, " const T* x, ")),
+      Body(d, "const I64 n0, const I64 row_stride, const I64 image_stride, ", kColumns));
+}
+
+std::string RenderConvFromColumns(const Dialect& d, const std::string& name, DType dtype,
+                                  bool bias) {
+  std::string params = absl::StrCat(d.global, " T* x, ", d.global, " const T* cols, ");
+  if (bias) absl::StrAppend(&params, d.global, " const T* bias, ");
+  return absl::StrCat("#define BIAS(ch) ", bias ? "bias[ch]" : "(T)0", "\n",
+                      Head(d, name, dtype, params), Body(d, "const I64 n0, ", FromColumns()));
+}
+
+std::string RenderConvChannelBias(const Dialect& d, const std::string& name, DType dtype) {
+  return absl::StrCat(
+      Head(d, name, dtype, absl::StrCat(d.global, " T* y, ", d.global, " const T* bias, ")),
+      Body(d, "", "  y[i] += bias[i / YP % YC];\n"));
+}
+
+std::string RenderConvChannelsFirst(const Dialect& d, const std::string& name, DType dtype) {
+  return absl::StrCat(
+      Head(d, name, dtype, absl::StrCat(d.global, " T* out, ", d.global, " const T* y, ")),
+      Body(d, "const I64 n0, const I64 nc, ",
+           "  const I64 p = i % YP, k = i / YP % nc, c = i / (YP * nc);\n"
+           "  out[i] = y[((n0 + k) * YC + c) * YP + p];\n"));
+}
 
 std::string RenderConv(const Dialect& d, const std::string& name, DType dtype, ConvPass pass,
                        bool bias) {
@@ -97,9 +175,9 @@ std::string RenderConv(const Dialect& d, const std::string& name, DType dtype, C
   absl::StrAppend(&s, d.global,
                   " const I64* geom, const I64 n_out) {\n  const I64 i = ", d.global_id,
                   ";\n  if (i >= n_out) return;\n", kSizes,
-                  pass == ConvPass::kY   ? kWriteY
-                  : pass == ConvPass::kX ? kWriteX
-                                         : kWriteW,
+                  pass == ConvPass::kY   ? std::string(kWriteY)
+                  : pass == ConvPass::kX ? WriteX()
+                                         : std::string(kWriteW),
                   "}\n");
   return s;
 }

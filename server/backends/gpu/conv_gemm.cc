@@ -1,0 +1,229 @@
+#include "server/backends/gpu/conv_gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/backends/gpu/launch.h"
+#include "server/core/matmul_precision.h"
+#include "server/core/status.h"
+
+namespace tensord::gpu {
+namespace {
+
+std::atomic<bool> through_gemm{true};
+std::atomic<int64_t> columns_bytes{kConvColumnsBytes};
+
+// The sizes of a correlation as the passes multiply them: R rows of columns per group (input
+// channels of a group times taps), P output positions, Q input positions.
+struct Sizes {
+  int64_t n, groups, xc, yc, cin, cout, taps, p, q, r;
+};
+
+Sizes SizesOf(const nn::Correlation& g) {
+  Sizes s{g.n, g.groups, g.xc, g.yc, g.cin_g, g.cout_g, 1, 1, 1, 0};
+  for (int d = 0; d < 3; ++d) {
+    s.taps *= g.k[d];
+    s.p *= g.ys[d];
+    s.q *= g.xs[d];
+  }
+  s.r = s.cin * s.taps;
+  return s;
+}
+
+// A launch of one of conv_source.h's GEMM helpers over `items`, with the geometry.
+class Helper {
+ public:
+  Helper(DeviceRuntime& device, const nn::Correlation& g, DType dtype)
+      : device_(device), g_(g), dtype_(dtype) {}
+
+  absl::Status Init() {
+    ASSIGN_OR_RETURN(geometry_, Operand::Constants(device_, CorrelationFlat(g_)));
+    return absl::OkStatus();
+  }
+
+  // cols <- the patches of images [n0, n0 + nc).
+  absl::Status Columns(const Operand& cols, const Operand& x, int64_t n0, int64_t nc,
+                       int64_t row_stride, int64_t image_stride) {
+    const Sizes s = SizesOf(g_);
+    Launch launch(Kernel("cols",
+                         [this](const Dialect& d, const std::string& name) {
+                           return RenderConvColumns(d, name, dtype_);
+                         }),
+                  nc * s.xc * s.p);
+    launch.args.AddMem(cols)
+        .AddMem(x)
+        .AddMem(geometry_)
+        .Add(n0)
+        .Add(row_stride)
+        .Add(image_stride)
+        .Add(launch.items);
+    return Enqueue(device_, launch);
+  }
+
+  // Images [n0, n0 + nc) of x <- [bias +] the columns.
+  absl::Status FromColumns(const Operand& x, const Operand& cols, const Operand* bias, int64_t n0,
+                           int64_t nc) {
+    const Sizes s = SizesOf(g_);
+    const bool with_bias = bias != nullptr;
+    Launch launch(Kernel(with_bias ? "uncols_bias" : "uncols",
+                         [this, with_bias](const Dialect& d, const std::string& name) {
+                           return RenderConvFromColumns(d, name, dtype_, with_bias);
+                         }),
+                  nc * s.xc * s.q);
+    launch.args.AddMem(x).AddMem(cols);
+    if (with_bias) launch.args.AddMem(*bias);
+    launch.args.AddMem(geometry_).Add(n0).Add(launch.items);
+    return Enqueue(device_, launch);
+  }
+
+  // y += bias per channel.
+  absl::Status ChannelBias(const Operand& y, const Operand& bias) {
+    const Sizes s = SizesOf(g_);
+    Launch launch(Kernel("bias",
+                         [this](const Dialect& d, const std::string& name) {
+                           return RenderConvChannelBias(d, name, dtype_);
+                         }),
+                  s.n * s.yc * s.p);
+    launch.args.AddMem(y).AddMem(bias).AddMem(geometry_).Add(launch.items);
+    return Enqueue(device_, launch);
+  }
+
+  // out <- images [n0, n0 + nc) of y, channels first.
+  absl::Status ChannelsFirst(const Operand& out, const Operand& y, int64_t n0, int64_t nc) {
+    const Sizes s = SizesOf(g_);
+    Launch launch(Kernel("channels_first",
+                         [this](const Dialect& d, const std::string& name) {
+                           return RenderConvChannelsFirst(d, name, dtype_);
+                         }),
+                  nc * s.yc * s.p);
+    launch.args.AddMem(out).AddMem(y).AddMem(geometry_).Add(n0).Add(nc).Add(launch.items);
+    return Enqueue(device_, launch);
+  }
+
+ private:
+  template <typename Render>
+  KernelSource Kernel(const char* what, Render render) const {
+    const std::string name = absl::StrCat("td_conv_", what, "_", DTypeName(dtype_));
+    return KernelSource{name, name, [render, name](const Dialect& d) { return render(d, name); }};
+  }
+
+  DeviceRuntime& device_;
+  const nn::Correlation& g_;
+  const DType dtype_;
+  Operand geometry_;
+};
+
+// The GEMM of one chunk: `batch` products of the shape, in the session's f32 precision.
+GemmShape Product(DType dtype, size_t rows, size_t cols, size_t inner, size_t batch) {
+  GemmShape shape;
+  shape.dtype = dtype;
+  shape.rows = rows;
+  shape.cols = cols;
+  shape.inner = inner;
+  shape.batch = batch;
+  shape.precision = MatmulPrecisionScope::Current();
+  return shape;
+}
+
+}  // namespace
+
+bool ConvTakesGemm(const DeviceRuntime& device, DType dtype, const nn::Correlation& g) {
+  const Sizes s = SizesOf(g);
+  return through_gemm.load() && device.GemmTakes(dtype) && s.n > 0 && s.groups > 0 && s.cin > 0 &&
+         s.cout > 0 && s.taps > 0 && s.p > 0 && s.q > 0;
+}
+
+absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Correlation& g,
+                             const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& out,
+                             std::shared_ptr<MemoryAccount> account) {
+  const DType dtype = out.dtype();
+  const Sizes s = SizesOf(g);
+  // Images per chunk: the columns (and, for the weight gradient, y's channels-first copy).
+  const int64_t per_image =
+      (s.xc * s.taps * s.p + (pass == ConvPass::kW ? s.yc * s.p : 0)) * DTypeSize(dtype);
+  const int64_t chunk = std::clamp<int64_t>(columns_bytes.load() / per_image, 1, s.n);
+  ASSIGN_OR_RETURN(Tensor cols,
+                   Tensor::EmptyOn(device.shared_from_this(), dtype, {chunk * s.xc * s.taps * s.p},
+                                   out.device(), account));
+  Helper helper(device, g, dtype);
+  RETURN_IF_ERROR(helper.Init());
+  ASSIGN_OR_RETURN(Operand a_arg, Operand::Of(a, device));
+  ASSIGN_OR_RETURN(Operand b_arg, Operand::Of(b, device));
+  ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
+  ASSIGN_OR_RETURN(Operand cols_arg, Operand::Of(cols, device));
+  Operand bias_arg;
+  if (bias != nullptr) {
+    ASSIGN_OR_RETURN(bias_arg, Operand::Of(*bias, device));
+  }
+  const size_t image_cols = static_cast<size_t>(s.xc * s.taps * s.p);  // one image's columns
+  const size_t group_w = static_cast<size_t>(s.cout * s.r);            // one group's weights
+  const size_t y_image = static_cast<size_t>(s.yc * s.p);              // one image of y
+
+  if (pass == ConvPass::kW) {
+    // out[g] (cout x r) = sum over the chunks of y[g] (cout x nc*P) cols[g]^T (nc*P x r), the
+    // columns laid out group-row by image-column.
+    ASSIGN_OR_RETURN(Tensor y_first, Tensor::EmptyOn(device.shared_from_this(), dtype,
+                                                     {chunk * s.yc * s.p}, out.device(), account));
+    ASSIGN_OR_RETURN(Operand y_arg, Operand::Of(y_first, device));
+    for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+      const int64_t nc = std::min(chunk, s.n - n0);
+      RETURN_IF_ERROR(helper.Columns(cols_arg, b_arg, n0, nc, nc * s.p, s.p));
+      RETURN_IF_ERROR(helper.ChannelsFirst(y_arg, a_arg, n0, nc));
+      GemmShape shape = Product(dtype, s.cout, s.r, nc * s.p, s.groups);
+      shape.transpose_b = true;
+      shape.a_stride = s.cout * nc * s.p;
+      shape.b_stride = s.r * nc * s.p;
+      shape.accumulate = n0 > 0;
+      RETURN_IF_ERROR(
+          device.Gemm(shape, y_arg.block(), cols_arg.block(), out_arg.mutable_block(), nullptr));
+    }
+    return absl::OkStatus();
+  }
+
+  // One GEMM per chunk when the weights are one matrix (groups 1), else one per image of
+  // `groups` products.
+  const bool image_by_image = s.groups > 1;
+  for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+    const int64_t nc = std::min(chunk, s.n - n0);
+    if (pass == ConvPass::kY) {
+      // y[n][g] (cout x P) = w[g] (cout x r) cols[n][g] (r x P).
+      RETURN_IF_ERROR(helper.Columns(cols_arg, a_arg, n0, nc, s.p, image_cols));
+      for (int64_t k = 0; k < (image_by_image ? nc : 1); ++k) {
+        GemmShape shape = Product(dtype, s.cout, s.p, s.r, image_by_image ? s.groups : nc);
+        shape.a_stride = image_by_image ? group_w : 0;
+        shape.b_stride = s.r * s.p;
+        shape.b_offset = k * image_cols;
+        shape.c_offset = (n0 + k) * y_image;
+        RETURN_IF_ERROR(
+            device.Gemm(shape, b_arg.block(), cols_arg.block(), out_arg.mutable_block(), nullptr));
+      }
+    } else {
+      // cols[n][g] (r x P) = w[g]^T (r x cout) y[n][g] (cout x P), then gathered into x.
+      for (int64_t k = 0; k < (image_by_image ? nc : 1); ++k) {
+        GemmShape shape = Product(dtype, s.r, s.p, s.cout, image_by_image ? s.groups : nc);
+        shape.transpose_a = true;
+        shape.a_stride = image_by_image ? group_w : 0;
+        shape.b_stride = s.cout * s.p;
+        shape.b_offset = (n0 + k) * y_image;
+        shape.c_offset = k * image_cols;
+        RETURN_IF_ERROR(
+            device.Gemm(shape, b_arg.block(), a_arg.block(), cols_arg.mutable_block(), nullptr));
+      }
+      RETURN_IF_ERROR(
+          helper.FromColumns(out_arg, cols_arg, bias != nullptr ? &bias_arg : nullptr, n0, nc));
+    }
+  }
+  if (pass == ConvPass::kY && bias != nullptr)
+    RETURN_IF_ERROR(helper.ChannelBias(out_arg, bias_arg));
+  return absl::OkStatus();
+}
+
+void SetConvThroughGemm(bool on, int64_t bytes) {
+  through_gemm.store(on);
+  columns_bytes.store(bytes > 0 ? bytes : kConvColumnsBytes);
+}
+
+}  // namespace tensord::gpu

@@ -1,0 +1,74 @@
+// The two ways a GPU device runs a convolution, each against the CPU backend: through the
+// device's GEMM (conv_gemm.h) with its columns in chunks of one or two images, so that a
+// chunk's GEMMs start inside the tensors and the weight gradient adds up over chunks; and the
+// direct kernels (conv_source.h), which the GEMM path replaced for the dtypes the device's GEMM
+// takes. Every convolution case of NnOpCases (groups, strides, dilation, padding, transposed,
+// 1-d to 3-d, unbatched, an empty batch) and a batch of five with groups, forward in f32 and
+// f64 and gradients in f64.
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "server/backends/gpu/conv_gemm.h"
+#include "tests/gpu/gpu_test_util.h"
+#include "tests/support/op_test_util.h"
+
+namespace tensord::testing {
+namespace {
+
+using Ints = std::vector<int64_t>;
+
+std::vector<ShapedCase> ConvCases() {
+  std::vector<ShapedCase> cases;
+  for (const ShapedCase& c : NnOpCases()) {
+    if (absl::StartsWith(c.op, "conv")) cases.push_back(c);
+  }
+  cases.push_back({"conv2d",
+                   {{5, 6, 6, 5}, {4, 3, 3, 2}, {4}},
+                   {{"groups", int64_t{2}}, {"padding", Ints{1, 1}}, {"stride", Ints{1, 2}}}});
+  cases.push_back({"conv2d", {{5, 3, 7, 6}, {8, 3, 3, 3}, {8}}, {{"padding", Ints{2}}}});
+  cases.push_back({"conv_transpose2d", {{5, 4, 3, 3}, {4, 2, 3, 3}, {2}}, {{"stride", Ints{2}}}});
+  return cases;
+}
+
+// Sets how the device's convolutions run for one test, back to the default after it.
+class ConvPath {
+ public:
+  ConvPath(bool gemm, int64_t columns_bytes) { gpu::SetConvThroughGemm(gemm, columns_bytes); }
+  ~ConvPath() { gpu::SetConvThroughGemm(true); }
+};
+
+void ExpectConvolutionsMatchTheCpu(const std::string& device) {
+  for (const ShapedCase& c : ConvCases()) {
+    const std::string what = absl::StrCat(c.op, " of ", c.inputs[0].size(), "-d input, weight [",
+                                          absl::StrJoin(c.inputs[1], ","), "]");
+    for (DType dtype : {DType::kF32, DType::kF64}) {
+      std::vector<Tensor> in;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        in.push_back(Random(dtype, c.inputs[i], 30 + i, -2, 2));
+      }
+      // Sums in another order than oneDNN's: a few ulps.
+      EXPECT_TRUE(SameOnDevice(device, c.op, in, c.attrs, 8)) << what << " " << DTypeName(dtype);
+    }
+    std::vector<Tensor> in;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      in.push_back(Random(DType::kF64, c.inputs[i], 40 + i, -2, 2));
+    }
+    EXPECT_TRUE(SameGradientsOnDevice(device, c.op, in, c.attrs, 8)) << what;
+  }
+}
+
+TEST(DeviceConv, ThroughGemmInChunksMatchesTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  // 2 KiB: a chunk of one or two images for every case (at least one image per chunk).
+  ConvPath path(true, 2048);
+  ExpectConvolutionsMatchTheCpu(device);
+}
+
+TEST(DeviceConv, DirectKernelsMatchTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ConvPath path(false, 0);
+  ExpectConvolutionsMatchTheCpu(device);
+}
+
+}  // namespace
+}  // namespace tensord::testing
