@@ -214,16 +214,49 @@ def test_balanced_checkpointing_recomputes_around_a_fused_op(client, unfused):
         np.testing.assert_allclose(a, p, rtol=1e-5, atol=1e-6)
 
 
-def test_programs_on_a_device_without_fused_kernels_run_as_written(client, gpu_device):
-    device = gpu_device
+def test_programs_on_a_gpu_device_fuse_to_the_unfused_bits(client, unfused, gpu_device):
+    """On a GPU device a fused product is the producer's kernel and its post-ops in one pass:
+    the values, and the gradients a program takes through it, are the unfused calls' bits."""
     rng = np.random.default_rng(7)
     x, w, b = f32(rng, 6, 8), f32(rng, 5, 8), f32(rng, 5)
-    with client.session(device=device) as sess:
-        program = sess.compile(lambda x, w, b: sess.op("relu", sess.op("linear", x, w, b)),
-                               x, w, b)
-        assert program.fused_calls == 0 and set(program.fused_ops) == {""}
-        np.testing.assert_allclose(program(x, w, b), np.maximum(x @ w.T + b, 0),
-                                   rtol=1e-5, atol=1e-5)
+    img, k, kb = f32(rng, 2, 3, 6, 6), f32(rng, 3, 3, 3, 3), f32(rng, 3)
+    programs = [
+        ("fused_linear", lambda s, x, w, b: s.op("relu", s.op("linear", x, w, b)), [x, w, b]),
+        ("fused_matmul", lambda s, x, w: s.op("gelu", x @ w, approximate="tanh"), [x, w.T.copy()]),
+        ("fused_conv2d",
+         lambda s, i, k, kb: s.op("relu", s.op("conv2d", i, k, kb, padding=1) + i), [img, k, kb]),
+    ]
+    for op, build, inputs in programs:
+        runs = []
+        for c in (client, unfused):
+            with c.session(device=gpu_device) as sess:
+                program = sess.compile(lambda *t: build(sess, *t), *inputs)
+                runs.append((program.fused_calls, set(program.fused_ops), program(*inputs)))
+        (n, ops, fused), (n_off, _, plain) = runs
+        assert (n, n_off) == (1, 0) and op in ops, (op, runs)
+        np.testing.assert_array_equal(fused, plain)
+    np.testing.assert_allclose(runs[0][2], np.maximum(
+        torch_conv(img, k, kb) + img, 0), rtol=1e-5, atol=1e-5)
+
+    grads = []
+    for c in (client, unfused):
+        with c.session(device=gpu_device) as sess, sess.autodiff() as ctx:
+            ww, bb = (sess.tensor(v, requires_grad=True) for v in (w, b))
+
+            def step(xx):
+                g = ctx.backward(sess.op("sum", sess.op("tanh", sess.op("linear", xx, ww, bb))))
+                return [g[ww], g[bb]]
+            program = sess.compile(step, x)
+            grads.append((program.fused_calls, [np.asarray(v) for v in program(x)]))
+    (n, fused), (n_off, plain) = grads
+    assert (n, n_off) == (1, 0)
+    for a, p in zip(fused, plain):
+        np.testing.assert_array_equal(a, p)
+
+
+def torch_conv(x, w, b):
+    return torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b),
+                                      padding=1).numpy()
 
 
 ACTIVATIONS = [("relu", {}), ("sigmoid", {}), ("tanh", {}), ("gelu", {}),

@@ -4,6 +4,9 @@
 // before the one rounding to C's dtype). Types: cublas_types.h.
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "server/backends/cuda/cublas_types.h"
 #include "server/backends/cuda/cuda_libraries.h"
@@ -25,6 +28,14 @@ struct Owned {
     if (value != nullptr) destroy(value);
   }
 };
+
+// The largest power of two up to 256 that divides the address.
+uint32_t Alignment(const void* p) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(p);
+  uint32_t a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
 
 }  // namespace
 
@@ -129,6 +140,21 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   }
   lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                    &workspace_bytes_, sizeof(workspace_bytes_));
+  // The views' first elements (a block here is a device pointer), and how they are aligned: the
+  // heuristic assumes 256 bytes unless told less, and a view inside a block may be aligned to
+  // its element only.
+  const size_t size = DTypeSize(g.dtype);
+  const void* a_at = static_cast<const char*>(a) + g.a_offset * size;
+  const void* b_at = static_cast<const char*>(b) + g.b_offset * size;
+  void* c_at = static_cast<char*>(c) + g.c_offset * size;
+  const uint32_t alignments[3] = {Alignment(b_at), Alignment(a_at), Alignment(c_at)};
+  const cublasLtMatmulPreferenceAttributes_t aligned[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i) {
+    lt->MatmulPreferenceSetAttribute(pref.value, aligned[i], &alignments[std::min(i, 2)],
+                                     sizeof(uint32_t));
+  }
   if (IsLowPrecision(g.dtype)) {
     // A sum split over the inner dim is added up in f32, never in the 2-byte output.
     const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
@@ -147,11 +173,6 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = f64 ? (g.accumulate ? &one64 : &zero64)
                          : static_cast<const void*>(g.accumulate ? &one32 : &zero32);
-  // The views' first elements (a block here is a device pointer).
-  const size_t size = DTypeSize(g.dtype);
-  const void* a_at = static_cast<const char*>(a) + g.a_offset * size;
-  const void* b_at = static_cast<const char*>(b) + g.b_offset * size;
-  void* c_at = static_cast<char*>(c) + g.c_offset * size;
   s = lt->Matmul(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, alpha, b_at, first.value,
                  a_at, second.value, beta, c_at, out.value, c_at, out.value, &heuristic.algo,
                  workspace_, workspace_bytes_, stream);

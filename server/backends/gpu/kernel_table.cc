@@ -29,6 +29,7 @@ const GpuKernelTable& GpuKernelTable::Get() {
     RegisterSelectKernels(*t);
     RegisterElementwiseKernels(*t);
     RegisterFusedElementwiseKernels(*t);
+    RegisterFusedProductKernels(*t);
     return t;
   }();
   return *table;

@@ -74,6 +74,7 @@ class GpuKernelTable {
 void RegisterCopyKernels(GpuKernelTable& t);
 void RegisterElementwiseKernels(GpuKernelTable& t);
 void RegisterFusedElementwiseKernels(GpuKernelTable& t);  // after the elementwise maps
+void RegisterFusedProductKernels(GpuKernelTable& t);      // after their producers
 void RegisterLayoutKernels(GpuKernelTable& t);
 void RegisterIndexingKernels(GpuKernelTable& t);
 void RegisterReductionKernels(GpuKernelTable& t);
