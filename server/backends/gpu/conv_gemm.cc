@@ -132,8 +132,13 @@ GemmShape Product(DType dtype, size_t rows, size_t cols, size_t inner, size_t ba
 
 bool ConvTakesGemm(const DeviceRuntime& device, DType dtype, const nn::Correlation& g) {
   const Sizes s = SizesOf(g);
-  return through_gemm.load() && device.GemmTakes(dtype) && s.n > 0 && s.groups > 0 && s.cin > 0 &&
-         s.cout > 0 && s.taps > 0 && s.p > 0 && s.q > 0;
+  if (!through_gemm.load() || !device.GemmTakes(dtype) || s.n <= 0 || s.groups <= 0 || s.cin <= 0 ||
+      s.cout <= 0 || s.taps <= 0 || s.p <= 0 || s.q <= 0) {
+    return false;
+  }
+  // In doubles: the product of the sizes may pass int64 for a shape the direct kernels take.
+  const double image_bytes = (static_cast<double>(s.xc) * s.taps + s.yc) * s.p * DTypeSize(dtype);
+  return image_bytes <= static_cast<double>(kMaxImageColumnsBytes);
 }
 
 absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Correlation& g,

@@ -19,9 +19,13 @@
 namespace tensord::gpu {
 
 inline constexpr int64_t kConvColumnsBytes = int64_t{64} << 20;
+// One image's columns beyond this, the convolution runs as direct kernels, which need no
+// memory of their own.
+inline constexpr int64_t kMaxImageColumnsBytes = int64_t{512} << 20;
 
 // Whether ConvThroughGemm runs the passes of `g` in `dtype` on `device`: its GEMM takes the
-// dtype and no size of the correlation is zero (those run as direct kernels).
+// dtype, no size of the correlation is zero and one image's columns fit kMaxImageColumnsBytes
+// (the others run as direct kernels).
 bool ConvTakesGemm(const DeviceRuntime& device, DType dtype, const nn::Correlation& g);
 
 // `pass` of correlation `g` (conv_source.h), its operands a and b in the pass's order:
