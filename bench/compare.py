@@ -6,6 +6,7 @@ ratio (never asserted: docs/performance.md records the figures and how they were
     bench/compare.py --address HOST:PORT   # a running server
     bench/compare.py --quick               # fewer repetitions (a smoke run)
     bench/compare.py --device cuda:0 --only mlp --only cnn   # the training steps on a GPU
+    bench/compare.py --device cuda:0 --only conv             # the convolutions on a GPU
 
 Lines (tensord | baseline):
   small op        Execute of add([4], [4]) f32 from Python | KeepAlive on the same channel
@@ -33,7 +34,8 @@ Lines (tensord | baseline):
                   (resident tensors, outputs dropped unfetched: the client releases them in
                   batches, as a user's dropped tensors are) | local PyTorch; with the
                   server's minor page faults per call after warm-up (a server this script
-                  started: it reads /proc/PID/stat)
+                  started: it reads /proc/PID/stat); with --device cuda:N, PyTorch on that
+                  GPU and each call ending with a read of its output's sum on both sides
   conv block      conv -> relu -> max_pool2d -> sum, forward + backward | local PyTorch
   CNN step        conv-relu-pool x2 + linear, 3x32x32, batch 64, SGD | local PyTorch
   CNN program     the same step compiled | local PyTorch
@@ -379,25 +381,37 @@ CONV_SHAPES = [((32, 32, 32, 32), (32, 32, 3, 3)), ((64, 64, 16, 16), (64, 64, 3
 
 def convolutions(sess, pid, rounds, inner, threads):
     """conv2d forward and forward + backward, then conv -> relu -> pool -> sum, against
-    PyTorch, with the server's page faults per call once warm."""
+    PyTorch, with the server's page faults per call once warm. With --device cuda:N, PyTorch
+    on the same GPU, and each call on both sides ends with a read of its output's sum so that
+    its kernels are done."""
     torch.set_num_threads(threads)
     rng = np.random.default_rng(2)
     F = torch.nn.functional
+    dev, remote = torch_device(sess), off_host(sess)
+
+    def done(t):  # tensord: a value read back ends the work a device queued
+        if remote:
+            sess.op("sum", t, fetch=True).item()
+
+    def torch_done(t):
+        if dev != "cpu":
+            t.sum().item()
+
     for xs, ws in CONV_SHAPES:
         xn = rng.standard_normal(xs).astype(np.float32)
         wn = (rng.standard_normal(ws) * 0.1).astype(np.float32)
         x, w = sess.tensor(xn), sess.tensor(wn)
-        tx, tw = torch.tensor(xn), torch.tensor(wn)
+        tx, tw = torch.tensor(xn, device=dev), torch.tensor(wn, device=dev)
         with torch.no_grad():
             gyn = np.ones(F.conv2d(tx, tw, padding=1).shape, np.float32)
-        gy, tgy = sess.tensor(gyn), torch.tensor(gyn)
+        gy, tgy = sess.tensor(gyn), torch.tensor(gyn, device=dev)
 
         def forward():  # the output is dropped: the client releases it with others
-            sess.op("conv2d", x, w, padding=1)
+            done(sess.op("conv2d", x, w, padding=1))
 
         def torch_forward():
             with torch.no_grad():
-                F.conv2d(tx, tw, padding=1)
+                torch_done(F.conv2d(tx, tw, padding=1))
 
         name = "x".join(map(str, xs)) + " * " + "x".join(map(str, ws))
         forward()
@@ -408,12 +422,14 @@ def convolutions(sess, pid, rounds, inner, threads):
             xg, wg = sess.tensor(xn, requires_grad=True), sess.tensor(wn, requires_grad=True)
 
             def both():
-                ctx.backward(sess.op("conv2d", xg, wg, padding=1), seed=gy)
+                grads = ctx.backward(sess.op("conv2d", xg, wg, padding=1), seed=gy)
+                done(grads[wg])
 
             txg, twg = tx.clone().requires_grad_(), tw.clone().requires_grad_()
 
             def torch_both():
                 F.conv2d(txg, twg, padding=1).backward(tgy)
+                torch_done(twg.grad)
                 txg.grad = twg.grad = None
 
             both()
@@ -422,11 +438,13 @@ def convolutions(sess, pid, rounds, inner, threads):
                  faults_per_call(pid, both, 5) + "; goal >= 0.83, 0 faults")
     xn = rng.standard_normal((32, 32, 32, 32)).astype(np.float32)
     wn = (rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)
-    txg = torch.tensor(xn, requires_grad=True)
-    twg = torch.tensor(wn, requires_grad=True)
+    txg = torch.tensor(xn, device=dev, requires_grad=True)
+    twg = torch.tensor(wn, device=dev, requires_grad=True)
 
     def torch_block():
-        F.max_pool2d(F.relu(F.conv2d(txg, twg, padding=1)), 2).sum().backward()
+        loss = F.max_pool2d(F.relu(F.conv2d(txg, twg, padding=1)), 2).sum()
+        loss.backward()
+        torch_done(twg.grad)
         txg.grad = twg.grad = None
 
     with sess.autodiff() as ctx:
@@ -436,7 +454,7 @@ def convolutions(sess, pid, rounds, inner, threads):
             with sess.batch():
                 loss = sess.op("sum", sess.op("max_pool2d", sess.op(
                     "relu", sess.op("conv2d", xg, wg, padding=1)), kernel_size=2))
-            ctx.backward(loss)
+            done(ctx.backward(loss)[wg])
 
         block()
         t, t_torch = interleaved(block, torch_block, rounds, inner)
@@ -690,7 +708,7 @@ def main() -> int:
     parser.add_argument("--only", choices=sections, action="append",
                         help="run only these sections (repeatable)")
     parser.add_argument("--device", default="cpu",
-                        help="the session's device (mlp and cnn only); PyTorch runs on the "
+                        help="the session's device (mlp, conv and cnn only); PyTorch runs on the "
                         "same GPU for cuda:N, on the CPU otherwise")
     args = parser.parse_args()
     only = set(args.only or sections)
@@ -715,8 +733,8 @@ def main() -> int:
             client.wait_ready()
             print(f"tensord {address}, torch {torch.__version__}, {args.threads} threads"
                   + (f", device {args.device}" if args.device != "cpu" else ""), flush=True)
-            if args.device != "cpu" and only - {"mlp", "cnn"}:
-                parser.error("--device applies to the mlp and cnn sections only")
+            if args.device != "cpu" and only - {"mlp", "cnn", "conv"}:
+                parser.error("--device applies to the mlp, conv and cnn sections only")
             with client.session(device=args.device) as sess:
                 if "ops" in only:
                     small_op(client, sess, rounds, inner * 10)

@@ -11,9 +11,10 @@
 #                                         Python device and conformance tests on cuda:0; both
 #                                         seed failures; the bench against torch on the same
 #                                         GPU (GEMM in f32, TF32 and bf16 with their errors; the
-#                                         MLP and CNN training steps, eager and compiled).
-#                                         --quick stops after the listing. At most 7 minutes
-#                                         in all (the boxes: 20+30+150+100+30+90 s). The last
+#                                         convolutions; the MLP and CNN training steps, eager
+#                                         and compiled). --quick stops after the listing. At
+#                                         most 7.5 minutes in all (the boxes:
+#                                         20+30+150+100+30+120 s). The last
 #                                         line sums up:
 #                                         "device-check: N passed, M failed; gemm ...".
 # BUILD_DIR names the build to pack (default build/, built with the CUDA toolkit).
@@ -129,11 +130,12 @@ run() {
     server=$!
     sleep 3
     # bench/gpu_gemm.py: 4096² f32, TF32 and bf16 products with their errors; bench/compare.py:
-    # the MLP and CNN training steps, eager and compiled; each beside torch on the same GPU.
-    stage "bench: GEMM and training steps against torch on cuda:0" 90 bash -c '
+    # the convolutions (through cuBLASLt) and the MLP and CNN training steps, eager and
+    # compiled; each beside torch on the same GPU.
+    stage "bench: GEMM, convolutions and training steps against torch on cuda:0" 120 bash -c '
       python3 bench/gpu_gemm.py 127.0.0.1:50062 cuda:0 &&
       python3 bench/compare.py --address 127.0.0.1:50062 --device cuda:0 --quick \
-        --only mlp --only cnn'
+        --only mlp --only conv --only cnn'
     kill "$server" 2>/dev/null
     wait "$server" 2>/dev/null
   fi
