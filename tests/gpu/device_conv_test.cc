@@ -2,9 +2,9 @@
 // device's GEMM (conv_gemm.h) with its columns in chunks of one or two images, so that a
 // chunk's GEMMs start inside the tensors and the weight gradient adds up over chunks; and the
 // direct kernels (conv_source.h), which the GEMM path replaced for the dtypes the device's GEMM
-// takes. Every convolution case of NnOpCases (groups, strides, dilation, padding, transposed,
-// 1-d to 3-d, unbatched, an empty batch) and a batch of five with groups, forward in f32 and
-// f64 and gradients in f64.
+// takes and which a session without room for the columns gets. Every convolution case of
+// NnOpCases (groups, strides, dilation, padding, transposed, 1-d to 3-d, unbatched, an empty
+// batch) and batches of five with groups, forward in f32 and f64 and gradients in f64.
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -68,6 +68,30 @@ TEST(DeviceConv, DirectKernelsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   ConvPath path(false, 0);
   ExpectConvolutionsMatchTheCpu(device);
+}
+
+// The columns are charged to the session: one whose quota has room for the output but not for
+// them gets the direct kernels, and nothing of the columns stays charged.
+TEST(DeviceConv, ASessionWithoutRoomForTheColumnsGetsTheDirectKernels) {
+  TENSORD_REQUIRE_DEVICE(device);
+  const Tensor x = Random(DType::kF32, {5, 3, 7, 6}, 50, -2, 2);
+  const Tensor w = Random(DType::kF32, {8, 3, 3, 3}, 51, -2, 2);
+  const AttrMap attrs = {{"padding", Ints{1}}};
+  auto on_cpu = DeviceDispatcher().Call("conv2d", {x, w}, attrs, CallEnv{});
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+  // The output, 6,720 bytes, and 1 KiB: one image's columns take 4,536.
+  const int64_t output_bytes = (*on_cpu)[0].nbytes();
+  auto account = std::make_shared<MemoryAccount>(output_bytes + 1024);
+  CallEnv env;
+  env.device = device;
+  env.account = account;
+  auto on_device =
+      DeviceDispatcher().Call("conv2d", {MoveTo(x, device), MoveTo(w, device)}, attrs, env);
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  EXPECT_EQ(account->used(), output_bytes);
+  const Tolerance tol = ToleranceFor(DType::kF32);
+  EXPECT_TRUE(
+      AllClose(MoveTo((*on_device)[0], kHostDevice), (*on_cpu)[0], tol.rtol * 8, tol.atol * 8));
 }
 
 }  // namespace

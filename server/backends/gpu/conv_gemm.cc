@@ -141,18 +141,28 @@ bool ConvTakesGemm(const DeviceRuntime& device, DType dtype, const nn::Correlati
   return image_bytes <= static_cast<double>(kMaxImageColumnsBytes);
 }
 
-absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Correlation& g,
-                             const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& out,
-                             std::shared_ptr<MemoryAccount> account) {
+absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Correlation& g,
+                                     const Tensor& a, const Tensor& b, const Tensor* bias,
+                                     Tensor& out, std::shared_ptr<MemoryAccount> account) {
   const DType dtype = out.dtype();
   const Sizes s = SizesOf(g);
-  // Images per chunk: the columns (and, for the weight gradient, y's channels-first copy).
+  // Images per chunk: the columns (and, for the weight gradient, y's channels-first copy),
+  // within the bound and within the largest tensor the session may allocate.
   const int64_t per_image =
       (s.xc * s.taps * s.p + (pass == ConvPass::kW ? s.yc * s.p : 0)) * DTypeSize(dtype);
-  const int64_t chunk = std::clamp<int64_t>(columns_bytes.load() / per_image, 1, s.n);
-  ASSIGN_OR_RETURN(Tensor cols,
-                   Tensor::EmptyOn(device.shared_from_this(), dtype, {chunk * s.xc * s.taps * s.p},
-                                   out.device(), account));
+  int64_t budget = columns_bytes.load();
+  if (account != nullptr) budget = std::min(budget, account->max_charge_bytes());
+  const int64_t chunk = std::clamp<int64_t>(budget / per_image, 1, s.n);
+  // The workspace first: where the quota or the device's memory refuses it, nothing has been
+  // enqueued and the direct kernels, which need none, run the call instead.
+  absl::StatusOr<Tensor> columns = Tensor::EmptyOn(
+      device.shared_from_this(), dtype, {chunk * s.xc * s.taps * s.p}, out.device(), account);
+  absl::StatusOr<Tensor> channels_first =
+      pass == ConvPass::kW ? Tensor::EmptyOn(device.shared_from_this(), dtype, {chunk * s.yc * s.p},
+                                             out.device(), account)
+                           : absl::StatusOr<Tensor>(Tensor());
+  if (!columns.ok() || !channels_first.ok()) return false;
+  const Tensor& cols = *columns;
   Helper helper(device, g, dtype);
   RETURN_IF_ERROR(helper.Init());
   ASSIGN_OR_RETURN(Operand a_arg, Operand::Of(a, device));
@@ -170,9 +180,7 @@ absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Cor
   if (pass == ConvPass::kW) {
     // out[g] (cout x r) = sum over the chunks of y[g] (cout x nc*P) cols[g]^T (nc*P x r), the
     // columns laid out group-row by image-column.
-    ASSIGN_OR_RETURN(Tensor y_first, Tensor::EmptyOn(device.shared_from_this(), dtype,
-                                                     {chunk * s.yc * s.p}, out.device(), account));
-    ASSIGN_OR_RETURN(Operand y_arg, Operand::Of(y_first, device));
+    ASSIGN_OR_RETURN(Operand y_arg, Operand::Of(*channels_first, device));
     for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
       const int64_t nc = std::min(chunk, s.n - n0);
       RETURN_IF_ERROR(helper.Columns(cols_arg, b_arg, n0, nc, nc * s.p, s.p));
@@ -185,7 +193,7 @@ absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Cor
       RETURN_IF_ERROR(
           device.Gemm(shape, y_arg.block(), cols_arg.block(), out_arg.mutable_block(), nullptr));
     }
-    return absl::OkStatus();
+    return true;
   }
 
   // One GEMM per chunk when the weights are one matrix (groups 1), else one per image of
@@ -223,7 +231,7 @@ absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Cor
   }
   if (pass == ConvPass::kY && bias != nullptr)
     RETURN_IF_ERROR(helper.ChannelBias(out_arg, bias_arg));
-  return absl::OkStatus();
+  return true;
 }
 
 void SetConvThroughGemm(bool on, int64_t bytes) {

@@ -4,7 +4,7 @@
 // are gathered back into the image (col2im). On an NVIDIA GPU this runs on tensor cores; on
 // PoCL, CLBlast's GEMM is 2-5x the direct kernels on the CNN's convolutions. The columns of a
 // chunk are a temporary charged to the session, at most kConvColumnsBytes (one image at
-// least).
+// least); a session that cannot have them gets the direct kernels.
 #pragma once
 
 #include <cstdint>
@@ -29,10 +29,12 @@ inline constexpr int64_t kMaxImageColumnsBytes = int64_t{512} << 20;
 bool ConvTakesGemm(const DeviceRuntime& device, DType dtype, const nn::Correlation& g);
 
 // `pass` of correlation `g` (conv_source.h), its operands a and b in the pass's order:
-// out = [bias +] the product. `account` pays for the columns.
-absl::Status ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Correlation& g,
-                             const Tensor& a, const Tensor& b, const Tensor* bias, Tensor& out,
-                             std::shared_ptr<MemoryAccount> account);
+// out = [bias +] the product; true when it ran. `account` pays for the columns: where its
+// quota, its largest tensor or the device's memory refuses them, nothing runs and the result is
+// false, for the direct kernels, which need no memory of their own, to run the call.
+absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const nn::Correlation& g,
+                                     const Tensor& a, const Tensor& b, const Tensor* bias,
+                                     Tensor& out, std::shared_ptr<MemoryAccount> account);
 
 // For tests and benches: the direct kernels for every convolution (false), and a smaller bound on a
 // chunk's columns (0: kConvColumnsBytes), so that small shapes take several chunks.

@@ -77,7 +77,10 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device, ConvCall call) {
   const nn::Correlation g = nn::MakeCorrelation(x->shape(), w->shape(), y->shape(), p);
   const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
   if (ConvTakesGemm(device, out.dtype(), g)) {
-    return ConvThroughGemm(device, pass, g, *a, *b, bias ? &c.inputs[2] : nullptr, out, c.account);
+    ASSIGN_OR_RETURN(
+        const bool ran,
+        ConvThroughGemm(device, pass, g, *a, *b, bias ? &c.inputs[2] : nullptr, out, c.account));
+    if (ran) return absl::OkStatus();
   }
   const std::string name = absl::StrCat("td_conv_", static_cast<int>(pass), "_",
                                         DTypeName(out.dtype()), bias ? "_bias" : "");
