@@ -33,10 +33,10 @@ Sizes SizesOf(const nn::Correlation& g) {
   return s;
 }
 
-// A launch of one of conv_source.h's GEMM helpers over `items`, with the geometry.
-class Helper {
+// The launches of conv_source.h's column kernels for one correlation, with its geometry.
+class ColumnKernels {
  public:
-  Helper(DeviceRuntime& device, const nn::Correlation& g, DType dtype)
+  ColumnKernels(DeviceRuntime& device, const nn::Correlation& g, DType dtype)
       : device_(device), g_(g), dtype_(dtype) {}
 
   absl::Status Init() {
@@ -163,8 +163,8 @@ absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const
                            : absl::StatusOr<Tensor>(Tensor());
   if (!columns.ok() || !channels_first.ok()) return false;
   const Tensor& cols = *columns;
-  Helper helper(device, g, dtype);
-  RETURN_IF_ERROR(helper.Init());
+  ColumnKernels kernels(device, g, dtype);
+  RETURN_IF_ERROR(kernels.Init());
   ASSIGN_OR_RETURN(Operand a_arg, Operand::Of(a, device));
   ASSIGN_OR_RETURN(Operand b_arg, Operand::Of(b, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
@@ -183,8 +183,8 @@ absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const
     ASSIGN_OR_RETURN(Operand y_arg, Operand::Of(*channels_first, device));
     for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
       const int64_t nc = std::min(chunk, s.n - n0);
-      RETURN_IF_ERROR(helper.Columns(cols_arg, b_arg, n0, nc, nc * s.p, s.p));
-      RETURN_IF_ERROR(helper.ChannelsFirst(y_arg, a_arg, n0, nc));
+      RETURN_IF_ERROR(kernels.Columns(cols_arg, b_arg, n0, nc, nc * s.p, s.p));
+      RETURN_IF_ERROR(kernels.ChannelsFirst(y_arg, a_arg, n0, nc));
       GemmShape shape = Product(dtype, s.cout, s.r, nc * s.p, s.groups);
       shape.transpose_b = true;
       shape.a_stride = s.cout * nc * s.p;
@@ -203,7 +203,7 @@ absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const
     const int64_t nc = std::min(chunk, s.n - n0);
     if (pass == ConvPass::kY) {
       // y[n][g] (cout x P) = w[g] (cout x r) cols[n][g] (r x P).
-      RETURN_IF_ERROR(helper.Columns(cols_arg, a_arg, n0, nc, s.p, image_cols));
+      RETURN_IF_ERROR(kernels.Columns(cols_arg, a_arg, n0, nc, s.p, image_cols));
       for (int64_t k = 0; k < (image_by_image ? nc : 1); ++k) {
         GemmShape shape = Product(dtype, s.cout, s.p, s.r, image_by_image ? s.groups : nc);
         shape.a_stride = image_by_image ? group_w : 0;
@@ -226,11 +226,11 @@ absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const
             device.Gemm(shape, b_arg.block(), a_arg.block(), cols_arg.mutable_block(), nullptr));
       }
       RETURN_IF_ERROR(
-          helper.FromColumns(out_arg, cols_arg, bias != nullptr ? &bias_arg : nullptr, n0, nc));
+          kernels.FromColumns(out_arg, cols_arg, bias != nullptr ? &bias_arg : nullptr, n0, nc));
     }
   }
   if (pass == ConvPass::kY && bias != nullptr)
-    RETURN_IF_ERROR(helper.ChannelBias(out_arg, bias_arg));
+    RETURN_IF_ERROR(kernels.ChannelBias(out_arg, bias_arg));
   return true;
 }
 
