@@ -7,12 +7,13 @@ def f32(rng, *shape, scale=1.0):
     return (rng.standard_normal(shape) * scale).astype(np.float32)
 
 
-def run_both(client, unfused, build, inputs):
-    """`build(sess, *inputs)` compiled on both servers (no autodiff) and run once: per server
-    (fused calls, fused ops, results)."""
+def run_both(client, unfused, build, inputs, device=None):
+    """`build(sess, *inputs)` compiled on both servers (no autodiff; in sessions on `device`,
+    the server's default when None) and run once: per server (fused calls, fused ops,
+    results)."""
     out = []
     for c in (client, unfused):
-        with c.session() as sess:
+        with c.session(device=device) as sess:
             program = sess.compile(lambda *xs: build(sess, *xs), *inputs)
             out.append((program.fused_calls, list(program.fused_ops), program(*inputs)))
     return out

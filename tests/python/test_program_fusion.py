@@ -328,6 +328,19 @@ def test_random_chains_agree_with_the_unfused_program(client, unfused):
     assert fused >= 40, "most random chains fuse"
 
 
+def test_random_chains_on_a_gpu_device_give_the_unfused_bits(client, unfused, gpu_device):
+    """On a GPU device a fused product runs the producer's kernel and the chain's maps: the
+    unfused program's bits, NaN included."""
+    rng = np.random.default_rng(11)
+    fused = 0
+    for case in range(30):
+        kind, inputs, build = random_chain(rng)
+        (n, _, value), (_, _, plain) = run_both(client, unfused, build, inputs, gpu_device)
+        fused += n
+        np.testing.assert_array_equal(value, plain, err_msg=f"case {case}: {kind}")
+    assert fused >= 20, "most random chains fuse on a GPU device too"
+
+
 def test_random_chains_differentiate_as_the_unfused_program(client, unfused):
     """The same random chains in a training program: what a recording forward fuses (chains
     ending in relu, sigmoid or tanh) gives the unfused program's gradients."""
