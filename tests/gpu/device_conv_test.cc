@@ -42,18 +42,12 @@ void ExpectConvolutionsMatchTheCpu(const std::string& device) {
     const std::string what = absl::StrCat(c.op, " of ", c.inputs[0].size(), "-d input, weight [",
                                           absl::StrJoin(c.inputs[1], ","), "]");
     for (DType dtype : {DType::kF32, DType::kF64}) {
-      std::vector<Tensor> in;
-      for (size_t i = 0; i < c.inputs.size(); ++i) {
-        in.push_back(Random(dtype, c.inputs[i], 30 + i, -2, 2));
-      }
+      const std::vector<Tensor> in = RandomInputs(c, dtype, 30);
       // Sums in another order than oneDNN's: a few ulps.
       EXPECT_TRUE(SameOnDevice(device, c.op, in, c.attrs, 8)) << what << " " << DTypeName(dtype);
     }
-    std::vector<Tensor> in;
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      in.push_back(Random(DType::kF64, c.inputs[i], 40 + i, -2, 2));
-    }
-    EXPECT_TRUE(SameGradientsOnDevice(device, c.op, in, c.attrs, 8)) << what;
+    EXPECT_TRUE(SameGradientsOnDevice(device, c.op, RandomInputs(c, DType::kF64, 40), c.attrs, 8))
+        << what;
   }
 }
 

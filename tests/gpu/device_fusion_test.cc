@@ -24,8 +24,7 @@ std::optional<std::pair<Tensor, Tensor>> FusedAndStepwise(const std::string& dev
   CallEnv env;
   env.no_grad = true;
   env.device = device;
-  std::vector<Tensor> moved;
-  for (const Tensor& t : inputs) moved.push_back(t.wrapped_number() ? t : MoveTo(t, device));
+  const std::vector<Tensor> moved = MoveAllTo(inputs, device);
   auto fused =
       DeviceDispatcher().Call(fusion::kElementwiseOp, moved, {{fusion::kStepsAttr, steps}}, env);
   EXPECT_TRUE(fused.ok()) << fused.status();
@@ -85,8 +84,7 @@ std::optional<std::pair<Tensor, Tensor>> FusedProductAndCalls(
   CallEnv env;
   env.no_grad = true;
   env.device = device;
-  std::vector<Tensor> moved;
-  for (const Tensor& t : inputs) moved.push_back(t.wrapped_number() ? t : MoveTo(t, device));
+  const std::vector<Tensor> moved = MoveAllTo(inputs, device);
   AttrMap attrs = producer_attrs;
   attrs[fusion::kPostOpsAttr] = post_ops;
   attrs[fusion::kProducerInputsAttr] = static_cast<int64_t>(n);

@@ -19,18 +19,12 @@ TEST(DeviceNn, NormalisationsConvolutionsAndPoolsMatchTheCpu) {
   for (const ShapedCase& c : NnOpCases()) {
     const std::string what = absl::StrCat(c.op, " case ", &c - &NnOpCases()[0]);
     for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
-      std::vector<Tensor> in;
-      for (size_t i = 0; i < c.inputs.size(); ++i) {
-        in.push_back(Random(dtype, c.inputs[i], 10 + i, -2, 2));
-      }
+      const std::vector<Tensor> in = RandomInputs(c, dtype, 10);
       // Sums in another order than oneDNN's f32 kernels: a few ulps.
       EXPECT_TRUE(SameOnDevice(device, c.op, in, c.attrs, 8)) << what << " " << DTypeName(dtype);
     }
-    std::vector<Tensor> in;
-    for (size_t i = 0; i < c.inputs.size(); ++i) {
-      in.push_back(Random(DType::kF64, c.inputs[i], 20 + i, -2, 2));
-    }
-    EXPECT_TRUE(SameGradientsOnDevice(device, c.op, in, c.attrs, 8)) << what;
+    EXPECT_TRUE(SameGradientsOnDevice(device, c.op, RandomInputs(c, DType::kF64, 20), c.attrs, 8))
+        << what;
   }
   EXPECT_TRUE(UnsupportedCalls().empty()) << *UnsupportedCalls().begin();
 }

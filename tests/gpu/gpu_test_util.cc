@@ -74,14 +74,20 @@ Tolerance ToleranceFor(DType dtype) {
   }
 }
 
-namespace {
-
-// Number operands (0-d host tensors) join a device call as they are; tensors are moved.
-std::vector<Tensor> Moved(const std::vector<Tensor>& inputs, const std::string& device) {
+std::vector<Tensor> MoveAllTo(const std::vector<Tensor>& inputs, const std::string& device) {
   std::vector<Tensor> out;
   for (const Tensor& t : inputs) out.push_back(t.wrapped_number() ? t : MoveTo(t, device));
   return out;
 }
+
+std::vector<Tensor> RandomInputs(const ShapedCase& c, DType dtype, uint32_t seed) {
+  std::vector<Tensor> in;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    in.push_back(Random(dtype, c.inputs[i], seed + i, -2, 2));
+  return in;
+}
+
+namespace {
 
 ::testing::AssertionResult Compare(const std::string& what, const Tensor& on_device,
                                    const Tensor& on_cpu, double loose) {
@@ -117,7 +123,7 @@ std::set<std::string>& UnsupportedCalls() {
   cpu_env.no_grad = device_env.no_grad = true;
   device_env.device = device;
   auto on_cpu = DeviceDispatcher().Call(op, inputs, attrs, cpu_env);
-  auto on_device = DeviceDispatcher().Call(op, Moved(inputs, device), attrs, device_env);
+  auto on_device = DeviceDispatcher().Call(op, MoveAllTo(inputs, device), attrs, device_env);
   if (!on_device.ok() && GetReason(on_device.status()) == Reason::kUnsupportedOnBackend) {
     UnsupportedCalls().insert(
         absl::StrCat(op, ":", inputs.empty() ? "-" : DTypeName(inputs[0].dtype())));
@@ -158,7 +164,7 @@ Gradients Backward(const std::string& op, const std::vector<Tensor>& inputs, con
   CallEnv env;
   env.device = device;
   env.contexts = [&](uint64_t id) { return id == 1 ? &ctx : nullptr; };
-  std::vector<Tensor> args = device == kHostDevice ? inputs : Moved(inputs, device);
+  std::vector<Tensor> args = device == kHostDevice ? inputs : MoveAllTo(inputs, device);
   for (size_t i = 0; i < args.size(); ++i) {
     if (IsFloat(args[i].dtype()) && !args[i].wrapped_number()) {
       args[i].set_autograd(MakeLeafMeta(1, 100 + i));

@@ -27,6 +27,9 @@ std::string DeviceUnderTest();
   }
 
 Tensor MoveTo(const Tensor& t, const std::string& device);
+// Each of `inputs` moved to `device`, but number operands (0-d host tensors), which join a
+// device call as they are.
+std::vector<Tensor> MoveAllTo(const std::vector<Tensor>& inputs, const std::string& device);
 // The same dtype, shape and bytes (host tensors).
 bool SameBytes(const Tensor& a, const Tensor& b);
 
@@ -66,6 +69,8 @@ struct ShapedCase {
   std::vector<Shape> inputs;
   AttrMap attrs;
 };
+// Random values in [-2, 2] of `dtype` for each input shape of `c`, input i from seed + i.
+std::vector<Tensor> RandomInputs(const ShapedCase& c, DType dtype, uint32_t seed);
 // The layout ops (joins, splits, slices, flips, rolls, repeats, triangles, pads, diagonals)
 // that device_layout_test runs, and the normalisations device_nn_test runs; the coverage test
 // counts them as tested.

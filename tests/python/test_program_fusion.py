@@ -227,16 +227,11 @@ def test_programs_on_a_gpu_device_fuse_to_the_unfused_bits(client, unfused, gpu_
          lambda s, i, k, kb: s.op("relu", s.op("conv2d", i, k, kb, padding=1) + i), [img, k, kb]),
     ]
     for op, build, inputs in programs:
-        runs = []
-        for c in (client, unfused):
-            with c.session(device=gpu_device) as sess:
-                program = sess.compile(lambda *t: build(sess, *t), *inputs)
-                runs.append((program.fused_calls, set(program.fused_ops), program(*inputs)))
-        (n, ops, fused), (n_off, _, plain) = runs
-        assert (n, n_off) == (1, 0) and op in ops, (op, runs)
+        (n, ops, fused), (n_off, _, plain) = run_both(client, unfused, build, inputs, gpu_device)
+        assert (n, n_off) == (1, 0) and op in ops, (op, n, n_off, ops)
         np.testing.assert_array_equal(fused, plain)
-    np.testing.assert_allclose(runs[0][2], np.maximum(
-        torch_conv(img, k, kb) + img, 0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(fused, np.maximum(torch_conv(img, k, kb) + img, 0),
+                               rtol=1e-5, atol=1e-5)
 
     grads = []
     for c in (client, unfused):

@@ -36,83 +36,52 @@ Sizes SizesOf(const nn::Correlation& g) {
 // The launches of conv_source.h's column kernels for one correlation, with its geometry.
 class ColumnKernels {
  public:
-  ColumnKernels(DeviceRuntime& device, const nn::Correlation& g, DType dtype)
-      : device_(device), g_(g), dtype_(dtype) {}
-
-  absl::Status Init() {
-    ASSIGN_OR_RETURN(geometry_, Operand::Constants(device_, CorrelationFlat(g_)));
-    return absl::OkStatus();
+  // The geometry goes to the device first: Make fails where it cannot.
+  static absl::StatusOr<ColumnKernels> Make(DeviceRuntime& device, const nn::Correlation& g,
+                                            DType dtype) {
+    ASSIGN_OR_RETURN(Operand geometry, Operand::Constants(device, CorrelationFlat(g)));
+    return ColumnKernels(device, SizesOf(g), dtype, std::move(geometry));
   }
 
   // cols <- the patches of images [n0, n0 + nc).
   absl::Status Columns(const Operand& cols, const Operand& x, int64_t n0, int64_t nc,
                        int64_t row_stride, int64_t image_stride) {
-    const Sizes s = SizesOf(g_);
-    Launch launch(Kernel("cols",
-                         [this](const Dialect& d, const std::string& name) {
-                           return RenderConvColumns(d, name, dtype_);
-                         }),
-                  nc * s.xc * s.p);
-    launch.args.AddMem(cols)
-        .AddMem(x)
-        .AddMem(geometry_)
-        .Add(n0)
-        .Add(row_stride)
-        .Add(image_stride)
-        .Add(launch.items);
+    Launch launch(Kernel("cols", RenderConvColumns), nc * s_.xc * s_.p);
+    launch.args.AddMem(cols).AddMem(x).AddMem(geometry_).Add(n0).Add(row_stride);
+    launch.args.Add(image_stride).Add(launch.items);
     return Enqueue(device_, launch);
   }
 
-  // Images [n0, n0 + nc) of x <- [bias +] the columns.
-  absl::Status FromColumns(const Operand& x, const Operand& cols, const Operand* bias, int64_t n0,
-                           int64_t nc) {
-    const Sizes s = SizesOf(g_);
-    const bool with_bias = bias != nullptr;
-    Launch launch(Kernel(with_bias ? "uncols_bias" : "uncols",
-                         [this, with_bias](const Dialect& d, const std::string& name) {
-                           return RenderConvFromColumns(d, name, dtype_, with_bias);
-                         }),
-                  nc * s.xc * s.q);
-    launch.args.AddMem(x).AddMem(cols);
-    if (with_bias) launch.args.AddMem(*bias);
-    launch.args.AddMem(geometry_).Add(n0).Add(launch.items);
-    return Enqueue(device_, launch);
-  }
-
-  // y += bias per channel.
-  absl::Status ChannelBias(const Operand& y, const Operand& bias) {
-    const Sizes s = SizesOf(g_);
-    Launch launch(Kernel("bias",
-                         [this](const Dialect& d, const std::string& name) {
-                           return RenderConvChannelBias(d, name, dtype_);
-                         }),
-                  s.n * s.yc * s.p);
-    launch.args.AddMem(y).AddMem(bias).AddMem(geometry_).Add(launch.items);
+  // Images [n0, n0 + nc) of x <- the columns.
+  absl::Status FromColumns(const Operand& x, const Operand& cols, int64_t n0, int64_t nc) {
+    Launch launch(Kernel("uncols", RenderConvFromColumns), nc * s_.xc * s_.q);
+    launch.args.AddMem(x).AddMem(cols).AddMem(geometry_).Add(n0).Add(launch.items);
     return Enqueue(device_, launch);
   }
 
   // out <- images [n0, n0 + nc) of y, channels first.
   absl::Status ChannelsFirst(const Operand& out, const Operand& y, int64_t n0, int64_t nc) {
-    const Sizes s = SizesOf(g_);
-    Launch launch(Kernel("channels_first",
-                         [this](const Dialect& d, const std::string& name) {
-                           return RenderConvChannelsFirst(d, name, dtype_);
-                         }),
-                  nc * s.yc * s.p);
+    Launch launch(Kernel("channels_first", RenderConvChannelsFirst), nc * s_.yc * s_.p);
     launch.args.AddMem(out).AddMem(y).AddMem(geometry_).Add(n0).Add(nc).Add(launch.items);
     return Enqueue(device_, launch);
   }
 
  private:
-  template <typename Render>
+  using Render = std::string (*)(const Dialect&, const std::string&, DType);
+
+  ColumnKernels(DeviceRuntime& device, Sizes s, DType dtype, Operand geometry)
+      : device_(device), s_(s), dtype_(dtype), geometry_(std::move(geometry)) {}
+
   KernelSource Kernel(const char* what, Render render) const {
     const std::string name = absl::StrCat("td_conv_", what, "_", DTypeName(dtype_));
-    return KernelSource{name, name, [render, name](const Dialect& d) { return render(d, name); }};
+    return KernelSource{name, name, [render, name, dtype = dtype_](const Dialect& d) {
+                          return render(d, name, dtype);
+                        }};
   }
 
   DeviceRuntime& device_;
-  const nn::Correlation& g_;
-  const DType dtype_;
+  Sizes s_;
+  DType dtype_;
   Operand geometry_;
 };
 
@@ -163,16 +132,11 @@ absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const
                            : absl::StatusOr<Tensor>(Tensor());
   if (!columns.ok() || !channels_first.ok()) return false;
   const Tensor& cols = *columns;
-  ColumnKernels kernels(device, g, dtype);
-  RETURN_IF_ERROR(kernels.Init());
+  ASSIGN_OR_RETURN(ColumnKernels kernels, ColumnKernels::Make(device, g, dtype));
   ASSIGN_OR_RETURN(Operand a_arg, Operand::Of(a, device));
   ASSIGN_OR_RETURN(Operand b_arg, Operand::Of(b, device));
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
   ASSIGN_OR_RETURN(Operand cols_arg, Operand::Of(cols, device));
-  Operand bias_arg;
-  if (bias != nullptr) {
-    ASSIGN_OR_RETURN(bias_arg, Operand::Of(*bias, device));
-  }
   const size_t image_cols = static_cast<size_t>(s.xc * s.taps * s.p);  // one image's columns
   const size_t group_w = static_cast<size_t>(s.cout * s.r);            // one group's weights
   const size_t y_image = static_cast<size_t>(s.yc * s.p);              // one image of y
@@ -225,12 +189,15 @@ absl::StatusOr<bool> ConvThroughGemm(DeviceRuntime& device, ConvPass pass, const
         RETURN_IF_ERROR(
             device.Gemm(shape, b_arg.block(), a_arg.block(), cols_arg.mutable_block(), nullptr));
       }
-      RETURN_IF_ERROR(
-          kernels.FromColumns(out_arg, cols_arg, bias != nullptr ? &bias_arg : nullptr, n0, nc));
+      RETURN_IF_ERROR(kernels.FromColumns(out_arg, cols_arg, n0, nc));
     }
   }
-  if (pass == ConvPass::kY && bias != nullptr)
-    RETURN_IF_ERROR(kernels.ChannelBias(out_arg, bias_arg));
+  if (bias != nullptr) {
+    // One value per channel: [C] viewed as [C, 1, ...] over the spatial dims of the weights.
+    Shape per_channel(b.rank() - 1, 1);
+    per_channel[0] = bias->numel();
+    RETURN_IF_ERROR(AddInPlace(device, bias->Reshaped(std::move(per_channel)), out));
+  }
   return true;
 }
 

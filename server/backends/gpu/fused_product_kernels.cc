@@ -22,6 +22,19 @@ using fusion::Fn;
 using fusion::PostOp;
 using fusion::Step;
 
+// The fused_elementwise function of each activation post-op, and whether it takes post_alpha.
+struct Activation {
+  PostOp post;
+  Fn fn;
+  bool alpha;
+};
+constexpr Activation kActivations[] = {
+    {PostOp::kRelu, Fn::kRelu, false},          {PostOp::kSigmoid, Fn::kSigmoid, false},
+    {PostOp::kTanh, Fn::kTanh, false},          {PostOp::kGelu, Fn::kGelu, false},
+    {PostOp::kGeluTanh, Fn::kGeluTanh, false},  {PostOp::kSilu, Fn::kSilu, false},
+    {PostOp::kLeakyRelu, Fn::kLeakyRelu, true}, {PostOp::kElu, Fn::kElu, true},
+};
+
 // The post-ops as a fused_elementwise expression over the producer's output ($0) and the
 // added operands ($1, ...).
 absl::StatusOr<std::string> ChainSteps(const Attrs& attrs) {
@@ -33,42 +46,18 @@ absl::StatusOr<std::string> ChainSteps(const Attrs& attrs) {
   int operand = 1;
   for (PostOp p : chain) {
     Step s;
-    switch (p) {
-      case PostOp::kAdd: {
-        Step leaf;
-        leaf.input = true;
-        leaf.index = operand++;
-        steps.push_back(leaf);
-        s.fn = Fn::kAdd;
-        s.a = 1;
-        break;
-      }
-      case PostOp::kRelu:
-        s.fn = Fn::kRelu;
-        break;
-      case PostOp::kSigmoid:
-        s.fn = Fn::kSigmoid;
-        break;
-      case PostOp::kTanh:
-        s.fn = Fn::kTanh;
-        break;
-      case PostOp::kGelu:
-        s.fn = Fn::kGelu;
-        break;
-      case PostOp::kGeluTanh:
-        s.fn = Fn::kGeluTanh;
-        break;
-      case PostOp::kSilu:
-        s.fn = Fn::kSilu;
-        break;
-      case PostOp::kLeakyRelu:
-        s.fn = Fn::kLeakyRelu;
-        s.a = alpha;
-        break;
-      case PostOp::kElu:
-        s.fn = Fn::kElu;
-        s.a = alpha;
-        break;
+    if (p == PostOp::kAdd) {
+      Step leaf;
+      leaf.input = true;
+      leaf.index = operand++;
+      steps.push_back(leaf);
+      s.fn = Fn::kAdd;
+      s.a = 1;
+    }
+    for (const Activation& a : kActivations) {
+      if (a.post != p) continue;
+      s.fn = a.fn;
+      if (a.alpha) s.a = alpha;
     }
     steps.push_back(s);
   }

@@ -128,7 +128,7 @@ std::string FromColumns() {
       "  const I64 iw = i % XW, ih = i / XW % XH, id = i / (XW * XH) % XD;\n"
       "  const I64 c = i / XP % XC, k = i / (XP * XC);\n"
       "  const I64 base = (k * XC + c) * TAPS * YP;\n"
-      "  T acc = BIAS(c);\n",
+      "  T acc = 0;\n",
       kTapsOfX,
       "        acc += cols[base + ((ka * KH + kb) * KW + ke) * YP +\n"
       "                    (td / SD * YH + th / SH) * YW + tw / SW];\n",
@@ -143,18 +143,10 @@ std::string RenderConvColumns(const Dialect& d, const std::string& name, DType d
       Body(d, "const I64 n0, const I64 row_stride, const I64 image_stride, ", kColumns));
 }
 
-std::string RenderConvFromColumns(const Dialect& d, const std::string& name, DType dtype,
-                                  bool bias) {
-  std::string params = absl::StrCat(d.global, " T* x, ", d.global, " const T* cols, ");
-  if (bias) absl::StrAppend(&params, d.global, " const T* bias, ");
-  return absl::StrCat("#define BIAS(ch) ", bias ? "bias[ch]" : "(T)0", "\n",
-                      Head(d, name, dtype, params), Body(d, "const I64 n0, ", FromColumns()));
-}
-
-std::string RenderConvChannelBias(const Dialect& d, const std::string& name, DType dtype) {
+std::string RenderConvFromColumns(const Dialect& d, const std::string& name, DType dtype) {
   return absl::StrCat(
-      Head(d, name, dtype, absl::StrCat(d.global, " T* y, ", d.global, " const T* bias, ")),
-      Body(d, "", "  y[i] += bias[i / YP % YC];\n"));
+      Head(d, name, dtype, absl::StrCat(d.global, " T* x, ", d.global, " const T* cols, ")),
+      Body(d, "const I64 n0, ", FromColumns()));
 }
 
 std::string RenderConvChannelsFirst(const Dialect& d, const std::string& name, DType dtype) {
@@ -167,19 +159,15 @@ std::string RenderConvChannelsFirst(const Dialect& d, const std::string& name, D
 
 std::string RenderConv(const Dialect& d, const std::string& name, DType dtype, ConvPass pass,
                        bool bias) {
-  std::string s = absl::StrCat(Preamble(d, {dtype}), "#define I64 ", d.int64, "\n#define T ",
-                               StorageType(d, dtype), "\n#define BIAS(ch) ",
-                               bias ? "bias[ch]" : "(T)0", "\n", d.kernel, " ", name, "(", d.global,
-                               " T* out, ", d.global, " const T* a, ", d.global, " const T* b, ");
-  if (bias) absl::StrAppend(&s, d.global, " const T* bias, ");
-  absl::StrAppend(&s, d.global,
-                  " const I64* geom, const I64 n_out) {\n  const I64 i = ", d.global_id,
-                  ";\n  if (i >= n_out) return;\n", kSizes,
-                  pass == ConvPass::kY   ? std::string(kWriteY)
-                  : pass == ConvPass::kX ? WriteX()
-                                         : std::string(kWriteW),
-                  "}\n");
-  return s;
+  std::string params =
+      absl::StrCat(d.global, " T* out, ", d.global, " const T* a, ", d.global, " const T* b, ");
+  if (bias) absl::StrAppend(&params, d.global, " const T* bias, ");
+  return absl::StrCat("#define BIAS(ch) ", bias ? "bias[ch]" : "(T)0", "\n",
+                      Head(d, name, dtype, params),
+                      Body(d, "",
+                           pass == ConvPass::kY   ? std::string(kWriteY)
+                           : pass == ConvPass::kX ? WriteX()
+                                                  : std::string(kWriteW)));
 }
 
 std::vector<int64_t> CorrelationFlat(const nn::Correlation& g) {

@@ -38,13 +38,10 @@ std::vector<int64_t> CorrelationFlat(const nn::Correlation& g);
 // Arguments: cols, x, geometry, n0, row_stride, image_stride, n (items: nc * XC * YP).
 std::string RenderConvColumns(const Dialect& dialect, const std::string& name, DType dtype);
 // Images [n0, n0 + nc) of x from columns laid out image after image (row_stride YP,
-// image_stride XC * TAPS * YP): each element is bias + the column entries of the taps that
-// read it, added in the direct kX kernel's order. Arguments: x, cols, [bias], geometry, n0,
-// n (items: nc * XC * XP).
-std::string RenderConvFromColumns(const Dialect& dialect, const std::string& name, DType dtype,
-                                  bool bias);
-// y[i] += bias[its channel], over every element of y. Arguments: y, bias, geometry, n.
-std::string RenderConvChannelBias(const Dialect& dialect, const std::string& name, DType dtype);
+// image_stride XC * TAPS * YP): each element is the sum of the column entries of the taps that
+// read it, added in the direct kX kernel's order. Arguments: x, cols, geometry, n0, n (items:
+// nc * XC * XP).
+std::string RenderConvFromColumns(const Dialect& dialect, const std::string& name, DType dtype);
 // Images [n0, n0 + nc) of y with the channel before the image:
 // out[(c * nc + k) * YP + p] = y[((n0 + k) * YC + c) * YP + p]. Arguments: out, y, geometry,
 // n0, nc, n (items: nc * YC * YP).
