@@ -5,6 +5,7 @@ Prints each figure, its baseline (Gloo called directly) and the ratio; never ass
 
     bench/collectives.py            # starts build/tensord (or $TENSORD_BIN) servers itself
     bench/collectives.py --quick    # 1 and 16 MiB only, fewer repetitions (under a minute)
+    bench/collectives.py --only all_reduce --device opencl:0   # tensord's tensors on a device
 
 Lines:
   all_reduce N MiB   sum of N MiB of f32 across 4 ranks: tensord (4 servers on loopback, one
@@ -17,6 +18,9 @@ Lines:
                      figure is the median over the repetitions. Throughput is N MiB / time;
                      the ratio is tensord's throughput over Gloo's (goal >= 0.9). Beside it,
                      the same from one client process with a thread per rank (one GIL).
+                     With --device, tensord's tensors live on that device of each server (a
+                     device without a collectives library of its own stages them through host
+                     memory for Gloo), Gloo's stay in host memory.
   DP step            examples/data_parallel/train.py's step (one compiled program per rank:
                      forward and backward on the rank's shard, bucketed all_reduce (mean) of
                      the gradients, SGD) at 1, 2 and 4 ranks, the global batch fixed (each
@@ -73,10 +77,10 @@ def ms(s: float) -> str:
 class TensordRanks:
     """WORLD sessions, one per server, joined to one group; run() times all_reduce there."""
 
-    def __init__(self, addresses, rendezvous):
+    def __init__(self, addresses, rendezvous, device=None):
         self.n = len(addresses)
         self.clients = [tensord.connect(a) for a in addresses]
-        self.sessions = [c.session() for c in self.clients]
+        self.sessions = [c.session(device=device) for c in self.clients]
         self.inputs = [{} for _ in range(self.n)]  # per rank: nbytes -> resident tensor
         self.barrier = threading.Barrier(self.n)
         self.pool = concurrent.futures.ThreadPoolExecutor(self.n)
@@ -113,10 +117,10 @@ class TensordRanks:
 
 
 def tensord_worker(rank: int, world: int, address: str, group: str, rendezvous: str, barrier,
-                   commands, results) -> None:
+                   device, commands, results) -> None:
     """A client process of one rank, as each Gloo rank is a process of its own: joins the group
     on its server and runs (nbytes, reps, warmup) commands until None."""
-    with tensord.connect(address) as client, client.session() as s:
+    with tensord.connect(address) as client, client.session(device=device) as s:
         s.join_group(group, rank, world, rendezvous)
         results.put((rank, "ready"))
         inputs = {}
@@ -173,7 +177,7 @@ class TensordRankProcesses(RankProcesses):
     """A client process per server and rank (the layout of the Gloo baseline), timing
     all_reduce as TensordRanks does."""
 
-    def __init__(self, addresses, rendezvous):
+    def __init__(self, addresses, rendezvous, device=None):
         group = f"bench-{uuid.uuid4().hex[:8]}"
         barrier = None
 
@@ -181,7 +185,7 @@ class TensordRankProcesses(RankProcesses):
             nonlocal barrier
             if barrier is None:
                 barrier = ctx.Barrier(WORLD)
-            return (WORLD, addresses[r], group, rendezvous, barrier)
+            return (WORLD, addresses[r], group, rendezvous, barrier, device)
 
         super().__init__(tensord_worker, args_of_rank)
 
@@ -225,7 +229,7 @@ class GlooRanks(RankProcesses):
         super().__init__(gloo_worker, lambda r, ctx: (WORLD, f"{tmp}/gloo-store"))
 
 
-def all_reduce_lines(sizes, rounds: int, reps: int, warmup: int) -> None:
+def all_reduce_lines(sizes, rounds: int, reps: int, warmup: int, device=None) -> None:
     ours = {n: [] for n in sizes}  # a client process per rank
     threaded = {n: [] for n in sizes}  # one client process, a thread per rank
     base = {n: [] for n in sizes}
@@ -234,8 +238,8 @@ def all_reduce_lines(sizes, rounds: int, reps: int, warmup: int) -> None:
         gloo = GlooRanks(tmp)
         for store in ("processes", "threads"):  # a rendezvous directory per group
             os.mkdir(f"{tmp}/{store}")
-        processes = TensordRankProcesses(addresses, f"file://{tmp}/processes")
-        ranks = TensordRanks(addresses, f"file://{tmp}/threads")
+        processes = TensordRankProcesses(addresses, f"file://{tmp}/processes", device)
+        ranks = TensordRanks(addresses, f"file://{tmp}/threads", device)
         try:
             for _ in range(rounds):  # tensord and Gloo alternate, so drift hits both
                 for n in sizes:
@@ -249,7 +253,9 @@ def all_reduce_lines(sizes, rounds: int, reps: int, warmup: int) -> None:
     for n in sizes:
         t_base = statistics.median(base[n])
         mb = n / MiB
-        for label, times, note in ((f"all_reduce {mb:g} MiB f32 x{WORLD}", ours[n], "goal >= 0.90"),
+        on = f" {device}" if device else ""
+        for label, times, note in ((f"all_reduce {mb:g} MiB f32{on} x{WORLD}", ours[n],
+                                    "goal >= 0.90"),
                                    (f"  one client, {WORLD} threads", threaded[n],
                                     "the client's GIL shared by the ranks")):
             t = statistics.median(times)
@@ -328,6 +334,8 @@ def main() -> int:
                         help="1 and 16 MiB, fewer repetitions and steps (under a minute)")
     parser.add_argument("--only", choices=["all_reduce", "dp"], action="append",
                         help="run only these sections (repeatable)")
+    parser.add_argument("--device", default=None,
+                        help="the device of tensord's all_reduce tensors (default: cpu)")
     args = parser.parse_args()
     only = set(args.only or ["all_reduce", "dp"])
     cores = os.cpu_count() or 1
@@ -336,9 +344,11 @@ def main() -> int:
           f"{torch.distributed.is_gloo_available()}), {WORLD} local ranks", flush=True)
     if "all_reduce" in only:
         if args.quick:
-            all_reduce_lines([1 * MiB, 16 * MiB], rounds=2, reps=5, warmup=1)
+            all_reduce_lines([1 * MiB, 16 * MiB], rounds=2, reps=5, warmup=1,
+                             device=args.device)
         else:
-            all_reduce_lines([1 * MiB, 16 * MiB, 256 * MiB], rounds=3, reps=5, warmup=1)
+            all_reduce_lines([1 * MiB, 16 * MiB, 256 * MiB], rounds=3, reps=5, warmup=1,
+                             device=args.device)
     if "dp" in only:
         steps, rounds = (10, 1) if args.quick else (20, 3)
         models = [("2-64-64-3 b128", dp.SIZES, 128)]

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stages the build context of docker/Dockerfile.cuda: the tensord and tensordctl of BUILD_DIR
 # (a build with the CUDA backend; stripped) in OUT/bin, and the CUDA libraries the server loads
-# when it finds a GPU (NVRTC and its builtins, cuBLASLt) from the toolkit in OUT/lib.
+# when it finds a GPU (NVRTC and its builtins, cuBLASLt, and NCCL for process groups on cuda
+# devices) from the toolkit in OUT/lib.
 #
 #   docker/cuda-context.sh BUILD_DIR OUT
 #
@@ -24,7 +25,8 @@ for b in tensord tensordctl; do
   cp "$build/$b" "$out/bin/$b"
   strip "$out/bin/$b"
 done
-for pattern in 'libnvrtc.so.[0-9]*' 'libnvrtc-builtins.so.[0-9]*' 'libcublasLt.so.[0-9]*'; do
+for pattern in 'libnvrtc.so.[0-9]*' 'libnvrtc-builtins.so.[0-9]*' 'libcublasLt.so.[0-9]*' \
+               'libnccl.so.[0-9]*'; do
   found=$(find -L "$cuda/lib64/" -maxdepth 1 -name "$pattern" -type f | sort | sed -n 1p)
   [[ -n $found ]] || { echo "cuda-context: no $pattern in $cuda/lib64" >&2; exit 3; }
   # Under the name the loader asks for (libnvrtc.so.13, libnvrtc-builtins.so.13.0, ...).

@@ -95,6 +95,10 @@ run() {
   fi
   cd "$here"
   export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # NCCL where the loader does not look: a pip package's (nvidia-nccl-cu13) lib directory.
+  local nccl
+  nccl=$(python3 -c "import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], 'lib'))" \
+    2>/dev/null) && [[ -d $nccl ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl
   export PYTHONPATH=$here/client${PYTHONPATH:+:$PYTHONPATH}
   export TENSORD_PROTO_DIR=$here/proto TENSORD_BIN=$here/bin/tensord
   export TENSORD_CUDA_CACHE_DIR=$here/cuda-cache TENSORD_REQUIRE_GPU=1

@@ -157,7 +157,7 @@ class Rank:
 
     def __init__(self, address: str, rank: int, world_size: int, group: str, rendezvous: str,
                  init: list, *, lr: float, momentum: float, bucket_bytes: float,
-                 mode: str = "program", overlap: bool = True):
+                 mode: str = "program", overlap: bool = True, device: str | None = None):
         if mode not in ("program", "eager"):
             raise ValueError(f"mode must be 'program' or 'eager', not {mode!r}")
         self.rank, self.world_size, self.mode = rank, world_size, mode
@@ -165,7 +165,7 @@ class Rank:
         self.client = tensord.connect(address)
         self.sess, self.program = None, None
         try:
-            self.sess = self.client.session()
+            self.sess = self.client.session(device=device)
             self.group = self.sess.join_group(group, rank, world_size, rendezvous)
             self.ctx = self.sess.autodiff()
             self.shapes = [tuple(v.shape) for v in init]
@@ -275,15 +275,16 @@ class RankFailure(RuntimeError):
 
 def join(addresses, rendezvous: str, init: list, *, lr: float, momentum: float,
          bucket_bytes: float, mode: str, group: str | None = None,
-         overlap: bool = True) -> list:
+         overlap: bool = True, device: str | None = None) -> list:
     """A Rank per address, joined to one new group (concurrently, as JoinGroup waits for every
-    rank), with rank 0's parameters broadcast to all."""
+    rank), with rank 0's parameters broadcast to all; each rank's tensors on `device` (the
+    server's default when None)."""
     world = len(addresses)
     group = group or f"dp-{uuid.uuid4().hex[:12]}"
 
     def make(r):
         rank = Rank(addresses[r], r, world, group, rendezvous, init, lr=lr, momentum=momentum,
-                    bucket_bytes=bucket_bytes, mode=mode, overlap=overlap)
+                    bucket_bytes=bucket_bytes, mode=mode, overlap=overlap, device=device)
         try:
             rank.broadcast_parameters()
         except BaseException:
@@ -389,7 +390,8 @@ def local_servers(n: int, binary: str | None = None, collective_timeout: str = "
 def train(addresses, rendezvous: str, *, steps: int = 400, batch: int = 128,
           dtype: str = "f32", lr: float = 0.1, momentum: float = 0.9,
           bucket_mb: float = DDP_BUCKET_MB, mode: str = "program", seed: int = 0,
-          log_every: int = 50, on_step=None, overlap: bool = True) -> dict:
+          log_every: int = 50, on_step=None, overlap: bool = True,
+          device: str | None = None) -> dict:
     """Trains on the servers at `addresses` (rank r at addresses[r]); returns the losses, the
     held-out accuracy, the final parameters (rank 0's) and the largest difference between
     rank 0's parameters and another rank's."""
@@ -398,7 +400,7 @@ def train(addresses, rendezvous: str, *, steps: int = 400, batch: int = 128,
         raise SystemExit(f"--batch {batch} is not a multiple of the {world} ranks")
     x_train, y_train, x_test, y_test, init, plan = problem(seed, dtype, batch, steps)
     ranks = join(addresses, rendezvous, init, lr=lr, momentum=momentum,
-                 bucket_bytes=bucket_mb * 2**20, mode=mode, overlap=overlap)
+                 bucket_bytes=bucket_mb * 2**20, mode=mode, overlap=overlap, device=device)
     try:
         print(f"{world} ranks, group {ranks[0].group.name!r}, {mode} mode, "
               f"{len(ranks[0].buckets)} gradient bucket(s) reduced "
@@ -454,6 +456,9 @@ def main(argv=None) -> dict:
     p.add_argument("--no-overlap", action="store_true",
                    help="reduce the buckets after the backward, as calls of their own, "
                    "instead of while the backward runs")
+    p.add_argument("--device", default=None,
+                   help="the device of every rank's tensors (cpu, opencl:0, cuda:0, ...; "
+                   "default: each server's default)")
     p.add_argument("--collective-timeout", default="30s",
                    help="--collective-timeout of the servers --local starts")
     p.add_argument("--seed", type=int, default=0)
@@ -461,7 +466,8 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     kwargs = dict(steps=args.steps, batch=args.batch, dtype=args.dtype, lr=args.lr,
                   momentum=args.momentum, bucket_mb=args.bucket_mb, mode=args.mode,
-                  seed=args.seed, log_every=args.log_every, overlap=not args.no_overlap)
+                  seed=args.seed, log_every=args.log_every, overlap=not args.no_overlap,
+                  device=args.device)
     if args.addresses:
         if not args.rendezvous:
             p.error("--addresses needs --rendezvous")

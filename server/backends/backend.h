@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/core/device_collectives.h"
 #include "server/core/tensor.h"
 #include "server/ops/op_def.h"
 
@@ -87,6 +88,9 @@ class Backend {
   virtual absl::Status Run(const KernelPlan& plan, KernelCall& call) = 0;
   // Waits until the work queued on `device` is done (a no-op where kernels run synchronously).
   virtual absl::Status Synchronize(const std::string& device) = 0;
+  // The library that moves collectives' data between `device` and its peers' devices directly
+  // (NCCL on cuda), or null: the process group then moves host copies.
+  virtual DeviceCollectives* Collectives(const std::string& device) { return nullptr; }
 };
 
 }  // namespace tensord

@@ -83,13 +83,12 @@ std::vector<DeviceInfo> Dispatcher::Devices() const { return devices_; }
 std::vector<std::string> Dispatcher::BackendsFor(const OpDef& op) const {
   std::vector<std::string> out;
   for (const auto& b : backends_) {
-    // Composites run wherever their constituents run.
-    const std::vector<std::string> collective = distributed::CollectiveBackendKinds();
-    if (op.collective != CollectiveKind::kNone) {
-      if (std::count(collective.begin(), collective.end(), b->kind())) out.push_back(b->kind());
-      continue;
+    // Composites run wherever their constituents run; collectives on every device (the
+    // tensors of a device stage through host memory).
+    if (op.composite != nullptr || op.device_move || op.collective != CollectiveKind::kNone ||
+        b->Implements(op)) {
+      out.push_back(b->kind());
     }
-    if (op.composite != nullptr || op.device_move || b->Implements(op)) out.push_back(b->kind());
   }
   return out;
 }

@@ -10,7 +10,7 @@
 namespace tensord::distributed {
 namespace {
 
-constexpr char kMagic[4] = {'T', 'D', 'C', '1'};
+constexpr char kMagic[4] = {'T', 'D', 'C', '2'};
 constexpr size_t kMaxDims = 64;
 constexpr size_t kMaxMessage = 900;
 constexpr size_t kMaxField = 120;
@@ -84,12 +84,14 @@ std::string Encode(const CollectiveStatement& s) {
   Writer w(out);
   w.U32(static_cast<uint32_t>(s.refusal));
   w.U32(static_cast<uint32_t>(s.dtype));
+  w.U32(s.new_communicator ? 1 : 0);
   const size_t dims = std::min(s.shape.size(), kMaxDims);
   w.U32(static_cast<uint32_t>(dims));
   for (size_t i = 0; i < dims; ++i) w.I64(s.shape[i]);
   w.Str(s.op, kMaxField);
   w.Str(s.attrs, 4 * kMaxField);
   w.Str(s.device, kMaxField);
+  w.Str(s.library, kMaxField);
   w.Str(s.message, kMaxMessage, /*reserve=*/4);
   // As many metadata entries as fit, each with its 8 bytes of lengths.
   std::vector<std::pair<absl::string_view, absl::string_view>> entries;
@@ -119,8 +121,12 @@ absl::StatusOr<CollectiveStatement> Decode(absl::string_view bytes) {
   }
   Reader r(bytes.substr(sizeof kMagic));
   CollectiveStatement s;
-  uint32_t reason = 0, dtype = 0, dims = 0, entries = 0;
-  if (!r.U32(reason) || !r.U32(dtype) || !r.U32(dims) || dims > kMaxDims) return bad();
+  uint32_t reason = 0, dtype = 0, fresh = 0, dims = 0, entries = 0;
+  if (!r.U32(reason) || !r.U32(dtype) || !r.U32(fresh) || fresh > 1 || !r.U32(dims) ||
+      dims > kMaxDims) {
+    return bad();
+  }
+  s.new_communicator = fresh == 1;
   s.refusal = static_cast<Reason>(reason);
   s.dtype = static_cast<DType>(dtype);
   if (ReasonFromName(ReasonName(s.refusal)) != s.refusal || DTypeName(s.dtype) == "?") {
@@ -130,7 +136,8 @@ absl::StatusOr<CollectiveStatement> Decode(absl::string_view bytes) {
   for (int64_t& d : s.shape) {
     if (!r.I64(d)) return bad();
   }
-  if (!r.Str(s.op) || !r.Str(s.attrs) || !r.Str(s.device) || !r.Str(s.message) || !r.U32(entries)) {
+  if (!r.Str(s.op) || !r.Str(s.attrs) || !r.Str(s.device) || !r.Str(s.library) ||
+      !r.Str(s.message) || !r.U32(entries)) {
     return bad();
   }
   for (uint32_t i = 0; i < entries; ++i) {
@@ -160,12 +167,29 @@ absl::Status Agree(int rank, const std::string& group,
   const CollectiveStatement& first = statements.front();
   for (size_t r = 1; r < statements.size(); ++r) {
     const CollectiveStatement& s = statements[r];
-    std::string field = s.op != first.op         ? "op"
-                        : s.attrs != first.attrs ? "attrs"
-                        : s.dtype != first.dtype ? "dtype"
-                        : s.shape != first.shape ? "shape"
-                                                 : "";
+    std::string field = s.op != first.op             ? "op"
+                        : s.attrs != first.attrs     ? "attrs"
+                        : s.dtype != first.dtype     ? "dtype"
+                        : s.shape != first.shape     ? "shape"
+                        : s.library != first.library ? "library"
+                                                     : "";
     if (field.empty()) continue;
+    if (field == "library") {
+      return Error(
+          Reason::kCollectiveMismatch,
+          absl::StrCat(first.op, ": the ranks of group '", group,
+                       "' move the data differently: rank 0 with ", first.library, " (device ",
+                       first.device, "), rank ", r, " with ", s.library, " (device ", s.device,
+                       "); put every rank's tensors on devices of one kind; nothing "
+                       "was sent"),
+          {{"op", first.op},
+           {"group", group},
+           {"rank", absl::StrCat(rank)},
+           {"peer_rank", absl::StrCat(r)},
+           {"field", field},
+           {"value", first.library},
+           {"peer_value", s.library}});
+    }
     return Error(Reason::kCollectiveMismatch,
                  absl::StrCat(first.op, ": the ranks of group '", group,
                               "' called different collectives: rank 0 ", Describe(first), ", rank ",

@@ -27,6 +27,12 @@ struct CollectiveStatement {
   std::string op;
   std::string attrs;  // the attributes every rank must agree on, canonical ("op=sum")
   std::string device;
+  // What moves the data on this rank: "gloo" (host memory) or the device's library ("nccl");
+  // every rank must say the same.
+  std::string library;
+  // Whether this rank needs a new communicator of its device's library for the call (it has
+  // none for its device yet): every rank then makes one.
+  bool new_communicator = false;
   DType dtype = DType::kF32;
   Shape shape;
   // Why this rank refuses the call (kUnspecified: it does not), with its message and metadata
@@ -48,8 +54,9 @@ absl::StatusOr<CollectiveStatement> Decode(absl::string_view bytes);
 // The decision of `rank` over every rank's statement (indexed by rank). OK: run. Otherwise the
 // error this rank reports: the refusal of the lowest refusing rank, with its reason (so
 // AUTODIFF_CONTEXT_NOT_ENABLED on one rank is AUTODIFF_CONTEXT_NOT_ENABLED on all) and metadata
-// naming that rank, or COLLECTIVE_MISMATCH naming the first rank whose call differs from rank
-// 0's. A rank that refused itself reports its own error, not this one.
+// naming that rank, or COLLECTIVE_MISMATCH naming the first rank whose call (or library: a
+// rank moving host memory while another moves its device's) differs from rank 0's. A rank that
+// refused itself reports its own error, not this one.
 absl::Status Agree(int rank, const std::string& group,
                    const std::vector<CollectiveStatement>& statements);
 

@@ -1,6 +1,8 @@
 // The Gloo process group: TCP pairs between every two ranks of the group (one listening
 // device per server, shared by its groups), the statements of collective_agreement.h sent to
-// every peer before each collective, and Gloo's algorithms for the data.
+// every peer before each collective, and Gloo's algorithms for the data in host memory; a
+// device's data moves with the device's library (NCCL), through a communicator per device
+// made when the ranks first need one (its identity broadcast over Gloo).
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,18 +21,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "common/half.h"
-#include "gloo/allgather.h"
-#include "gloo/allreduce.h"
-#include "gloo/barrier.h"
 #include "gloo/broadcast.h"
 #include "gloo/common/error.h"
-#include "gloo/math.h"
-#include "gloo/reduce.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "gloo/types.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "server/distributed/collective_agreement.h"
+#include "server/distributed/gloo_data.h"
 #include "server/distributed/gloo_rendezvous.h"
 #include "server/distributed/process_group.h"
 
@@ -38,13 +36,6 @@ namespace tensord::distributed {
 namespace {
 
 constexpr uint8_t kStatementSlot = 0x7d;
-// The ring's segment: each step of Gloo's ring sends one. Small segments mean many messages,
-// each a wake-up of the receiving thread: 4 ranks on 2 cores reduced 16 MiB in 136-164 ms
-// with 112 KiB segments, 64-71 ms with 1 MiB, 81-170 ms with 4 MiB. The ring also allocates
-// scratch of two segments per call, which above the server's malloc mmap threshold (256 KiB,
-// server/core/host_memory.cc) is fresh pages each time: 512 page faults a call, a few ms, far
-// less than what larger segments save.
-constexpr size_t kSegmentBytes = size_t{1} << 20;
 // A group's name keys the rendezvous store and travels in every error of the group.
 constexpr size_t kMaxGroupNameBytes = 256;
 
@@ -102,21 +93,6 @@ std::string CanonicalAttrs(const Attrs& attrs) {
   return absl::StrJoin(parts, ",");
 }
 
-template <typename T>
-gloo::AllreduceOptions::Func ReduceFn(const std::string& op) {
-  void (*fn)(void*, const void*, const void*, size_t) = &gloo::sum<T>;
-  if (op == "product") fn = &gloo::product<T>;
-  if (op == "max") fn = &gloo::max<T>;
-  if (op == "min") fn = &gloo::min<T>;
-  return fn;
-}
-
-template <typename T>
-void DivideBy(void* data, size_t n, int world) {
-  T* p = static_cast<T*>(data);
-  for (size_t i = 0; i < n; ++i) p[i] = static_cast<T>(p[i] / static_cast<T>(world));
-}
-
 class GlooProcessGroup final : public ProcessGroup {
  public:
   GlooProcessGroup(GroupOptions options, std::shared_ptr<gloo::Context> context,
@@ -127,7 +103,6 @@ class GlooProcessGroup final : public ProcessGroup {
         store_(std::move(store)) {}
 
   std::string backend() const override { return "gloo"; }
-  bool Serves(const std::string& kind) const override { return kind == "cpu"; }
 
   absl::Status Run(const CollectiveCall& call) override {
     const std::string& op = call.op.name;
@@ -145,6 +120,9 @@ class GlooProcessGroup final : public ProcessGroup {
       mine.attrs = CanonicalAttrs(call.attrs);
       if (!call.tag.empty()) absl::StrAppend(&mine.attrs, ";", call.tag);
       mine.device = call.device;
+      mine.library = call.library != nullptr ? call.library->library() : backend();
+      mine.new_communicator =
+          call.library != nullptr && communicators_.find(call.device) == communicators_.end();
       if (!call.inputs.empty()) {
         mine.dtype = call.inputs[0].dtype();
         mine.shape = call.inputs[0].shape();
@@ -155,8 +133,9 @@ class GlooProcessGroup final : public ProcessGroup {
     ASSIGN_OR_RETURN(std::vector<CollectiveStatement> all, Exchange(op, seq, mine));
     if (!call.refusal.ok()) return call.refusal;
     RETURN_IF_ERROR(Agree(rank(), name(), all));
+    if (call.library != nullptr) return MoveOnDevice(call, seq, all);
     try {
-      Move(call, seq);
+      MoveWithGloo(context_, call, seq, timeout_);
     } catch (const std::exception& e) {
       const std::string what = e.what();
       // Closing this rank's connections first makes the peers still moving data fail now
@@ -171,6 +150,7 @@ class GlooProcessGroup final : public ProcessGroup {
     absl::MutexLock lock(&mu_);
     aborted_ = true;
     if (waiting_ != nullptr) waiting_->abortWaitRecv();
+    if (moving_ != nullptr) moving_->Abort();
   }
 
  private:
@@ -291,6 +271,7 @@ class GlooProcessGroup final : public ProcessGroup {
     if (cause.empty()) cause = absl::StrContains(what, "Timed out") ? "timeout" : "connection";
     broken_reason_ = peer >= 0 ? absl::StrCat("rank ", peer, ": ", what) : what;
     broken_.store(true);
+    communicators_.clear();
     // Closing this rank's connections makes every peer still waiting on it fail now, not at
     // its own timeout (the connections close once the last buffer of the call goes).
     context_.reset();
@@ -307,141 +288,104 @@ class GlooProcessGroup final : public ProcessGroup {
         md);
   }
 
-  // The data of an agreed collective.
-  void Move(const CollectiveCall& call, uint32_t seq) {
-    const CollectiveKind kind = call.op.collective;
-    if (kind == CollectiveKind::kBarrier) {
-      gloo::BarrierOptions opts(context_);
-      opts.setTag(seq);
-      opts.setTimeout(timeout_);
-      gloo::barrier(opts);
-      return;
+  // The data of an agreed collective on the device, with its library's communicator: a new
+  // one on every rank when any rank needs one.
+  absl::Status MoveOnDevice(const CollectiveCall& call, uint32_t seq,
+                            const std::vector<CollectiveStatement>& all) {
+    const std::string& op = call.op.name;
+    if (std::any_of(all.begin(), all.end(),
+                    [](const CollectiveStatement& s) { return s.new_communicator; })) {
+      communicators_.erase(call.device);
+      ASSIGN_OR_RETURN(std::string id, SharedId(call, seq));
+      absl::StatusOr<std::unique_ptr<DeviceCommunicator>> joined =
+          call.library->Join(id, rank(), size(), timeout_);
+      if (!joined.ok()) return DeviceFailure(op, seq, joined.status());
+      communicators_[call.device] = *std::move(joined);
     }
+    DeviceCommunicator* comm = communicators_[call.device].get();
+    {
+      absl::MutexLock lock(&mu_);
+      if (aborted_) comm->Abort();
+      moving_ = comm;
+    }
+    const auto forget = absl::MakeCleanup([this] {
+      absl::MutexLock lock(&mu_);
+      moving_ = nullptr;
+    });
     const Tensor& in = call.inputs[0];
     Tensor& out = call.outputs[0];
-    const size_t n = static_cast<size_t>(in.numel());
-    const size_t bytes = in.nbytes();
-    const int world = size();
-    switch (kind) {
-      case CollectiveKind::kAllGather: {
-        if (bytes == 0) return;
-        gloo::AllgatherOptions opts(context_);
-        opts.setInput(static_cast<uint8_t*>(const_cast<void*>(in.raw())), bytes);
-        opts.setOutput(static_cast<uint8_t*>(out.raw()), bytes * world);
-        opts.setTag(seq);
-        opts.setTimeout(timeout_);
-        gloo::allgather(opts);
-        return;
-      }
-      case CollectiveKind::kBroadcast: {
-        std::memcpy(out.raw(), in.raw(), bytes);
-        if (bytes == 0) return;
-        gloo::BroadcastOptions opts(context_);
-        opts.setOutput(static_cast<uint8_t*>(out.raw()), bytes);
-        opts.setRoot(static_cast<int>(call.attrs.GetInt("src")));
-        opts.setTag(seq);
-        opts.setTimeout(timeout_);
-        gloo::broadcast(opts);
-        return;
-      }
-      default:
+    const std::string reduce = call.attrs.Has("op") ? call.attrs.GetString("op") : "sum";
+    absl::Status moved;
+    switch (call.op.collective) {
+      case CollectiveKind::kAllReduce:
+        moved = comm->AllReduce(in, out, reduce);
         break;
-    }
-    // The reducing collectives, per dtype; bf16 and f16 are reduced in f32 and rounded once,
-    // u8, i8 and i16 in i32 and narrowed (wrapping as the narrow dtype's own sum would), as
-    // the CPU kernels compute them.
-    void* out_data = out.raw();
-    switch (in.dtype()) {
-      case DType::kF32:
-        return Reduce<float>(call, seq, in.data<float>(), out.data<float>(), n);
-      case DType::kF64:
-        return Reduce<double>(call, seq, in.data<double>(), out.data<double>(), n);
-      case DType::kI32:
-        return Reduce<int32_t>(call, seq, in.data<int32_t>(), out.data<int32_t>(), n);
-      case DType::kI64:
-        return Reduce<int64_t>(call, seq, in.data<int64_t>(), out.data<int64_t>(), n);
-      case DType::kBF16:
-      case DType::kF16: {
-        const bool bf16 = in.dtype() == DType::kBF16;
-        const uint16_t* bits = in.data<uint16_t>();
-        std::vector<float> wide_in(n), wide_out(out.numel());
-        for (size_t i = 0; i < n; ++i) {
-          wide_in[i] = bf16 ? BF16ToFloat(bits[i]) : HalfToFloat(bits[i]);
-        }
-        Reduce<float>(call, seq, wide_in.data(), wide_out.data(), n);
-        uint16_t* out_bits = static_cast<uint16_t*>(out_data);
-        for (size_t i = 0; i < wide_out.size(); ++i) {
-          out_bits[i] = bf16 ? FloatToBF16(wide_out[i]) : FloatToHalf(wide_out[i]);
-        }
-        return;
-      }
-      case DType::kU8:
-        return ReduceWidened<uint8_t>(call, seq, in, out, n);
-      case DType::kI8:
-        return ReduceWidened<int8_t>(call, seq, in, out, n);
-      case DType::kI16:
-        return ReduceWidened<int16_t>(call, seq, in, out, n);
+      case CollectiveKind::kAllGather:
+        moved = comm->AllGather(in, out);
+        break;
+      case CollectiveKind::kReduceScatter:
+        moved = comm->ReduceScatter(in, out, reduce);
+        break;
+      case CollectiveKind::kBroadcast:
+        moved = comm->Broadcast(in, out, static_cast<int>(call.attrs.GetInt("src")));
+        break;
+      case CollectiveKind::kReduce:
+        moved = comm->Reduce(in, out, reduce, static_cast<int>(call.attrs.GetInt("dst")));
+        break;
       default:
-        throw std::logic_error(absl::StrCat("no reduction over ", DTypeName(in.dtype())));
+        moved = Error(Reason::kInternal, absl::StrCat(op, ": not a collective of tensors"));
     }
+    if (moved.ok()) return moved;
+    communicators_.erase(call.device);
+    return DeviceFailure(op, seq, moved);
   }
 
-  // A reduction of a narrow integer dtype N through i32.
-  template <typename N>
-  void ReduceWidened(const CollectiveCall& call, uint32_t seq, const Tensor& in, Tensor& out,
-                     size_t n) {
-    const N* src = in.data<N>();
-    std::vector<int32_t> wide_in(src, src + n), wide_out(out.numel());
-    Reduce<int32_t>(call, seq, wide_in.data(), wide_out.data(), n);
-    N* dst = out.data<N>();
-    for (size_t i = 0; i < wide_out.size(); ++i) dst[i] = static_cast<N>(wide_out[i]);
-  }
-
-  // all_reduce, reduce_scatter and reduce of n elements at `src` into `dst` (the output).
-  template <typename T>
-  void Reduce(const CollectiveCall& call, uint32_t seq, const T* src, T* dst, size_t n) {
-    const CollectiveKind kind = call.op.collective;
-    const std::string op = call.attrs.Has("op") ? call.attrs.GetString("op") : "sum";
-    const int world = size();
-    if (kind == CollectiveKind::kReduce) {
-      const int root = static_cast<int>(call.attrs.GetInt("dst"));
-      std::vector<T> result(n);
-      if (n > 0) {
-        gloo::ReduceOptions opts(context_);
-        opts.setInput(const_cast<T*>(src), n);
-        opts.setOutput(result.data(), n);
-        opts.setRoot(root);
-        opts.setReduceFunction(ReduceFn<T>(op));
-        opts.setMaxSegmentSize(kSegmentBytes);
-        opts.setTag(seq);
-        opts.setTimeout(timeout_);
-        gloo::reduce(opts);
-      }
-      if (rank() == root) {
-        std::copy(result.begin(), result.end(), dst);
+  // The identity of a new communicator: made by rank 0, broadcast to the others (a flag byte
+  // first, so that every rank fails alike when rank 0 cannot make one).
+  absl::StatusOr<std::string> SharedId(const CollectiveCall& call, uint32_t seq) {
+    const std::string& op = call.op.name;
+    const size_t n = call.library->id_bytes();
+    std::string buffer(1 + n, '\0');
+    absl::Status made;
+    if (rank() == 0) {
+      absl::StatusOr<std::string> id = call.library->NewId();
+      if (id.ok() && id->size() == n) {
+        buffer[0] = 1;
+        std::memcpy(&buffer[1], id->data(), n);
       } else {
-        std::fill(dst, dst + n, T(0));
+        made =
+            id.ok() ? Error(Reason::kInternal, "a communicator id of the wrong size") : id.status();
       }
-      return;
     }
-    // all_reduce writes the output; reduce_scatter reduces all of it and keeps its rank's part.
-    std::vector<T> whole(kind == CollectiveKind::kReduceScatter ? n : 0);
-    T* target = kind == CollectiveKind::kReduceScatter ? whole.data() : dst;
-    if (n > 0) {
-      gloo::AllreduceOptions opts(context_);
-      opts.setInput(const_cast<T*>(src), n);
-      opts.setOutput(target, n);
-      opts.setReduceFunction(ReduceFn<T>(op));
-      opts.setMaxSegmentSize(kSegmentBytes);
+    try {
+      gloo::BroadcastOptions opts(context_);
+      opts.setOutput(reinterpret_cast<uint8_t*>(buffer.data()), buffer.size());
+      opts.setRoot(0);
       opts.setTag(seq);
       opts.setTimeout(timeout_);
-      gloo::allreduce(opts);
+      gloo::broadcast(opts);
+    } catch (const std::exception& e) {
+      const std::string what = e.what();
+      context_.reset();
+      return Break(op, MissingPeer(seq), what);
     }
-    if (op == "mean") DivideBy<T>(target, n, world);
-    if (kind == CollectiveKind::kReduceScatter) {
-      const size_t part = n / world;
-      std::copy(target + part * rank(), target + part * (rank() + 1), dst);
+    RETURN_IF_ERROR(made);
+    if (buffer[0] != 1) {
+      return Error(Reason::kInternal,
+                   absl::StrCat(op, ": rank 0 of group '", name(), "' could not make a ",
+                                call.library->library(), " communicator"),
+                   {{"cause", "communicator"}});
     }
+    return buffer.substr(1);
+  }
+
+  // A failure of the device's library: a lost or late peer breaks the group, as Gloo's do.
+  absl::Status DeviceFailure(const std::string& op, uint32_t seq, const absl::Status& status) {
+    if (GetReason(status) != Reason::kPeerUnavailable) return status;
+    const Metadata md = GetMetadata(status);
+    const auto cause = md.find("cause");
+    return Break(op, MissingPeer(seq), std::string(status.message()),
+                 cause != md.end() ? cause->second : "");
   }
 
   std::shared_ptr<gloo::Context> context_;
@@ -453,6 +397,9 @@ class GlooProcessGroup final : public ProcessGroup {
   absl::Mutex mu_;
   bool aborted_ ABSL_GUARDED_BY(mu_) = false;
   gloo::transport::UnboundBuffer* waiting_ ABSL_GUARDED_BY(mu_) = nullptr;  // a peer's statement
+  DeviceCommunicator* moving_ ABSL_GUARDED_BY(mu_) = nullptr;  // the communicator of a call
+  // A communicator of the device's library per device of this rank that used one.
+  std::map<std::string, std::unique_ptr<DeviceCommunicator>> communicators_;
 };
 
 }  // namespace
@@ -545,7 +492,5 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& opti
                  err);
   }
 }
-
-std::vector<std::string> CollectiveBackendKinds() { return {"cpu"}; }
 
 }  // namespace tensord::distributed

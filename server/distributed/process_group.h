@@ -1,9 +1,11 @@
 // Process groups: N tensord servers whose sessions run collectives (all_reduce, all_gather,
 // reduce_scatter, broadcast, reduce, barrier) together. A session joins at most one group
 // (JoinGroup); the dispatcher hands every collective op of that session to the group, which
-// first agrees with its peers on what runs (collective_agreement.h) and then moves the data
-// with the communication library of the tensors' device (Gloo for cpu). No library header
-// here: the libraries stay below this interface.
+// first agrees with its peers on what runs (collective_agreement.h) and then moves the data:
+// in host memory with its own library (Gloo), or on the device with the device's library
+// (device_collectives.h: NCCL), whose communicators it makes when the ranks need them. The
+// dispatcher stages the tensors of a device without one through host memory. No library
+// header here: the libraries stay below this interface.
 #pragma once
 
 #include <chrono>
@@ -13,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "server/core/device_collectives.h"
 #include "server/core/tensor.h"
 #include "server/ops/op_def.h"
 
@@ -46,15 +49,19 @@ struct GroupOptions {
 struct CollectiveCall {
   const OpDef& op;
   const Attrs& attrs;
-  const std::vector<Tensor>& inputs;  // on host memory when `refusal` is OK
-  std::vector<Tensor>& outputs;       // allocated by the dispatcher; empty when refused
-  std::string device;
+  // In host memory when `refusal` is OK, or on `device` when `library` moves them there.
+  const std::vector<Tensor>& inputs;
+  std::vector<Tensor>& outputs;  // allocated; empty when refused
+  std::string device;            // where the caller's tensors are
   // This rank's own refusal (autodiff, device, dtype, shape, quota): the call still meets
   // the peers, so every rank fails with it.
   absl::Status refusal;
   // What the call is part of, agreed on with the attributes (a gradient bucket names its
   // place: "gradient bucket 2 of 5"); empty for an op a client called.
   std::string tag;
+  // The collectives library of `device` that moves the tensors (every rank must use the same),
+  // or null: they are in host memory and the group's own library moves them.
+  DeviceCollectives* library = nullptr;
 };
 
 class ProcessGroup {
@@ -70,8 +77,6 @@ class ProcessGroup {
   const GroupOptions& options() const { return options_; }
   // The communication library ("gloo").
   virtual std::string backend() const = 0;
-  // Whether tensors of a backend kind ("cpu", "opencl") can take part.
-  virtual bool Serves(const std::string& backend_kind) const = 0;
 
   // Agrees with every rank, then runs. On the refusal of any rank, or calls that differ,
   // every rank fails alike and the group stays usable. A rank that does not take part within
@@ -92,8 +97,5 @@ class ProcessGroup {
 // cause=rendezvous). INVALID_REQUEST for bad options or an unknown rendezvous scheme.
 absl::StatusOr<std::shared_ptr<ProcessGroup>> JoinGroup(const GroupOptions& options,
                                                         const CollectiveConfig& config);
-
-// The backend kinds whose tensors a group of this build can reduce (ListOps's backends).
-std::vector<std::string> CollectiveBackendKinds();
 
 }  // namespace tensord::distributed

@@ -57,10 +57,10 @@ def servers(tmp_path_factory):
         assert alive, f"a server died during the tests; log:\n{p.log_tail()}"
 
 
-def single_server_run(address, x, y, init, plan):
+def single_server_run(address, x, y, init, plan, device=None):
     """The reference: one session trains on the whole of every batch (no group, no
     collective), same model, same SGD."""
-    with tensord.connect(address) as client, client.session() as sess:
+    with tensord.connect(address) as client, client.session(device=device) as sess:
         with sess.autodiff() as ctx:
             params = [sess.tensor(v, requires_grad=True) for v in init]
             opt = tensord.optim.SGD(params, lr=LR, momentum=MOMENTUM)
@@ -94,6 +94,11 @@ def test_four_sharded_ranks_equal_one_server_on_the_whole_batch(servers, tmp_pat
         got = dp.on_every_rank(lambda r: ranks[r].parameters(), WORLD)
     finally:
         close_all(ranks)
+    check_parameters(got, want, init, dtype)
+
+
+def check_parameters(got, want, init, dtype):
+    """Every rank's parameters (got[r]) against the single-server run's (want)."""
     for r in range(WORLD):
         assert not isinstance(got[r], BaseException), got[r]
         for i, (g, w) in enumerate(zip(got[r], want)):
@@ -110,6 +115,28 @@ def test_four_sharded_ranks_equal_one_server_on_the_whole_batch(servers, tmp_pat
                 # a few f32 roundings of the gradient, times lr, over three steps.
                 np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6,
                                            err_msg=f"rank {r}, parameter {i}")
+
+
+@pytest.mark.parametrize("mode", ["program", "eager"])
+def test_ranks_on_an_opencl_device_equal_one_server_there(servers, tmp_path, mode):
+    """Every rank's tensors on an OpenCL device (PoCL's in CI): the servers' gradient buckets
+    stage through host memory for Gloo, and the parameters after three steps are those of one
+    server training on the whole batches on that device."""
+    with tensord.connect(servers[0].address) as client:
+        gpus = [d["name"] for d in client.devices() if d["name"].startswith("opencl:")]
+    if not gpus:
+        pytest.skip("the servers have no OpenCL device")
+    x, y, _, _, init, plan = dp.problem(seed=3, dtype="f64", batch=BATCH, steps=STEPS)
+    want = single_server_run(servers[0].address, x, y, init, plan, device=gpus[0])
+    ranks = dp.join([p.address for p in servers], f"file://{tmp_path}", init, lr=LR,
+                    momentum=MOMENTUM, bucket_bytes=BUCKET_BYTES, mode=mode, device=gpus[0])
+    try:
+        assert all(p.device == gpus[0] for p in ranks[0].params)
+        dp.run_steps(ranks, x, y, plan)
+        got = dp.on_every_rank(lambda r: ranks[r].parameters(), WORLD)
+    finally:
+        close_all(ranks)
+    check_parameters(got, want, init, "f64")
 
 
 def test_a_killed_server_fails_the_step_on_every_other_rank(tmp_path_factory, tmp_path):

@@ -18,6 +18,7 @@ CollectiveStatement Call(Shape shape, DType dtype = DType::kF32, std::string att
   s.op = "all_reduce";
   s.attrs = std::move(attrs);
   s.device = "cpu";
+  s.library = "gloo";
   s.dtype = dtype;
   s.shape = std::move(shape);
   return s;
@@ -25,6 +26,9 @@ CollectiveStatement Call(Shape shape, DType dtype = DType::kF32, std::string att
 
 TEST(CollectiveAgreement, EncodesToAFixedSizeAndBack) {
   CollectiveStatement s = Call({2, 0, 7}, DType::kBF16, "op=max");
+  s.device = "cuda:1";
+  s.library = "nccl";
+  s.new_communicator = true;
   std::string bytes = Encode(s);
   ASSERT_EQ(bytes.size(), kStatementBytes);
   absl::StatusOr<CollectiveStatement> back = Decode(bytes);
@@ -33,7 +37,11 @@ TEST(CollectiveAgreement, EncodesToAFixedSizeAndBack) {
   EXPECT_EQ(back->attrs, "op=max");
   EXPECT_EQ(back->dtype, DType::kBF16);
   EXPECT_EQ(back->shape, (Shape{2, 0, 7}));
+  EXPECT_EQ(back->device, "cuda:1");
+  EXPECT_EQ(back->library, "nccl");
+  EXPECT_TRUE(back->new_communicator);
   EXPECT_EQ(back->refusal, Reason::kUnspecified);
+  EXPECT_FALSE(Decode(Encode(Call({1})))->new_communicator);
 }
 
 TEST(CollectiveAgreement, ARefusalTravelsWithItsReasonMessageAndMetadata) {
@@ -110,6 +118,25 @@ TEST(CollectiveAgreement, DifferentCallsAreAMismatchNamingTheField) {
   CollectiveStatement gather = Call({3});
   gather.op = "all_gather";
   EXPECT_EQ(GetMetadata(Agree(1, "g", {Call({3}), gather}))["field"], "op");
+}
+
+TEST(CollectiveAgreement, RanksMovingTheDataWithDifferentLibrariesAreAMismatch) {
+  CollectiveStatement device = Call({3});
+  device.device = "cuda:0";
+  device.library = "nccl";
+  absl::Status s = Agree(1, "g", {device, Call({3})});
+  EXPECT_EQ(GetReason(s), Reason::kCollectiveMismatch);
+  Metadata md = GetMetadata(s);
+  EXPECT_EQ(md["field"], "library");
+  EXPECT_EQ(md["value"], "nccl");
+  EXPECT_EQ(md["peer_value"], "gloo");
+  EXPECT_NE(s.message().find("devices of one kind"), absl::string_view::npos) << s;
+  // Only the library counts: devices of one kind with different names agree, and one rank
+  // needing a new communicator is no mismatch (every rank makes one).
+  CollectiveStatement other = device;
+  other.device = "cuda:3";
+  other.new_communicator = true;
+  EXPECT_TRUE(Agree(0, "g", {device, other}).ok());
 }
 
 }  // namespace

@@ -64,6 +64,30 @@ absl::StatusOr<CublasLt> BindCublasLt() {
   return c;
 }
 
+absl::StatusOr<Nccl> BindNccl() {
+  ASSIGN_OR_RETURN(void* h, Open({"libnccl.so.2", "libnccl.so"}));
+  Nccl n;
+  RETURN_IF_ERROR(Bind(h, "ncclGetVersion", n.GetVersion));
+  RETURN_IF_ERROR(Bind(h, "ncclGetErrorString", n.GetErrorString));
+  RETURN_IF_ERROR(Bind(h, "ncclGetLastError", n.GetLastError));
+  RETURN_IF_ERROR(Bind(h, "ncclGetUniqueId", n.GetUniqueId));
+  RETURN_IF_ERROR(Bind(h, "ncclCommInitRankConfig", n.CommInitRankConfig));
+  RETURN_IF_ERROR(Bind(h, "ncclCommGetAsyncError", n.CommGetAsyncError));
+  RETURN_IF_ERROR(Bind(h, "ncclCommAbort", n.CommAbort));
+  RETURN_IF_ERROR(Bind(h, "ncclAllReduce", n.AllReduce));
+  RETURN_IF_ERROR(Bind(h, "ncclAllGather", n.AllGather));
+  RETURN_IF_ERROR(Bind(h, "ncclReduceScatter", n.ReduceScatter));
+  RETURN_IF_ERROR(Bind(h, "ncclBroadcast", n.Broadcast));
+  RETURN_IF_ERROR(Bind(h, "ncclReduce", n.Reduce));
+  n.GetVersion(&n.version);
+  // The configuration this build passes (ncclConfig_t) is read by 2.14 and later.
+  if (n.version < 21400) {
+    return Error(Reason::kInternal, absl::StrCat("cuda: NCCL ", n.version,
+                                                 " is older than 2.14, which tensord needs"));
+  }
+  return n;
+}
+
 }  // namespace
 
 absl::StatusOr<const Nvrtc*> LoadNvrtc() {
@@ -74,6 +98,12 @@ absl::StatusOr<const Nvrtc*> LoadNvrtc() {
 
 absl::StatusOr<const CublasLt*> LoadCublasLt() {
   static const absl::StatusOr<CublasLt>* loaded = new absl::StatusOr<CublasLt>(BindCublasLt());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+absl::StatusOr<const Nccl*> LoadNccl() {
+  static const absl::StatusOr<Nccl>* loaded = new absl::StatusOr<Nccl>(BindNccl());
   if (!loaded->ok()) return loaded->status();
   return &**loaded;
 }

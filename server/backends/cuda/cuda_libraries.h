@@ -1,9 +1,11 @@
-// NVRTC and cuBLASLt, loaded when the first CUDA device opens (dlopen), so a server built with
-// CUDA starts, and serves its other devices, on a machine without them or without a GPU; only
-// the CUDA runtime (linked statically, it loads the driver itself) is always there.
+// NVRTC and cuBLASLt, loaded when the first CUDA device opens, and NCCL, loaded at a process
+// group's first collective on a CUDA device (dlopen), so a server built with CUDA starts, and
+// serves its other devices, on a machine without them or without a GPU; only the CUDA runtime
+// (linked statically, it loads the driver itself) is always there.
 #pragma once
 
 #include <cublasLt.h>
+#include <nccl.h>
 #include <nvrtc.h>
 
 #include "absl/status/statusor.h"
@@ -39,8 +41,25 @@ struct CublasLt {
   decltype(&cublasLtMatmul) Matmul;
 };
 
+struct Nccl {
+  decltype(&ncclGetVersion) GetVersion;
+  decltype(&ncclGetErrorString) GetErrorString;
+  decltype(&ncclGetLastError) GetLastError;
+  decltype(&ncclGetUniqueId) GetUniqueId;
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig;
+  decltype(&ncclCommGetAsyncError) CommGetAsyncError;
+  decltype(&ncclCommAbort) CommAbort;
+  decltype(&ncclAllReduce) AllReduce;
+  decltype(&ncclAllGather) AllGather;
+  decltype(&ncclReduceScatter) ReduceScatter;
+  decltype(&ncclBroadcast) Broadcast;
+  decltype(&ncclReduce) Reduce;
+  int version = 0;  // NCCL_VERSION_CODE of the library loaded
+};
+
 // Loaded once; INTERNAL naming the library when it or a symbol is missing.
 absl::StatusOr<const Nvrtc*> LoadNvrtc();
 absl::StatusOr<const CublasLt*> LoadCublasLt();
+absl::StatusOr<const Nccl*> LoadNccl();
 
 }  // namespace tensord::cuda

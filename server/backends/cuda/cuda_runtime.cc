@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "server/backends/cuda/cuda_dialect.h"
 #include "server/backends/cuda/cuda_libraries.h"
+#include "server/backends/cuda/nccl_collectives.h"
 #include "server/core/status.h"
 #include "server/core/stream_scope.h"
 
@@ -140,6 +141,16 @@ absl::StatusOr<cudaStream_t> CudaDevice::CurrentStream() {
 }
 
 size_t CudaDevice::stream_count() const { return streams_.size(); }
+
+absl::StatusOr<cudaStream_t> CudaDevice::StreamAfter(absl::Span<const void* const> blocks) {
+  RETURN_IF_ERROR(Enter());
+  return StreamFor(blocks);
+}
+
+DeviceCollectives* CudaDevice::collectives() {
+  absl::call_once(collectives_once_, [this] { collectives_ = MakeNcclCollectives(*this); });
+  return collectives_.get();
+}
 
 absl::StatusOr<cudaStream_t> CudaDevice::StreamFor(absl::Span<const void* const> blocks) {
   const uint64_t stream = StreamScope::Current();

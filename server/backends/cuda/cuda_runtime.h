@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/call_once.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -78,6 +79,11 @@ class CudaDevice : public gpu::DeviceRuntime {
   absl::StatusOr<cudaStream_t> CurrentStream();
   // CUDA streams made for tensord streams that have not ended.
   size_t stream_count() const;
+  // The calling thread's CUDA stream, with this device current, ordered after the streams that
+  // named `blocks` last: where a library's work on those blocks (NCCL's) is enqueued.
+  absl::StatusOr<cudaStream_t> StreamAfter(absl::Span<const void* const> blocks);
+  // NCCL (nccl_collectives.h), loaded on first use; null without it.
+  DeviceCollectives* collectives() override;
 
  private:
   // Makes this device current on the calling thread; fails once a sticky error took the
@@ -124,6 +130,8 @@ class CudaDevice : public gpu::DeviceRuntime {
   absl::flat_hash_map<std::vector<int64_t>, Constant> constants_ ABSL_GUARDED_BY(constants_mu_);
   absl::flat_hash_map<const void*, std::vector<int64_t>> constant_keys_
       ABSL_GUARDED_BY(constants_mu_);
+  absl::once_flag collectives_once_;
+  std::unique_ptr<DeviceCollectives> collectives_;
 };
 
 // Every CUDA device, opened once per process. Empty without a driver or a GPU (the CUDA

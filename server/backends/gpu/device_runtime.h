@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "server/backends/gpu/codegen/kernel_source.h"
+#include "server/core/device_collectives.h"
 #include "server/core/dtype.h"
 #include "server/core/matmul_precision.h"
 #include "server/core/tensor.h"
@@ -188,6 +189,10 @@ class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<D
 
   // Waits until everything enqueued is done.
   virtual absl::Status Synchronize() = 0;
+
+  // The vendor's collectives library for this device (NCCL on CUDA), or null where it has none
+  // or it cannot be loaded.
+  virtual DeviceCollectives* collectives() { return nullptr; }
 };
 
 }  // namespace tensord::gpu

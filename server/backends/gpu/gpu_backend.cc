@@ -102,6 +102,11 @@ class GpuBackend : public Backend {
     return d->Synchronize();
   }
 
+  DeviceCollectives* Collectives(const std::string& device) override {
+    absl::StatusOr<DeviceRuntime*> d = Find(device);
+    return d.ok() ? (*d)->collectives() : nullptr;
+  }
+
  private:
   absl::StatusOr<DeviceRuntime*> Find(const std::string& device) const {
     for (const GpuDevice& d : devices_) {
