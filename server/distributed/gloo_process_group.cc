@@ -25,8 +25,8 @@
 #include "gloo/common/error.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
-#include "gloo/types.h"
 #include "gloo/transport/unbound_buffer.h"
+#include "gloo/types.h"
 #include "server/distributed/collective_agreement.h"
 #include "server/distributed/gloo_data.h"
 #include "server/distributed/gloo_rendezvous.h"
@@ -308,10 +308,6 @@ class GlooProcessGroup final : public ProcessGroup {
       if (aborted_) comm->Abort();
       moving_ = comm;
     }
-    const auto forget = absl::MakeCleanup([this] {
-      absl::MutexLock lock(&mu_);
-      moving_ = nullptr;
-    });
     const Tensor& in = call.inputs[0];
     Tensor& out = call.outputs[0];
     const std::string reduce = call.attrs.Has("op") ? call.attrs.GetString("op") : "sum";
@@ -334,6 +330,11 @@ class GlooProcessGroup final : public ProcessGroup {
         break;
       default:
         moved = Error(Reason::kInternal, absl::StrCat(op, ": not a collective of tensors"));
+    }
+    {
+      // Forgotten before a failed communicator goes: Abort() may only reach it while it exists.
+      absl::MutexLock lock(&mu_);
+      moving_ = nullptr;
     }
     if (moved.ok()) return moved;
     communicators_.erase(call.device);

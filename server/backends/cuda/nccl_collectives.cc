@@ -234,10 +234,17 @@ class NcclCollectives final : public DeviceCollectives {
       return std::unique_ptr<DeviceCommunicator>(
           std::make_unique<NcclCommunicator>(nccl_, device_, comm, rank, timeout));
     }
-    const std::string detail =
-        state == ncclInProgress
-            ? absl::StrCat("Timed out after ", timeout.count(), " ms waiting for the peers")
-            : nccl_.GetErrorString(state);
+    std::string detail = state == ncclInProgress ? absl::StrCat("Timed out after ", timeout.count(),
+                                                                " ms waiting for the peers")
+                                                 : nccl_.GetErrorString(state);
+    const char* last = comm != nullptr ? nccl_.GetLastError(comm) : nullptr;
+    if (state != ncclInProgress && last != nullptr && *last) absl::StrAppend(&detail, ": ", last);
+    // Two ranks on one GPU (servers of one machine that share a device), most likely.
+    if (state == ncclInvalidUsage) {
+      absl::StrAppend(&detail,
+                      " (NCCL takes one rank per GPU: give each server of the group a "
+                      "GPU of its own, e.g. CUDA_VISIBLE_DEVICES)");
+    }
     if (comm != nullptr) nccl_.CommAbort(comm);
     const bool peers =
         state == ncclInProgress || state == ncclRemoteError || state == ncclSystemError;
