@@ -21,8 +21,10 @@ namespace tensord::cuda {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-// How often a wait looks at the communicator's state: a collective of a training step takes
-// hundreds of microseconds to milliseconds, a poll costs a fraction of one.
+// A wait looks at the communicator's state without sleeping for its first kSpin (a gradient
+// bucket's all_reduce on NVLink takes tens of microseconds, less than one sleep of the
+// kernel's timer), then every kPoll (a peer that is late takes milliseconds to seconds).
+constexpr auto kSpin = std::chrono::milliseconds(2);
 constexpr auto kPoll = std::chrono::microseconds(50);
 
 std::optional<ncclDataType_t> NcclType(DType dtype) {
@@ -109,7 +111,9 @@ class NcclCommunicator final : public DeviceCommunicator {
     if (in.nbytes() == 0 && out.nbytes() == 0) return absl::OkStatus();
     const void* blocks[] = {in.raw(), out.raw()};
     ASSIGN_OR_RETURN(cudaStream_t stream, device_.StreamAfter(blocks));
-    const Clock::time_point deadline = Clock::now() + timeout_;
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point deadline = start + timeout_;
+    spin_until_ = start + kSpin;
     // A non-blocking communicator may still be enqueueing when the call returns.
     ncclResult_t state = enqueue(stream);
     while (state == ncclInProgress) {
@@ -148,7 +152,8 @@ class NcclCommunicator final : public DeviceCommunicator {
     comm_ = nullptr;
   }
 
-  // One poll interval, unless the deadline passed or the session closed.
+  // One poll interval (a yield while the call is young), unless the deadline passed or the
+  // session closed.
   absl::Status Waited(const char* what, Clock::time_point deadline) {
     if (aborted_.load()) return Fail(what, "the session closed", "aborted");
     if (Clock::now() >= deadline) {
@@ -156,7 +161,11 @@ class NcclCommunicator final : public DeviceCommunicator {
                   absl::StrCat("Timed out after ", timeout_.count(), " ms waiting for the peers"),
                   "timeout");
     }
-    std::this_thread::sleep_for(kPoll);
+    if (Clock::now() < spin_until_) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kPoll);
+    }
     return absl::OkStatus();
   }
 
@@ -187,6 +196,7 @@ class NcclCommunicator final : public DeviceCommunicator {
   ncclComm_t comm_;  // null once aborted
   const int rank_;
   const std::chrono::milliseconds timeout_;
+  Clock::time_point spin_until_;  // of the call waited for
   std::atomic<bool> aborted_{false};
 };
 
