@@ -77,6 +77,34 @@ TEST(CollectiveAgreement, RefusesWhatItDidNotEncode) {
   EXPECT_FALSE(Decode(bytes).ok());
 }
 
+TEST(CollectiveAgreement, ACorruptedStatementIsRefusedOrDecodedNeverReadPastItsEnd) {
+  // A peer's bytes are not trusted: every byte of a statement set to values that break
+  // lengths, counts, flags and enums either decodes (to a statement that encodes again) or is
+  // refused; nothing is read beyond the statement (the sanitizer builds run this too).
+  CollectiveStatement s = Refusal("all_reduce", "cuda:0",
+                                  Error(Reason::kShapeMismatch, "shapes differ", {{"dim", "0"}}));
+  s.library = "nccl";
+  const std::string good = Encode(s);
+  int refused = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (unsigned char v : {0x00, 0x01, 0x02, 0x7f, 0x80, 0xfe, 0xff}) {
+      std::string bytes = good;
+      bytes[i] = static_cast<char>(v);
+      absl::StatusOr<CollectiveStatement> back = Decode(bytes);
+      if (!back.ok()) {
+        EXPECT_EQ(GetReason(back.status()), Reason::kInternal);
+        ++refused;
+        continue;
+      }
+      EXPECT_EQ(Encode(*back).size(), kStatementBytes);
+    }
+  }
+  EXPECT_GT(refused, 0);
+  std::string fresh = Encode(Call({1}));
+  fresh[12] = 2;  // the new-communicator flag is 0 or 1
+  EXPECT_FALSE(Decode(fresh).ok());
+}
+
 TEST(CollectiveAgreement, AgreeingCallsRun) {
   EXPECT_TRUE(Agree(1, "g", {Call({3}), Call({3}), Call({3})}).ok());
 }
