@@ -26,6 +26,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::CallCollective(const OpDef& def,
   // device's library moves them), or their copies in host memory.
   std::vector<Tensor> group_inputs, group_outputs;
   DeviceCollectives* library = nullptr;
+  Backend* backend = nullptr;  // the device's
   Attrs attrs;
   std::string device = env.device;
 
@@ -52,7 +53,7 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::CallCollective(const OpDef& def,
     if (group == nullptr) return absl::OkStatus();
     ASSIGN_OR_RETURN(std::vector<TensorMeta> out_metas,
                      def.collective_infer(metas, attrs, group->size()));
-    ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
+    ASSIGN_OR_RETURN(backend, BackendFor(device));
     ASSIGN_OR_RETURN(Backend * host, BackendFor(kHostDevice));
     for (const TensorMeta& m : out_metas) {
       ASSIGN_OR_RETURN(Tensor t, backend->Allocate(m.dtype, m.shape, device, env.account));
@@ -104,7 +105,6 @@ absl::StatusOr<std::vector<Tensor>> Dispatcher::CallCollective(const OpDef& def,
   if (!run.ok()) return WithMetadata(run, where);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i].storage() == group_outputs[i].storage() || outputs[i].nbytes() == 0) continue;
-    ASSIGN_OR_RETURN(Backend * backend, BackendFor(device));
     absl::Status copied =
         backend->CopyFromHost(group_outputs[i].raw(), group_outputs[i].nbytes(), outputs[i]);
     if (!copied.ok()) return WithMetadata(copied, where);

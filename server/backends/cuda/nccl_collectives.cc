@@ -156,12 +156,13 @@ class NcclCommunicator final : public DeviceCommunicator {
   // session closed.
   absl::Status Waited(const char* what, Clock::time_point deadline) {
     if (aborted_.load()) return Fail(what, "the session closed", "aborted");
-    if (Clock::now() >= deadline) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) {
       return Fail(what,
                   absl::StrCat("Timed out after ", timeout_.count(), " ms waiting for the peers"),
                   "timeout");
     }
-    if (Clock::now() < spin_until_) {
+    if (now < spin_until_) {
       std::this_thread::yield();
     } else {
       std::this_thread::sleep_for(kPoll);
