@@ -10,9 +10,10 @@
 #                                         the server listing cuda:0; tests/gpu on cuda:0; the
 #                                         Python device and conformance tests on cuda:0; both
 #                                         seed failures; the bench against torch on the same
-#                                         GPU (GEMM in f32, TF32 and bf16 with their errors; the
-#                                         convolutions; the MLP and CNN training steps, eager
-#                                         and compiled). --quick stops after the listing. At
+#                                         GPU (GEMM in f32, TF32 and bf16 with their errors;
+#                                         ResNet-50's convolutions through cuDNN and through
+#                                         tensord's own passes, with their errors; the MLP and
+#                                         CNN training steps, eager and compiled). --quick stops after the listing. At
 #                                         most 7.5 minutes in all (the boxes:
 #                                         20+30+150+100+30+120 s). The last
 #                                         line sums up:
@@ -43,7 +44,7 @@ pack() {
   ldd "${bins[@]}" 2>/dev/null | awk '/=> \// {print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
       libc.so*|libm.so*|libdl.so*|librt.so*|libpthread.so*|ld-linux*|libstdc++.so*|libgcc_s.so*) ;;
-      libcuda.so*|libcudart*|libnvrtc*|libcublas*|libnvidia*) ;;
+      libcuda.so*|libcudart*|libnvrtc*|libcublas*|libcudnn*|libnccl*|libnvidia*) ;;
       *) cp -L "$lib" "$stage/lib/" ;;
     esac
   done
@@ -95,10 +96,13 @@ run() {
   fi
   cd "$here"
   export LD_LIBRARY_PATH=$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-  # NCCL where the loader does not look: a pip package's (nvidia-nccl-cu13) lib directory.
-  local nccl
-  nccl=$(python3 -c "import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], 'lib'))" \
-    2>/dev/null) && [[ -d $nccl ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$nccl
+  # NCCL and cuDNN where the loader does not look: their pip packages' (nvidia-nccl-cu13,
+  # nvidia-cudnn-cu13) lib directories.
+  local pkg lib
+  for pkg in nccl cudnn; do
+    lib=$(python3 -c "import os, nvidia.$pkg as n; print(os.path.join(list(n.__path__)[0], 'lib'))" \
+      2>/dev/null) && [[ -d $lib ]] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$lib
+  done
   export PYTHONPATH=$here/client${PYTHONPATH:+:$PYTHONPATH}
   export TENSORD_PROTO_DIR=$here/proto TENSORD_BIN=$here/bin/tensord
   export TENSORD_CUDA_CACHE_DIR=$here/cuda-cache TENSORD_REQUIRE_GPU=1
@@ -132,16 +136,20 @@ run() {
       -k autodiff_failures_name_the_device
     bin/tensord --address 127.0.0.1:50062 > server-bench.log 2>&1 &
     server=$!
+    TENSORD_CUDNN=off bin/tensord --address 127.0.0.1:50063 > server-own-passes.log 2>&1 &
+    local own=$!
     sleep 3
-    # bench/gpu_gemm.py: 4096² f32, TF32 and bf16 products with their errors; bench/compare.py:
-    # the convolutions (through cuBLASLt) and the MLP and CNN training steps, eager and
+    # bench/gpu_gemm.py: 4096² f32, TF32 and bf16 products with their errors; bench/gpu_conv.py:
+    # ResNet-50's convolutions through cuDNN and through tensord's own passes (the second
+    # server), with their errors; bench/compare.py: the MLP and CNN training steps, eager and
     # compiled; each beside torch on the same GPU.
     stage "bench: GEMM, convolutions and training steps against torch on cuda:0" 120 bash -c '
       python3 bench/gpu_gemm.py 127.0.0.1:50062 cuda:0 &&
+      python3 bench/gpu_conv.py 127.0.0.1:50062 --own-passes 127.0.0.1:50063 --device cuda:0 &&
       python3 bench/compare.py --address 127.0.0.1:50062 --device cuda:0 --quick \
-        --only mlp --only conv --only cnn'
-    kill "$server" 2>/dev/null
-    wait "$server" 2>/dev/null
+        --only mlp --only cnn'
+    kill "$server" "$own" 2>/dev/null
+    wait "$server" "$own" 2>/dev/null
   fi
   local line="device-check: $passed passed, $failed failed"
   (( failed > 0 )) && line+=" (${summary[*]})"

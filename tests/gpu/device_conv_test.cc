@@ -1,14 +1,18 @@
-// The two ways a GPU device runs a convolution, each against the CPU backend: through the
-// device's GEMM (conv_gemm.h) with its columns in chunks of one or two images, so that a
+// The three ways a GPU device runs a convolution, each against the CPU backend: through the
+// vendor's convolution library where the device has one (cuDNN on CUDA, conv_library.h); through
+// the device's GEMM (conv_gemm.h) with its columns in chunks of one or two images, so that a
 // chunk's GEMMs start inside the tensors and the weight gradient adds up over chunks; and the
 // direct kernels (conv_source.h), which the GEMM path replaced for the dtypes the device's GEMM
 // takes and which a session without room for the columns gets. Every convolution case of
 // NnOpCases (groups, strides, dilation, padding, transposed, 1-d to 3-d, unbatched, an empty
 // batch) and batches of five with groups, forward in f32 and f64 and gradients in f64.
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "server/backends/gpu/conv_gemm.h"
+#include "server/backends/gpu/conv_library.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_test_util.h"
 
@@ -33,9 +37,27 @@ std::vector<ShapedCase> ConvCases() {
 // Sets how the device's convolutions run for one test, back to the default after it.
 class ConvPath {
  public:
-  ConvPath(bool gemm, int64_t columns_bytes) { gpu::SetConvThroughGemm(gemm, columns_bytes); }
-  ~ConvPath() { gpu::SetConvThroughGemm(true); }
+  ConvPath(bool library, bool gemm, int64_t columns_bytes) {
+    gpu::SetConvThroughLibrary(library);
+    gpu::SetConvThroughGemm(gemm, columns_bytes);
+  }
+  ~ConvPath() {
+    gpu::SetConvThroughLibrary(true);
+    gpu::SetConvThroughGemm(true);
+  }
 };
+
+// Whether the device has a convolution library that takes an f32 conv2d: one call, and whether
+// it went through the library.
+bool HasConvolutionLibrary(const std::string& device) {
+  const int64_t before = gpu::ConvLibraryRuns();
+  const Tensor x = MoveTo(Random(DType::kF32, {2, 3, 6, 6}, 60, -2, 2), device);
+  const Tensor w = MoveTo(Random(DType::kF32, {4, 3, 3, 3}, 61, -2, 2), device);
+  CallEnv env;
+  env.device = device;
+  auto y = DeviceDispatcher().Call("conv2d", {x, w}, {}, env);
+  return y.ok() && gpu::ConvLibraryRuns() > before;
+}
 
 void ExpectConvolutionsMatchTheCpu(const std::string& device) {
   for (const ShapedCase& c : ConvCases()) {
@@ -51,16 +73,31 @@ void ExpectConvolutionsMatchTheCpu(const std::string& device) {
   }
 }
 
+TEST(DeviceConv, ThroughTheDeviceLibraryMatchesTheCpu) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ConvPath path(true, false, 0);
+  if (!HasConvolutionLibrary(device)) GTEST_SKIP() << device << " has no convolution library";
+  const int64_t before = gpu::ConvLibraryRuns();
+  ExpectConvolutionsMatchTheCpu(device);
+  // Every case with elements ran through it (forward in two dtypes and both gradients), none
+  // fell back to the layer's own passes.
+  int64_t with_elements = 0;
+  for (const ShapedCase& c : ConvCases()) {
+    with_elements += std::find(c.inputs[0].begin(), c.inputs[0].end(), 0) == c.inputs[0].end();
+  }
+  EXPECT_GE(gpu::ConvLibraryRuns() - before, with_elements * 4);
+}
+
 TEST(DeviceConv, ThroughGemmInChunksMatchesTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
   // 2 KiB: a chunk of one or two images for every case (at least one image per chunk).
-  ConvPath path(true, 2048);
+  ConvPath path(false, true, 2048);
   ExpectConvolutionsMatchTheCpu(device);
 }
 
 TEST(DeviceConv, DirectKernelsMatchTheCpu) {
   TENSORD_REQUIRE_DEVICE(device);
-  ConvPath path(false, 0);
+  ConvPath path(false, false, 0);
   ExpectConvolutionsMatchTheCpu(device);
 }
 
@@ -68,6 +105,7 @@ TEST(DeviceConv, DirectKernelsMatchTheCpu) {
 // them gets the direct kernels, and nothing of the columns stays charged.
 TEST(DeviceConv, ASessionWithoutRoomForTheColumnsGetsTheDirectKernels) {
   TENSORD_REQUIRE_DEVICE(device);
+  ConvPath path(false, true, 0);
   const Tensor x = Random(DType::kF32, {5, 3, 7, 6}, 50, -2, 2);
   const Tensor w = Random(DType::kF32, {8, 3, 3, 3}, 51, -2, 2);
   const AttrMap attrs = {{"padding", Ints{1}}};

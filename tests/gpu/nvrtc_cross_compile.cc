@@ -119,6 +119,14 @@ class CrossCompilingRuntime : public gpu::DeviceRuntime {
                     const void* bias) override {
     return inner_->Gemm(shape, a, b, c, bias);
   }
+  absl::StatusOr<std::optional<size_t>> ConvolutionWorkspace(const gpu::ConvolutionShape& shape,
+                                                             size_t max_workspace) override {
+    return inner_->ConvolutionWorkspace(shape, max_workspace);
+  }
+  absl::Status Convolution(const gpu::ConvolutionShape& shape, const void* a, const void* b,
+                           void* out, void* workspace, size_t workspace_bytes) override {
+    return inner_->Convolution(shape, a, b, out, workspace, workspace_bytes);
+  }
   absl::Status Synchronize() override { return inner_->Synchronize(); }
   absl::StatusOr<void*> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
   void Free(void* block, size_t bytes) override { inner_->Free(block, bytes); }

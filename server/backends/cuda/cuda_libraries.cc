@@ -64,6 +64,43 @@ absl::StatusOr<CublasLt> BindCublasLt() {
   return c;
 }
 
+absl::StatusOr<Cudnn> BindCudnn() {
+  // The front library: it loads the sub-libraries (cnn, ops, engines) it needs itself.
+  ASSIGN_OR_RETURN(void* h, Open({"libcudnn.so.9", "libcudnn.so"}));
+  Cudnn c;
+  RETURN_IF_ERROR(Bind(h, "cudnnGetVersion", c.GetVersion));
+  RETURN_IF_ERROR(Bind(h, "cudnnGetErrorString", c.GetErrorString));
+  RETURN_IF_ERROR(Bind(h, "cudnnCreate", c.Create));
+  RETURN_IF_ERROR(Bind(h, "cudnnSetStream", c.SetStream));
+  RETURN_IF_ERROR(Bind(h, "cudnnCreateTensorDescriptor", c.CreateTensorDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnDestroyTensorDescriptor", c.DestroyTensorDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnSetTensorNdDescriptor", c.SetTensorNdDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnCreateFilterDescriptor", c.CreateFilterDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnDestroyFilterDescriptor", c.DestroyFilterDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnSetFilterNdDescriptor", c.SetFilterNdDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnCreateConvolutionDescriptor", c.CreateConvolutionDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnDestroyConvolutionDescriptor", c.DestroyConvolutionDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnSetConvolutionNdDescriptor", c.SetConvolutionNdDescriptor));
+  RETURN_IF_ERROR(Bind(h, "cudnnSetConvolutionGroupCount", c.SetConvolutionGroupCount));
+  RETURN_IF_ERROR(Bind(h, "cudnnSetConvolutionMathType", c.SetConvolutionMathType));
+  RETURN_IF_ERROR(Bind(h, "cudnnGetConvolutionNdForwardOutputDim", c.GetForwardOutputDim));
+  RETURN_IF_ERROR(Bind(h, "cudnnGetConvolutionForwardAlgorithm_v7", c.GetForwardAlgorithm));
+  RETURN_IF_ERROR(
+      Bind(h, "cudnnGetConvolutionBackwardDataAlgorithm_v7", c.GetBackwardDataAlgorithm));
+  RETURN_IF_ERROR(
+      Bind(h, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", c.GetBackwardFilterAlgorithm));
+  RETURN_IF_ERROR(Bind(h, "cudnnConvolutionForward", c.ConvolutionForward));
+  RETURN_IF_ERROR(Bind(h, "cudnnConvolutionBackwardData", c.ConvolutionBackwardData));
+  RETURN_IF_ERROR(Bind(h, "cudnnConvolutionBackwardFilter", c.ConvolutionBackwardFilter));
+  c.version = c.GetVersion();
+  // The legacy API as this build declares it (cudnn 9's headers).
+  if (c.version < 90000) {
+    return Error(Reason::kInternal, absl::StrCat("cuda: cuDNN ", c.version,
+                                                 " is older than 9.0, which tensord needs"));
+  }
+  return c;
+}
+
 absl::StatusOr<Nccl> BindNccl() {
   ASSIGN_OR_RETURN(void* h, Open({"libnccl.so.2", "libnccl.so"}));
   Nccl n;
@@ -98,6 +135,12 @@ absl::StatusOr<const Nvrtc*> LoadNvrtc() {
 
 absl::StatusOr<const CublasLt*> LoadCublasLt() {
   static const absl::StatusOr<CublasLt>* loaded = new absl::StatusOr<CublasLt>(BindCublasLt());
+  if (!loaded->ok()) return loaded->status();
+  return &**loaded;
+}
+
+absl::StatusOr<const Cudnn*> LoadCudnn() {
+  static const absl::StatusOr<Cudnn>* loaded = new absl::StatusOr<Cudnn>(BindCudnn());
   if (!loaded->ok()) return loaded->status();
   return &**loaded;
 }

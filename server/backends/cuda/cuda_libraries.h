@@ -1,10 +1,11 @@
-// NVRTC and cuBLASLt, loaded when the first CUDA device opens, and NCCL, loaded at a process
-// group's first collective on a CUDA device (dlopen), so a server built with CUDA starts, and
-// serves its other devices, on a machine without them or without a GPU; only the CUDA runtime
-// (linked statically, it loads the driver itself) is always there.
+// NVRTC and cuBLASLt, loaded when the first CUDA device opens, cuDNN at a device's first
+// convolution, and NCCL at a process group's first collective on a CUDA device (dlopen), so a
+// server built with CUDA starts, and serves its other devices, on a machine without them or without
+// a GPU; only the CUDA runtime (linked statically, it loads the driver itself) is always there.
 #pragma once
 
 #include <cublasLt.h>
+#include <cudnn.h>
 #include <nccl.h>
 #include <nvrtc.h>
 
@@ -41,6 +42,33 @@ struct CublasLt {
   decltype(&cublasLtMatmul) Matmul;
 };
 
+// cuDNN's legacy convolution API (cudnn_cnn.h) and the descriptors it takes.
+struct Cudnn {
+  decltype(&cudnnGetVersion) GetVersion;
+  decltype(&cudnnGetErrorString) GetErrorString;
+  decltype(&cudnnCreate) Create;
+  decltype(&cudnnSetStream) SetStream;
+  decltype(&cudnnCreateTensorDescriptor) CreateTensorDescriptor;
+  decltype(&cudnnDestroyTensorDescriptor) DestroyTensorDescriptor;
+  decltype(&cudnnSetTensorNdDescriptor) SetTensorNdDescriptor;
+  decltype(&cudnnCreateFilterDescriptor) CreateFilterDescriptor;
+  decltype(&cudnnDestroyFilterDescriptor) DestroyFilterDescriptor;
+  decltype(&cudnnSetFilterNdDescriptor) SetFilterNdDescriptor;
+  decltype(&cudnnCreateConvolutionDescriptor) CreateConvolutionDescriptor;
+  decltype(&cudnnDestroyConvolutionDescriptor) DestroyConvolutionDescriptor;
+  decltype(&cudnnSetConvolutionNdDescriptor) SetConvolutionNdDescriptor;
+  decltype(&cudnnSetConvolutionGroupCount) SetConvolutionGroupCount;
+  decltype(&cudnnSetConvolutionMathType) SetConvolutionMathType;
+  decltype(&cudnnGetConvolutionNdForwardOutputDim) GetForwardOutputDim;
+  decltype(&cudnnGetConvolutionForwardAlgorithm_v7) GetForwardAlgorithm;
+  decltype(&cudnnGetConvolutionBackwardDataAlgorithm_v7) GetBackwardDataAlgorithm;
+  decltype(&cudnnGetConvolutionBackwardFilterAlgorithm_v7) GetBackwardFilterAlgorithm;
+  decltype(&cudnnConvolutionForward) ConvolutionForward;
+  decltype(&cudnnConvolutionBackwardData) ConvolutionBackwardData;
+  decltype(&cudnnConvolutionBackwardFilter) ConvolutionBackwardFilter;
+  size_t version = 0;  // CUDNN_VERSION of the library loaded
+};
+
 struct Nccl {
   decltype(&ncclGetVersion) GetVersion;
   decltype(&ncclGetErrorString) GetErrorString;
@@ -60,6 +88,7 @@ struct Nccl {
 // Loaded once; INTERNAL naming the library when it or a symbol is missing.
 absl::StatusOr<const Nvrtc*> LoadNvrtc();
 absl::StatusOr<const CublasLt*> LoadCublasLt();
+absl::StatusOr<const Cudnn*> LoadCudnn();
 absl::StatusOr<const Nccl*> LoadNccl();
 
 }  // namespace tensord::cuda

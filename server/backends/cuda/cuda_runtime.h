@@ -3,8 +3,9 @@
 // stream of their own, ordered against the others where a block crosses them, through CUDA
 // events), blocks through the device block cache (cudaMalloc), kernels
 // rendered in the CUDA dialect and compiled by NVRTC for the device's architecture (cached in
-// memory and on disk), cuBLASLt's GEMM. Only the CUDA runtime API (linked statically) and the
-// libraries of cuda_libraries.h: no driver API, so the binary starts without libcuda.so.1.
+// memory and on disk), cuBLASLt's GEMM, cuDNN's convolutions. Only the CUDA runtime API (linked
+// statically) and the libraries of cuda_libraries.h: no driver API, so the binary starts without
+// libcuda.so.1.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -21,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "server/backends/cuda/cudnn_convolution.h"
 #include "server/backends/gpu/device_runtime.h"
 #include "server/backends/gpu/stream_queues.h"
 #include "server/core/device_block_cache.h"
@@ -71,6 +73,11 @@ class CudaDevice : public gpu::DeviceRuntime {
   bool GemmAddsBias() const override { return true; }
   absl::Status Gemm(const gpu::GemmShape& shape, const void* a, const void* b, void* c,
                     const void* bias) override;
+  // cuDNN's (cudnn_convolution.h), loaded at the first convolution; none without it.
+  absl::StatusOr<std::optional<size_t>> ConvolutionWorkspace(const gpu::ConvolutionShape& shape,
+                                                             size_t max_workspace) override;
+  absl::Status Convolution(const gpu::ConvolutionShape& shape, const void* a, const void* b,
+                           void* out, void* workspace, size_t workspace_bytes) override;
   // Waits for the work of every stream.
   absl::Status Synchronize() override;
 
@@ -132,6 +139,8 @@ class CudaDevice : public gpu::DeviceRuntime {
       ABSL_GUARDED_BY(constants_mu_);
   absl::once_flag collectives_once_;
   std::unique_ptr<DeviceCollectives> collectives_;
+  absl::once_flag cudnn_once_;
+  std::unique_ptr<CudnnConvolutions> cudnn_;
 };
 
 // Every CUDA device, opened once per process. Empty without a driver or a GPU (the CUDA

@@ -1,13 +1,15 @@
 // The convolutions on a GPU device: conv2d, conv3d and conv_transpose2d (conv1d and
 // conv_transpose1d through their composites) and their gradients, each a pass of one
-// correlation: through the device's GEMM where it takes the dtype (conv_gemm.h), else the
-// direct kernels of gpu/conv_source.h.
+// correlation: through the vendor's convolution library where the device has one and it takes
+// the call (conv_library.h), else through the device's GEMM where it takes the dtype
+// (conv_gemm.h), else the direct kernels of gpu/conv_source.h.
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/conv_source.h"
 #include "server/backends/gpu/conv_gemm.h"
+#include "server/backends/gpu/conv_library.h"
 #include "server/backends/gpu/kernel_table.h"
 #include "server/backends/gpu/launch.h"
 #include "server/core/status.h"
@@ -76,6 +78,10 @@ absl::Status RunConv(KernelCall& c, DeviceRuntime& device, ConvCall call) {
   }
   const nn::Correlation g = nn::MakeCorrelation(x->shape(), w->shape(), y->shape(), p);
   const bool bias = call.part == ConvCall::kForward && c.inputs.size() == 3;
+  ASSIGN_OR_RETURN(
+      const bool by_library,
+      ConvThroughLibrary(device, pass, g, *a, *b, bias ? &c.inputs[2] : nullptr, out, c.account));
+  if (by_library) return absl::OkStatus();
   if (ConvTakesGemm(device, out.dtype(), g)) {
     ASSIGN_OR_RETURN(
         const bool ran,

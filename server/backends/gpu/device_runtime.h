@@ -1,6 +1,7 @@
 // What the device-neutral GPU layer asks of a vendor: compile and cache a kernel from generated
 // source, allocate and free blocks, copy host<->device and device<->device, launch a kernel
-// over n work items with buffer and scalar arguments, synchronize, and the vendor's GEMM.
+// over n work items with buffer and scalar arguments, synchronize, the vendor's GEMM and, where
+// it has one, the vendor's convolution library.
 // A runtime is one device; its blocks are opaque handles (an OpenCL cl_mem, a CUDA device
 // pointer), and nothing above it includes a vendor header.
 //
@@ -16,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -23,11 +25,14 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "server/backends/gpu/codegen/conv_source.h"
 #include "server/backends/gpu/codegen/kernel_source.h"
 #include "server/core/device_collectives.h"
 #include "server/core/dtype.h"
 #include "server/core/matmul_precision.h"
+#include "server/core/status.h"
 #include "server/core/tensor.h"
+#include "server/ops/nn_geometry.h"
 
 namespace tensord::gpu {
 
@@ -129,6 +134,16 @@ struct GemmShape {
   MatmulPrecision precision = MatmulPrecision::kHighest;
 };
 
+// One pass of a correlation (conv_source.h) for a vendor's convolution library: its operands
+// a and b in the pass's order, every tensor dense in NC(D)HW order, the weights [yc, cin_g, k...].
+struct ConvolutionShape {
+  ConvPass pass = ConvPass::kY;
+  nn::Correlation g;
+  DType dtype = DType::kF32;
+  // What an f32 convolution may compute in (the calling session's, matmul_precision.h).
+  MatmulPrecision precision = MatmulPrecision::kHighest;
+};
+
 class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<DeviceRuntime> {
  public:
   virtual const std::string& name() const = 0;  // "opencl:0"
@@ -186,6 +201,21 @@ class DeviceRuntime : public DeviceMemory, public std::enable_shared_from_this<D
   virtual bool GemmAddsBias() const { return false; }
   virtual absl::Status Gemm(const GemmShape& shape, const void* a, const void* b, void* c,
                             const void* bias) = 0;
+
+  // The vendor's convolution library (cuDNN on CUDA): the bytes of workspace the fastest of its
+  // deterministic algorithms for `shape` that needs at most `max_workspace` bytes asks for, or
+  // nullopt where the runtime has no library, cannot load it, or no such algorithm takes the
+  // shape (dtype, sizes); then the GPU layer's own passes run the call.
+  virtual absl::StatusOr<std::optional<size_t>> ConvolutionWorkspace(const ConvolutionShape&,
+                                                                     size_t max_workspace) {
+    return std::nullopt;
+  }
+  // Enqueues the pass with the algorithm ConvolutionWorkspace(shape, workspace_bytes) chose:
+  // out = the pass's product of a and b, `workspace` a block of `workspace_bytes` (null when 0).
+  virtual absl::Status Convolution(const ConvolutionShape&, const void* a, const void* b, void* out,
+                                   void* workspace, size_t workspace_bytes) {
+    return Error(Reason::kInternal, name() + " has no convolution library");
+  }
 
   // Waits until everything enqueued is done.
   virtual absl::Status Synchronize() = 0;
