@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stages the build context of docker/Dockerfile.cuda: the tensord and tensordctl of BUILD_DIR
 # (a build with the CUDA backend; stripped) in OUT/bin, and the CUDA libraries the server loads
-# when it finds a GPU (NVRTC and its builtins, cuBLASLt, and NCCL for process groups on cuda
+# when it finds a GPU (NVRTC and its builtins, cuBLASLt, cuDNN's front library with the parts its
+# convolutions load: cnn, ops, graph, heuristics and engines; and NCCL for process groups on cuda
 # devices) from the toolkit in OUT/lib.
 #
 #   docker/cuda-context.sh BUILD_DIR OUT
@@ -26,7 +27,10 @@ for b in tensord tensordctl; do
   strip "$out/bin/$b"
 done
 for pattern in 'libnvrtc.so.[0-9]*' 'libnvrtc-builtins.so.[0-9]*' 'libcublasLt.so.[0-9]*' \
-               'libnccl.so.[0-9]*'; do
+               'libcudnn.so.[0-9]*' 'libcudnn_cnn.so.[0-9]*' 'libcudnn_ops.so.[0-9]*' \
+               'libcudnn_graph.so.[0-9]*' 'libcudnn_heuristic.so.[0-9]*' \
+               'libcudnn_engines_precompiled.so.[0-9]*' \
+               'libcudnn_engines_runtime_compiled.so.[0-9]*' 'libnccl.so.[0-9]*'; do
   found=$(find -L "$cuda/lib64/" -maxdepth 1 -name "$pattern" -type f | sort | sed -n 1p)
   [[ -n $found ]] || { echo "cuda-context: no $pattern in $cuda/lib64" >&2; exit 3; }
   # Under the name the loader asks for (libnvrtc.so.13, libnvrtc-builtins.so.13.0, ...).
