@@ -1,4 +1,5 @@
-// Work-group tree reductions (gpu/codegen/tree_reduction_source.h) against the CPU backend.
+// Work-group tree reductions (gpu/codegen/tree_reduction_source.h) and the cooperative group
+// plans on work groups (batch_norm, layer_norm and their gradients) against the CPU backend.
 // A GPU folds long groups so; a device whose work items are host cores (PoCL) does not, so
 // this test turns them on (TENSORD_GPU_TREE_REDUCTIONS=on, set before the device opens) to
 // run them on every device.
@@ -42,6 +43,46 @@ TEST(DeviceReductions, LongGroupsFoldInWorkGroups) {
   const Tensor with_nan = Values(DType::kF32, {3000}, v);
   for (const std::string op : {"sum", "amax", "amin", "max", "min"}) {
     EXPECT_TRUE(SameOnDevice(device, op, {with_nan}, {})) << op;
+  }
+}
+
+// batch_norm's channels and layer_norm's rows and columns of 1024 elements and more run on a
+// work group each (GroupPlan::cooperative): forward in training and evaluation, gradients, the
+// statistics summed across the group's work items.
+TEST(DeviceReductions, LongNormGroupsRunOnWorkGroups) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ASSERT_TRUE(kTreesOn);
+  using Ints = std::vector<int64_t>;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const AttrMap train = {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}};
+    const AttrMap eval = {{"training", false}, {"eps", 1e-5}};
+    const Tensor w = Random(dtype, {3}, 2, 0.5, 1.5), b = Random(dtype, {3}, 3, -1, 1);
+    const Tensor mean = Random(dtype, {3}, 4, -0.5, 0.5), var = Random(dtype, {3}, 5, 0.5, 2);
+    const Tensor none = Random(dtype, {0}, 6);
+    // 2,048 elements per channel: [8, 3, 16, 16], and [2048, 3] walking a strided column.
+    for (const Shape& shape : {Shape{8, 3, 16, 16}, Shape{2048, 3}}) {
+      const Tensor x = Random(dtype, shape, 7, -2, 3);
+      EXPECT_TRUE(SameOnDevice(device, "batch_norm", {x, none, none, w, b}, train, 16));
+      EXPECT_TRUE(SameOnDevice(device, "batch_norm", {x, mean, var, w, b}, eval, 16));
+      if (dtype == DType::kF64) {
+        EXPECT_TRUE(SameGradientsOnDevice(device, "batch_norm", {x, none, none, w, b}, train, 16));
+        EXPECT_TRUE(SameGradientsOnDevice(device, "batch_norm", {x, mean, var, w, b}, eval, 16));
+      }
+    }
+    // Rows of 3,000 (the forward and the input's gradient), and columns of 2,048 rows (the
+    // weight's and bias's gradients).
+    const Tensor rows = Random(dtype, {3, 3000}, 8, -2, 3);
+    const Tensor rw = Random(dtype, {3000}, 9, 0.5, 1.5), rb = Random(dtype, {3000}, 10, -1, 1);
+    const Tensor cols = Random(dtype, {2048, 4}, 11, -2, 3);
+    const Tensor cw = Random(dtype, {4}, 12, 0.5, 1.5), cb = Random(dtype, {4}, 13, -1, 1);
+    const AttrMap by_row = {{"normalized_shape", Ints{3000}}, {"eps", 1e-5}};
+    const AttrMap by_col = {{"normalized_shape", Ints{4}}, {"eps", 1e-5}};
+    EXPECT_TRUE(SameOnDevice(device, "layer_norm", {rows, rw, rb}, by_row, 16));
+    if (dtype == DType::kF64) {
+      EXPECT_TRUE(SameGradientsOnDevice(device, "layer_norm", {rows, rw, rb}, by_row, 16));
+      EXPECT_TRUE(SameGradientsOnDevice(device, "layer_norm", {cols, cw, cb}, by_col, 16));
+    }
   }
 }
 

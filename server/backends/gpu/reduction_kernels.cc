@@ -13,6 +13,21 @@
 #include "server/ops/registry.h"
 
 namespace tensord::gpu {
+namespace {
+
+// Groups this long go to a work group each (tree_reduction_source.h, or a cooperative plan's
+// group kernel on a work group) rather than to one work item, on devices that want trees
+// (DeviceRuntime::tree_reductions).
+constexpr int64_t kTreeFrom = 1024;
+
+// The work-group size of tree reductions on `device`: 256, or its largest power of two below.
+int TreeSize(const DeviceRuntime& device) {
+  int size = 256;
+  while (size > device.max_group_size()) size /= 2;
+  return size;
+}
+
+}  // namespace
 
 absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu::GroupPlan& plan,
                          const std::vector<Tensor>& inputs, Tensor& out, Tensor* indices) {
@@ -26,6 +41,13 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   k.compute = plan.compute;
   k.output = out.dtype();
   k.indices = indices != nullptr;
+  // A cooperative plan's long groups on a work group each.
+  const int64_t n_red = NumElements(g.reduced.shape);
+  const int size = TreeSize(device);
+  if (plan.cooperative && !k.indices && n_red >= kTreeFrom && size >= 32 &&
+      device.tree_reductions()) {
+    k.group_size = size;
+  }
   for (int w : plan.walked) k.walked.push_back(inputs[w].dtype());
   for (int i : plan.groups) k.groups.push_back(inputs[i].dtype());
   for (int i : plan.tables) k.tables.push_back(inputs[i].dtype());
@@ -35,10 +57,12 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   key.push_back(k.output);
   key.push_back(k.compute);
   k.name = KernelName(op, key);
-  // The name holds op and dtypes; the body tells apart an op's attribute forms (norm's p).
+  if (k.group_size > 0) absl::StrAppend(&k.name, "_wg", k.group_size);
+  // The name holds op, dtypes and work-group size; the body tells apart an op's attribute forms
+  // (norm's p).
   Launch launch({absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
                  [&k](const Dialect& dialect) { return gpu::RenderGroup(dialect, k); }},
-                n_groups);
+                k.group_size > 0 ? n_groups * k.group_size : n_groups, k.group_size);
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
   flat.insert(flat.end(), reduced.begin(), reduced.end());
@@ -62,16 +86,12 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
       .Add(static_cast<int64_t>(n_groups))
       .Add(static_cast<int32_t>(g.kept.shape.size()))
       .Add(static_cast<int32_t>(g.reduced.shape.size()))
-      .Add(static_cast<int64_t>(NumElements(g.reduced.shape)))
+      .Add(static_cast<int64_t>(n_red))
       .AddWide(device, plan.scalar);
   return Enqueue(device, launch);
 }
 
 namespace {
-
-// Groups this long go to a work group each (tree_reduction_source.h) rather than to one work
-// item, on devices that want trees (DeviceRuntime::tree_reductions).
-constexpr int64_t kTreeFrom = 1024;
 
 // The plain fold of a plan with one walked input and nothing else, or nullopt.
 std::optional<TreeFold> TreeFoldOf(std::optional<TreeFold> fold, const GroupPlan& plan) {
@@ -79,13 +99,6 @@ std::optional<TreeFold> TreeFoldOf(std::optional<TreeFold> fold, const GroupPlan
     return std::nullopt;
   }
   return fold;
-}
-
-// The work-group size of tree reductions on `device`: 256, or its largest power of two below.
-int TreeSize(const DeviceRuntime& device) {
-  int size = 256;
-  while (size > device.max_group_size()) size /= 2;
-  return size;
 }
 
 // Runs `plan` (a fold of TreeFoldOf) as a tree reduction when its groups are long; false when

@@ -7,9 +7,9 @@ namespace {
 
 // The row's mean and biased variance, two passes as the CPU's RowMoments, then rstd.
 constexpr char kRowMoments[] =
-    "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+    "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) GROUP_SUM(mean); "
     "mean = n_red > 0 ? mean / (WIDE)n_red : 0.0; WIDE q = 0, q_c = 0; "
-    "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(q, q_c, e * e);) "
+    "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(q, q_c, e * e);) GROUP_SUM(q); "
     "const WIDE var = n_red > 0 ? q / (WIDE)n_red : 0.0; "
     "const WIDE rstd = 1.0 / sqrt(var + s0); ";
 
@@ -34,6 +34,7 @@ GroupPlan LayerNormPlan(int64_t rank, int64_t normalized, int inputs, double eps
   plan.dims = RowDims(rank, normalized);
   plan.compute = dtype;
   plan.scalar = eps;
+  plan.cooperative = true;
   plan.body = absl::StrCat(kRowMoments, "EACH(WIDE v = ((WIDE)X0(off) - mean) * rstd; ",
                            inputs > 1 ? "v *= A0(j); " : "", inputs > 2 ? "v += A1(j); " : "",
                            "OUT_AT(v);)");
@@ -53,10 +54,12 @@ GroupPlan LayerNormInputGradPlan(int64_t rank, int64_t normalized, bool weighted
   plan.body = absl::StrCat(
       kRowMoments, "WIDE sum_g = 0, sum_gx = 0; EACH(", gxhat,
       "const WIDE xhat = ((WIDE)X0(off) - mean) * rstd; sum_g += gxhat; sum_gx += gxhat * "
-      "xhat;) const WIDE mg = sum_g / (WIDE)n_red, mgx = sum_gx / (WIDE)n_red; EACH(",
+      "xhat;) GROUP_SUM(sum_g); GROUP_SUM(sum_gx); const WIDE mg = sum_g / (WIDE)n_red, mgx = "
+      "sum_gx / (WIDE)n_red; EACH(",
       gxhat,
       "const WIDE xhat = ((WIDE)X0(off) - mean) * rstd; OUT_AT(rstd * (gxhat - mg - xhat * "
       "mgx));)");
+  plan.cooperative = true;
   return plan;
 }
 
@@ -67,6 +70,7 @@ GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps) {
   plan.compute = DType::kF64;
   plan.scalar = eps;
   plan.body = absl::StrCat(kRowMoments, rstd ? "OUT(rstd);" : "OUT(mean);");
+  plan.cooperative = true;
   return plan;
 }
 
@@ -76,7 +80,10 @@ GroupPlan LayerNormWeightGradPlan(int64_t rank, int64_t normalized, DType dtype)
   plan.tables = {2, 3};  // the rows' mean and rstd
   plan.dims = BatchDims(rank, normalized);
   plan.compute = dtype;
-  plan.body = "WIDE s = 0; EACH(s += (WIDE)X1(off) * (((WIDE)X0(off) - A0(j)) * A1(j));) OUT(s);";
+  plan.body =
+      "WIDE s = 0; EACH(s += (WIDE)X1(off) * (((WIDE)X0(off) - A0(j)) * A1(j));) GROUP_SUM(s); "
+      "OUT(s);";
+  plan.cooperative = true;
   return plan;
 }
 
@@ -85,7 +92,8 @@ GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype) {
   plan.walked = {0};
   plan.dims = BatchDims(rank, normalized);
   plan.compute = dtype;
-  plan.body = "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)X0(off));) OUT(s);";
+  plan.body = "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)X0(off));) GROUP_SUM(s); OUT(s);";
+  plan.cooperative = true;
   return plan;
 }
 
@@ -103,6 +111,7 @@ GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype) {
   plan.dims = ChannelDims(rank);
   plan.compute = dtype;
   plan.scalar = eps;
+  plan.cooperative = true;
   plan.body = absl::StrCat(training ? kRowMoments : "const WIDE mean = A2(i), var = A3(i); ",
                            "const WIDE scale = A0(i) / sqrt(var + s0); const WIDE shift = "
                            "A1(i) - mean * scale; EACH(OUT_AT((WIDE)X0(off) * scale + shift);)");
@@ -114,6 +123,7 @@ GroupPlan BatchNormStatPlan(int64_t rank, bool training, bool var, DType dtype) 
   plan.walked = {0};
   plan.dims = ChannelDims(rank);
   plan.compute = dtype;
+  plan.cooperative = true;
   if (training) {
     plan.body = absl::StrCat(kRowMoments, var ? "OUT(var);" : "OUT(mean);");
   } else {
@@ -135,7 +145,8 @@ GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, D
   plan.body =
       "const WIDE mu = A1(i); const WIDE invstd = 1.0 / sqrt(A2(i) + s0); WIDE sum_g = 0, "
       "sum_gx = 0; EACH(sum_g += (WIDE)X1(off); sum_gx += (WIDE)X1(off) * ((WIDE)X0(off) - "
-      "mu) * invstd;) ";
+      "mu) * invstd;) GROUP_SUM(sum_g); GROUP_SUM(sum_gx); ";
+  plan.cooperative = true;
   if (part == 1) {
     absl::StrAppend(&plan.body, "OUT(sum_gx);");
   } else if (part == 2) {

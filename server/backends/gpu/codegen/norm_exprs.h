@@ -1,6 +1,8 @@
 // layer_norm and its gradient as plans of the group template (reduction_source.h), in double
 // as the CPU loops compute them. A row is the normalized trailing dims; the parameters'
 // gradients sum over rows, so they walk the leading dims with the rows' statistics as tables.
+// Every plan here (batch_norm's too) is cooperative: on a GPU a long row, channel or column
+// runs on a work group (GroupPlan::cooperative).
 #pragma once
 
 #include <cstdint>

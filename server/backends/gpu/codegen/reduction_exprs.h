@@ -21,6 +21,9 @@ struct GroupPlan {
   DType compute = DType::kF32;
   bool indices = false;  // the call's second output: the group's int64 index
   double scalar = 0;     // s0
+  // The body adds up across its group only through GROUP_SUM and writes only through OUT and
+  // OUT_AT: a long group may run on a work group (reduction_source.h, GroupKernel::group_size).
+  bool cooperative = false;
 };
 
 // Whether `op` is a group op of the generator.

@@ -43,13 +43,31 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
     absl::StrAppend(&s, "#define A", t, "(k) ((WIDE)(",
                     Load(k.tables[t], absl::StrCat("table", t, "[k]")), "))\n");
   }
-  absl::StrAppend(&s, "#define OUT(v) out[i] = ", Store(d, k.output, "(v)"), "\n",
+  const bool tree = k.group_size > 0;
+  // On a work group one item writes the group's output (an expression, so that OUT may stand
+  // anywhere a statement may).
+  const std::string out_i = absl::StrCat("out[i] = ", Store(d, k.output, "(v)"));
+  absl::StrAppend(&s, "#define OUT(v) ",
+                  tree ? absl::StrCat("(lid == 0 ? (void)(", out_i, ") : (void)0)") : out_i, "\n",
                   "#define OUT_AT(v) out[off] = ", Store(d, k.output, "(v)"), "\n",
                   "#define OUT_GET() ((WIDE)(", Load(k.output, "out[off]"), "))\n",
                   "#define IDX(v) out_idx[i] = (", L, ")(v)\n");
-  absl::StrAppend(
-      &s, EachMacro(d, "EACH", absl::StrCat("for (", L, " j = 0; j < n_red; ++j)")),
-      EachMacro(d, "EACH_REV", absl::StrCat("for (", L, " j = n_red - 1; j >= 0; --j)")));
+  if (tree) {
+    // The items' partials pairwise in local memory; every item reads the total before the
+    // next GROUP_SUM may write again.
+    absl::StrAppend(
+        &s, "#define SIZE ", k.group_size, "\n",
+        EachMacro(d, "EACH", absl::StrCat("for (", L, " j = lid; j < n_red; j += SIZE)")),
+        "#define GROUP_SUM(s) { part_[lid] = (s); ", d.barrier,
+        "; for (int h_ = SIZE / 2; h_ > 0; h_ >>= 1) { if (lid < h_) part_[lid] += "
+        "part_[lid + h_]; ",
+        d.barrier, "; } (s) = part_[0]; ", d.barrier, "; }\n");
+  } else {
+    absl::StrAppend(
+        &s, "#define GROUP_SUM(s)\n",
+        EachMacro(d, "EACH", absl::StrCat("for (", L, " j = 0; j < n_red; ++j)")),
+        EachMacro(d, "EACH_REV", absl::StrCat("for (", L, " j = n_red - 1; j >= 0; --j)")));
+  }
   absl::StrAppend(&s, d.kernel, " ", k.name, "(", d.global, " ", StorageType(d, k.output), "* out");
   if (k.indices) absl::StrAppend(&s, ", ", d.global, " ", L, "* out_idx");
   for (size_t w = 0; w < k.walked.size(); ++w) {
@@ -63,8 +81,16 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
   }
   absl::StrAppend(&s, ", ", d.global, " const ", L, "* geom, const ", L,
                   " n_groups, const int kept_rank, const int red_rank, const ", L,
-                  " n_red, const WIDE s0) {\n  const ", L, " i = ", d.global_id,
-                  ";\n  if (i >= n_groups) return;\n  ", L, " base = 0;\n");
+                  " n_red, const WIDE s0) {\n");
+  if (tree) {
+    // Every work group is a group: none returns early, so all reach each barrier.
+    absl::StrAppend(&s, "  ", d.local, " WIDE part_[SIZE];\n  const ", L, " i = (", L, ")",
+                    d.group_id, ";\n  const int lid = (int)", d.local_id, ";\n  ", L,
+                    " base = 0;\n");
+  } else {
+    absl::StrAppend(&s, "  const ", L, " i = ", d.global_id, ";\n  if (i >= n_groups) return;\n  ",
+                    L, " base = 0;\n");
+  }
   absl::StrAppend(&s, OffsetLoop("i", "kept_rank", "geom[", {"base"}, {"geom[kept_rank + "}, d));
   for (size_t g = 0; g < k.groups.size(); ++g) {
     const std::string type = ComputeType(d, k.groups[g]);

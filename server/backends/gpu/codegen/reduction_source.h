@@ -29,6 +29,8 @@ namespace tensord::gpu {
 //                    element at `off`, for outputs shaped like the walked inputs; OUT_GET()
 //                    reads that element back, as WIDE
 //   IDX(v)           writes the group's index output (int64)
+//   GROUP_SUM(s)     nothing here; on a work group (group_size), replaces each work item's
+//                    partial sum `s` (a WIDE) by the group's total, in every work item
 //   ISNAN(v), BEATS_MAX(v, best), BEATS_MIN(v, best)
 //                    NaN tests that are false for integers; `v` replaces `best` when it is
 //                    larger / smaller or NaN, and nothing replaces a NaN (PyTorch's rule)
@@ -41,11 +43,17 @@ struct GroupKernel {
   DType compute = DType::kF32;
   DType output = DType::kF32;
   bool indices = false;  // a second output of int64 per group
+  // 0: work item i owns group i. Otherwise work group i of this many items (a power of two)
+  // owns it: EACH spreads the elements over the items (item k takes every group_size-th from
+  // the k-th), GROUP_SUM adds the items' partial sums in local memory, OUT is written once.
+  // Only for a cooperative plan (GroupPlan::cooperative: no EACH_REV, no IDX, no order).
+  int group_size = 0;
 };
 // Kernel arguments: out, [indices], the walked inputs, the per-group inputs, the tables, the
 // geometry
 // (ReduceGeometry: kept shape and strides, then reduced shape and strides), n_groups (int64),
-// kept_rank, red_rank (int), n_red (int64), s0 (WIDE).
+// kept_rank, red_rank (int), n_red (int64), s0 (WIDE). Launched as n_groups work items, or
+// as n_groups work groups of group_size items.
 std::string RenderGroup(const Dialect& dialect, const GroupKernel& k);
 
 }  // namespace tensord::gpu
