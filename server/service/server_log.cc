@@ -89,9 +89,14 @@ void AppendTextValue(std::string& out, absl::string_view text) {
   }
 }
 
-std::string NumberText(double v) {
-  if (!std::isfinite(v)) return "null";
-  return absl::StrFormat("%.6g", v);
+// As printf's "%.6g" (absl's six-digit formatting, without printf's parsing); null when not
+// finite (JSON has no NaN or infinity).
+void AppendNumber(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+  } else {
+    absl::StrAppend(&out, v);
+  }
 }
 
 // `now` as "2026-12-02T05:16:13.123Z", in a buffer of the calling thread: the part to the
@@ -190,9 +195,10 @@ void ServerLog::RenderInto(std::string& line, LogFormat format, absl::string_vie
     const auto* s = std::get_if<absl::string_view>(&f.value);
     if (s != nullptr && s->empty()) continue;
     if (json) {
-      line += ',';
-      AppendJsonString(line, f.key);
-      line += ':';
+      // Keys are the code's own identifiers (LogField), never a request's bytes: no escaping.
+      line += ",\"";
+      line.append(f.key.data(), f.key.size());
+      line += "\":";
     } else {
       absl::StrAppend(&line, " ", f.key, "=");
     }
@@ -201,7 +207,7 @@ void ServerLog::RenderInto(std::string& line, LogFormat format, absl::string_vie
     } else if (const auto* i = std::get_if<int64_t>(&f.value)) {
       absl::StrAppend(&line, *i);
     } else if (const auto* d = std::get_if<double>(&f.value)) {
-      line += NumberText(*d);
+      AppendNumber(line, *d);
     } else {
       line += std::get<bool>(f.value) ? "true" : "false";
     }

@@ -26,6 +26,7 @@ absl::string_view LogLevelName(LogLevel level);
 
 // One field of a line. It refers to its key and text rather than copying them: fields are
 // made in the argument list of Write, so what they point to lives until the line is written.
+// The key is an identifier of the code ([a-z_]+), written as it is; the value may be anything.
 struct LogField {
   LogField(absl::string_view k, absl::string_view v) : key(k), value(v) {}
   LogField(absl::string_view k, const char* v) : key(k), value(absl::string_view(v)) {}

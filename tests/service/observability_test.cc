@@ -3,12 +3,15 @@
 #include <httplib.h>
 
 #include <cstdio>
+#include <limits>
 #include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -69,6 +72,18 @@ TEST(ServerLogTest, JsonLinesEscapeWhatARequestCarries) {
   EXPECT_EQ(ServerLog::Render(LogFormat::kText, "T", LogLevel::kInfo, "rpc",
                               {{"method", "Execute"}, {"error", "two words"}, {"n", 2}}),
             "T info rpc method=Execute error=\"two words\" n=2\n");
+}
+
+// Numbers print as printf's "%.6g" would, and JSON's null stands for what is not finite.
+TEST(ServerLogTest, NumbersPrintWithSixSignificantDigits) {
+  for (double v : {0.0, 1.5, 0.0123456789, 1e-7, 123456789.0, -2.5e12, 1234.5678, 100.0}) {
+    EXPECT_EQ(ServerLog::Render(LogFormat::kText, "T", LogLevel::kInfo, "e", {{"v", v}}),
+              absl::StrCat("T info e v=", absl::StrFormat("%.6g", v), "\n"))
+        << v;
+  }
+  EXPECT_EQ(ServerLog::Render(LogFormat::kJson, "T", LogLevel::kInfo, "e",
+                              {{"v", std::numeric_limits<double>::infinity()}}),
+            "{\"ts\":\"T\",\"level\":\"info\",\"event\":\"e\",\"v\":null}\n");
 }
 
 TEST(ServerLogTest, LevelsFilter) {
