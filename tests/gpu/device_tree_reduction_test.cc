@@ -86,5 +86,41 @@ TEST(DeviceReductions, LongNormGroupsRunOnWorkGroups) {
   }
 }
 
+// The cooperative ops along a long row (GroupPlan::cooperative) on work groups: softmax,
+// log_softmax and logsumexp (the row's maximum and sum meeting across the items, a NaN or an
+// infinity in a row as on the CPU), var and std, cross_entropy over 3,000 classes, and their
+// gradients.
+TEST(DeviceReductions, LongRowsOfCooperativeOpsRunOnWorkGroups) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ASSERT_TRUE(kTreesOn);
+  using Ints = std::vector<int64_t>;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const Tensor random = Random(dtype, {4, 3000}, 20, -6, 6);
+    std::vector<double> v = random.ToDoubles();
+    v[3000 + 1234] = kNan;      // row 1 holds a NaN
+    v[2 * 3000 + 2999] = kInf;  // row 2 an infinity
+    const Tensor rows = Values(dtype, {4, 3000}, v);
+    for (const std::string op : {"softmax", "log_softmax"}) {
+      EXPECT_TRUE(SameOnDevice(device, op, {rows}, {{"dim", int64_t{1}}}, 16)) << op;
+      EXPECT_TRUE(SameOnDevice(device, op, {random}, {{"dim", int64_t{1}}}, 16)) << op;
+    }
+    EXPECT_TRUE(SameOnDevice(device, "logsumexp", {rows}, {{"dim", Ints{1}}}, 16));
+    EXPECT_TRUE(SameOnDevice(device, "var", {random}, {{"dim", Ints{1}}}, 16));
+    EXPECT_TRUE(SameOnDevice(device, "std", {random}, {{"dim", Ints{1}}}, 16));
+    const Tensor target = Values(DType::kI64, {4}, {5, 2999, 0, 1700});
+    EXPECT_TRUE(SameOnDevice(device, "cross_entropy", {random, target}, {}, 16));
+    if (dtype == DType::kF64) {
+      for (const std::string op : {"softmax", "log_softmax"}) {
+        EXPECT_TRUE(SameGradientsOnDevice(device, op, {random}, {{"dim", int64_t{1}}}, 16)) << op;
+      }
+      EXPECT_TRUE(SameGradientsOnDevice(device, "logsumexp", {random}, {{"dim", Ints{1}}}, 16));
+      EXPECT_TRUE(SameGradientsOnDevice(device, "var", {random}, {{"dim", Ints{1}}}, 16));
+      EXPECT_TRUE(SameGradientsOnDevice(device, "amax", {random}, {{"dim", Ints{1}}}, 16));
+      EXPECT_TRUE(SameGradientsOnDevice(device, "cross_entropy", {random, target}, {}, 16));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tensord::testing

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "server/core/status.h"
@@ -45,22 +46,22 @@ std::function<std::string(const Attrs&)> MaxMinBody(bool largest) {
 
 std::string VarBody(bool is_std) {
   return absl::StrCat(
-      "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+      "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) GROUP_SUM(mean); "
       "mean /= (WIDE)n_red; WIDE m2 = 0, m2_c = 0; "
-      "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(m2, m2_c, e * e);) "
+      "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(m2, m2_c, e * e);) GROUP_SUM(m2); "
       "const WIDE v = m2 / fmax(0.0, (WIDE)n_red - s0); OUT(",
       is_std ? "sqrt(v)" : "v", ");");
 }
 
 // The row maximum (NaN wins) and the sum of exp(x - max), in T as the CPU's softmax loop.
 constexpr char kSoftmaxSums[] =
-    "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
-    "T s = 0; EACH(s += exp(X0(off) - m);) ";
+    "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) GROUP_MAX(m); "
+    "T s = 0; EACH(s += exp(X0(off) - m);) GROUP_SUM(s); ";
 
 // The same with the sum in double (logsumexp, cross_entropy's log-softmax).
 constexpr char kLogSumExpSums[] =
-    "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) "
-    "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)exp(X0(off) - m));) ";
+    "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) GROUP_MAX(m); "
+    "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)exp(X0(off) - m));) GROUP_SUM(s); ";
 
 // torch's norm: inf / -inf the largest / smallest |x| (NaN wins), 0 the non-zero count.
 std::string NormBody(const Attrs& a) {
@@ -110,7 +111,7 @@ std::string AMaxBackwardBody(const Attrs& a) {
   const std::string selected =
       absl::StrCat("(v == g1 || (", a.GetBool("match_nan") ? 1 : 0, " && ISNAN(v) && ISNAN(g1)))");
   return absl::StrCat("I64 count = 0; EACH(const T v = X0(off); count += ", selected,
-                      ";) EACH(const T v = X0(off); OUT_AT(", selected,
+                      ";) GROUP_SUM(count); EACH(const T v = X0(off); OUT_AT(", selected,
                       " ? g0 / (T)count : (T)0);)");
 }
 
@@ -199,7 +200,7 @@ const std::map<std::string, Entry>& Table() {
         {},
         false,
         Fixed("WIDE total = 0, total_c = 0; EACH(WIDE_ADD(total, total_c, (WIDE)X0(off));) "
-              "EACH(OUT_AT((WIDE)X0(off) - exp(X1(off)) * total);)")}},
+              "GROUP_SUM(total); EACH(OUT_AT((WIDE)X0(off) - exp(X1(off)) * total);)")}},
       {"cumsum",
        {D::kOne, {0}, {}, true, Fixed("ACC acc = 0; EACH(acc += X0(off); OUT_AT(acc);)")}},
       {"cumprod",
@@ -238,7 +239,8 @@ const std::map<std::string, Entry>& Table() {
         [](const Attrs& a) {
           return absl::StrCat(
               "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
-              "mean /= (WIDE)n_red; const WIDE divisor = fmax(0.0, (WIDE)n_red - s0); const WIDE "
+              "GROUP_SUM(mean); mean /= (WIDE)n_red; const WIDE divisor = fmax(0.0, (WIDE)n_red - "
+              "s0); const WIDE "
               "scale = ",
               a.GetBool("std") ? "1.0 / (divisor * (WIDE)g1)" : "2.0 / divisor",
               "; EACH(OUT_AT((WIDE)g0 * ((WIDE)X0(off) - mean) * scale);)");
@@ -257,6 +259,24 @@ const std::map<std::string, Entry>& Table() {
       {"norm_backward", {D::kList, {1}, {0, 2}, false, NormBackwardBody, P}},
   };
   return *table;
+}
+
+// The ops whose bodies add up across a group only through GROUP_SUM / GROUP_MAX and write only
+// through OUT / OUT_AT, in no order (GroupPlan::cooperative): a long row of a softmax, a
+// cross-entropy over a vocabulary, a variance, runs on a work group on a GPU.
+bool Cooperative(const std::string& op) {
+  static const auto* ops = new std::set<std::string>{"var",
+                                                     "std",
+                                                     "logsumexp",
+                                                     "softmax",
+                                                     "log_softmax",
+                                                     "cross_entropy_log_softmax",
+                                                     "var_backward",
+                                                     "logsumexp_backward",
+                                                     "cross_entropy_log_softmax_backward",
+                                                     "amax_backward",
+                                                     "max_dim_backward"};
+  return ops->count(op) > 0;
 }
 
 absl::StatusOr<std::vector<int64_t>> GroupDims(const std::string& op, Dims dims, const Attrs& a,
@@ -298,6 +318,7 @@ absl::StatusOr<GroupPlan> PlanGroup(const std::string& op, const Attrs& attrs,
   plan.compute = e.compute_in_output ? output : input_dtypes[e.walked[0]];
   plan.indices = e.indices_with_dim && attrs.Has("dim");
   plan.body = e.body(attrs);
+  plan.cooperative = Cooperative(op) && !plan.indices;
   if (e.scalar) {
     ASSIGN_OR_RETURN(plan.scalar, e.scalar(op, attrs));
   }

@@ -54,17 +54,22 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
                   "#define IDX(v) out_idx[i] = (", L, ")(v)\n");
   if (tree) {
     // The items' partials pairwise in local memory; every item reads the total before the
-    // next GROUP_SUM may write again.
+    // next GROUP_SUM or GROUP_MAX may write again.
     absl::StrAppend(
         &s, "#define SIZE ", k.group_size, "\n",
         EachMacro(d, "EACH", absl::StrCat("for (", L, " j = lid; j < n_red; j += SIZE)")),
         "#define GROUP_SUM(s) { part_[lid] = (s); ", d.barrier,
         "; for (int h_ = SIZE / 2; h_ > 0; h_ >>= 1) { if (lid < h_) part_[lid] += "
         "part_[lid + h_]; ",
-        d.barrier, "; } (s) = part_[0]; ", d.barrier, "; }\n");
+        d.barrier, "; } (s) = part_[0]; ", d.barrier, "; }\n",
+        // The largest partial, a NaN winning as in BEATS_MAX.
+        "#define GROUP_MAX(m) { part_[lid] = (WIDE)(m); ", d.barrier,
+        "; for (int h_ = SIZE / 2; h_ > 0; h_ >>= 1) { if (lid < h_ && "
+        "BEATS_MAX(part_[lid + h_], part_[lid])) part_[lid] = part_[lid + h_]; ",
+        d.barrier, "; } (m) = part_[0]; ", d.barrier, "; }\n");
   } else {
     absl::StrAppend(
-        &s, "#define GROUP_SUM(s)\n",
+        &s, "#define GROUP_SUM(s)\n#define GROUP_MAX(m)\n",
         EachMacro(d, "EACH", absl::StrCat("for (", L, " j = 0; j < n_red; ++j)")),
         EachMacro(d, "EACH_REV", absl::StrCat("for (", L, " j = n_red - 1; j >= 0; --j)")));
   }

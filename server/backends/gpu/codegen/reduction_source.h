@@ -30,7 +30,8 @@ namespace tensord::gpu {
 //                    reads that element back, as WIDE
 //   IDX(v)           writes the group's index output (int64)
 //   GROUP_SUM(s)     nothing here; on a work group (group_size), replaces each work item's
-//                    partial sum `s` (a WIDE) by the group's total, in every work item
+//                    partial sum `s` by the group's total (added in WIDE), in every work item;
+//   GROUP_MAX(m)     likewise the largest of the items' `m` (a NaN wins, as BEATS_MAX)
 //   ISNAN(v), BEATS_MAX(v, best), BEATS_MIN(v, best)
 //                    NaN tests that are false for integers; `v` replaces `best` when it is
 //                    larger / smaller or NaN, and nothing replaces a NaN (PyTorch's rule)
