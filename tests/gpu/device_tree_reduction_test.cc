@@ -86,7 +86,8 @@ TEST(DeviceReductions, LongNormGroupsRunOnWorkGroups) {
   }
 }
 
-// The cooperative ops along a long row (GroupPlan::cooperative) on work groups: softmax,
+// The cooperative ops along a long row (GroupPlan::cooperative) on work groups (rows of 256
+// elements and more, on groups of 64 to 256 items): softmax,
 // log_softmax and logsumexp (the row's maximum and sum meeting across the items, a NaN or an
 // infinity in a row as on the CPU), var and std, cross_entropy over 3,000 classes, and their
 // gradients.
@@ -104,6 +105,12 @@ TEST(DeviceReductions, LongRowsOfCooperativeOpsRunOnWorkGroups) {
     for (const std::string op : {"softmax", "log_softmax"}) {
       EXPECT_TRUE(SameOnDevice(device, op, {rows}, {{"dim", int64_t{1}}}, 16)) << op;
       EXPECT_TRUE(SameOnDevice(device, op, {random}, {{"dim", int64_t{1}}}, 16)) << op;
+    }
+    // Rows of 300 and 600: work groups of 64 and 128.
+    for (int64_t n : {300, 600}) {
+      const Tensor shorter = Random(dtype, {5, n}, 21, -6, 6);
+      EXPECT_TRUE(SameOnDevice(device, "softmax", {shorter}, {{"dim", int64_t{1}}}, 16)) << n;
+      EXPECT_TRUE(SameOnDevice(device, "var", {shorter}, {{"dim", Ints{1}}}, 16)) << n;
     }
     EXPECT_TRUE(SameOnDevice(device, "logsumexp", {rows}, {{"dim", Ints{1}}}, 16));
     EXPECT_TRUE(SameOnDevice(device, "var", {random}, {{"dim", Ints{1}}}, 16));

@@ -15,10 +15,13 @@
 namespace tensord::gpu {
 namespace {
 
-// Groups this long go to a work group each (tree_reduction_source.h, or a cooperative plan's
-// group kernel on a work group) rather than to one work item, on devices that want trees
-// (DeviceRuntime::tree_reductions).
+// Groups this long go to a work group each (tree_reduction_source.h) rather than to one work
+// item, on devices that want trees (DeviceRuntime::tree_reductions).
 constexpr int64_t kTreeFrom = 1024;
+// A cooperative plan's groups from this long on go to a work group of at least 32 items, a
+// quarter of the group's elements at most (a row of 256 to 64 items, of 1,024 and more to
+// 256): one work item walking a row of a few hundred elements reads memory no neighbour reads.
+constexpr int64_t kCooperativeFrom = 256;
 
 // The work-group size of tree reductions on `device`: 256, or its largest power of two below.
 int TreeSize(const DeviceRuntime& device) {
@@ -43,8 +46,9 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   k.indices = indices != nullptr;
   // A cooperative plan's long groups on a work group each.
   const int64_t n_red = NumElements(g.reduced.shape);
-  const int size = TreeSize(device);
-  if (plan.cooperative && !k.indices && n_red >= kTreeFrom && size >= 32 &&
+  int size = TreeSize(device);
+  while (size > 32 && size * 4 > n_red) size /= 2;
+  if (plan.cooperative && !k.indices && n_red >= kCooperativeFrom && size >= 32 &&
       device.tree_reductions()) {
     k.group_size = size;
   }
