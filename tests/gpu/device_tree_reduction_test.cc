@@ -16,7 +16,7 @@ const bool kTreesOn = [] { return setenv("TENSORD_GPU_TREE_REDUCTIONS", "on", 1)
 constexpr double kNan = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// Long groups (1024 elements and more) are folded by a work group each: sums, means and
+// Long groups (256 elements and more) are folded by a work group each: sums, means and
 // extrema of rows, of columns (strided) and of everything, with NaNs winning the extrema and
 // ints and bools summed exactly.
 TEST(DeviceReductions, LongGroupsFoldInWorkGroups) {
@@ -28,6 +28,7 @@ TEST(DeviceReductions, LongGroupsFoldInWorkGroups) {
     const Tensor rows = Random(dtype, {3, 5000}, 50, -4, 4);
     const Tensor columns = Random(dtype, {1500, 2}, 51, -4, 4);
     const Tensor flat = Random(dtype, {70001}, 52, -4, 4);
+    const Tensor shorter = Random(dtype, {7, 300}, 53, -4, 4);
     for (const std::string op : {"sum", "mean", "amax", "amin"}) {
       if (op == "mean" && !IsFloat(dtype)) continue;
       if (dtype == DType::kBool && op != "sum") continue;
@@ -35,6 +36,8 @@ TEST(DeviceReductions, LongGroupsFoldInWorkGroups) {
       EXPECT_TRUE(SameOnDevice(device, op, {columns}, {{"dim", Ints{0}}}, 16)) << op;
       EXPECT_TRUE(SameOnDevice(device, op, {flat}, {}, 16)) << op;
       EXPECT_TRUE(SameOnDevice(device, op, {rows}, {{"dim", Ints{0, 1}}}, 16)) << op;
+      // Rows of 300: work groups of 64.
+      EXPECT_TRUE(SameOnDevice(device, op, {shorter}, {{"dim", Ints{1}}}, 16)) << op;
     }
   }
   std::vector<double> v(3000, 1.0);

@@ -15,19 +15,23 @@
 namespace tensord::gpu {
 namespace {
 
-// Groups this long go to a work group each (tree_reduction_source.h) rather than to one work
-// item, on devices that want trees (DeviceRuntime::tree_reductions).
-constexpr int64_t kTreeFrom = 1024;
-// A cooperative plan's groups from this long on go to a work group of at least 32 items, a
-// quarter of the group's elements at most (a row of 256 to 64 items, of 1,024 and more to
-// 256): one work item walking a row of a few hundred elements reads memory no neighbour reads.
-constexpr int64_t kCooperativeFrom = 256;
-
 // The work-group size of tree reductions on `device`: 256, or its largest power of two below.
 int TreeSize(const DeviceRuntime& device) {
   int size = 256;
   while (size > device.max_group_size()) size /= 2;
   return size;
+}
+
+// Groups of `n_red` elements, from 256 on, go to a work group each on devices that want trees
+// (DeviceRuntime::tree_reductions): a tree reduction (tree_reduction_source.h) or a cooperative
+// plan's group kernel. The group has a quarter of the elements in items, 32 to TreeSize (a row
+// of 256 to 64 items, of 1,024 and more to 256): one work item walking a row of a few hundred
+// elements reads memory no neighbour reads. 0: one work item a group.
+int WorkGroupFor(const DeviceRuntime& device, int64_t n_red) {
+  if (n_red < 256 || !device.tree_reductions()) return 0;
+  int size = TreeSize(device);
+  while (size > 32 && size * 4 > n_red) size /= 2;
+  return size >= 32 ? size : 0;
 }
 
 }  // namespace
@@ -46,12 +50,7 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   k.indices = indices != nullptr;
   // A cooperative plan's long groups on a work group each.
   const int64_t n_red = NumElements(g.reduced.shape);
-  int size = TreeSize(device);
-  while (size > 32 && size * 4 > n_red) size /= 2;
-  if (plan.cooperative && !k.indices && n_red >= kCooperativeFrom && size >= 32 &&
-      device.tree_reductions()) {
-    k.group_size = size;
-  }
+  if (plan.cooperative && !k.indices) k.group_size = WorkGroupFor(device, n_red);
   for (int w : plan.walked) k.walked.push_back(inputs[w].dtype());
   for (int i : plan.groups) k.groups.push_back(inputs[i].dtype());
   for (int i : plan.tables) k.tables.push_back(inputs[i].dtype());
@@ -112,8 +111,8 @@ absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, Tr
   const gpu::ReductionGeometry g = gpu::ReduceGeometry(x.shape(), plan.dims);
   const int64_t n_groups = NumElements(g.kept.shape);
   const int64_t n_red = NumElements(g.reduced.shape);
-  const int size = TreeSize(device);
-  if (n_red < kTreeFrom || size < 32 || !device.tree_reductions()) return false;
+  const int size = WorkGroupFor(device, n_red);
+  if (size == 0) return false;
   if (n_groups == 0 || out.numel() == 0) return true;
   TreeReduceKernel k;
   k.fold = fold;
