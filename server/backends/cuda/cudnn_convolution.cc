@@ -162,11 +162,14 @@ class Convolutions final : public CudnnConvolutions {
     plan.f64 = shape.dtype == DType::kF64;
     ASSIGN_OR_RETURN(plan.d, ConvolutionDescriptors::Make(lib_, *types, *dims));
     const bool fma_only = types->fma_only;
+    // Full precision: no FFT or Winograd transform either.
+    const bool sums_only = fma_only || shape.dtype == DType::kF64;
     const ConvolutionDescriptors& d = *plan.d;
     auto keep = [&](const auto* perf, int count) {
       for (int i = 0; i < count; ++i) {
         const auto& p = perf[i];
         if (p.status != CUDNN_STATUS_SUCCESS || p.determinism != CUDNN_DETERMINISTIC) continue;
+        if (sums_only && !SumsProducts(shape.pass, static_cast<int>(p.algo))) continue;
         // Tensor-core math rounds f32 operands to TF32: never for a session that did not ask.
         if (fma_only && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
         plan.candidates.push_back(

@@ -1,10 +1,12 @@
 // cuDNN as a CUDA device's convolution library (DeviceRuntime::ConvolutionWorkspace): the three
 // passes of a correlation are cuDNN's forward, backward-data and backward-filter convolutions
 // (legacy API), dense NC(D)HW tensors, the groups as cuDNN's group count. For each shape the
-// algorithms cuDNN's heuristics rank are asked once and kept: only deterministic ones, in the
-// math the session allows (f32 on FMA units unless its matmul precision allows TF32; f16 and bf16
-// on tensor cores, summing in f32; f64 in f64), the fastest whose workspace fits what the caller
-// may have. A pass is enqueued on the calling thread's CUDA stream after the work on its blocks.
+// algorithms cuDNN's heuristics rank are asked once and kept: only deterministic ones, at full
+// precision (f32 without TF32, f64) only those that sum the products as they are (no FFT or
+// Winograd transform), in the math the session allows (f32 on FMA units unless its matmul precision
+// allows TF32; f16 and bf16 on tensor cores, summing in f32; f64 in f64), the fastest whose
+// workspace fits what the caller may have. A pass is enqueued on the calling thread's CUDA stream
+// after the work on its blocks.
 #pragma once
 
 #include <cstddef>

@@ -50,6 +50,22 @@ std::optional<CudnnTypes> ConvolutionTypesFor(DType dtype, MatmulPrecision preci
   }
 }
 
+bool SumsProducts(gpu::ConvPass pass, int algo) {
+  switch (pass) {
+    case gpu::ConvPass::kY:
+      return algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM ||
+             algo == CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM ||
+             algo == CUDNN_CONVOLUTION_FWD_ALGO_GEMM || algo == CUDNN_CONVOLUTION_FWD_ALGO_DIRECT;
+    case gpu::ConvPass::kX:
+      return algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0 || algo == CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+    case gpu::ConvPass::kW:
+      return algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 ||
+             algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1 ||
+             algo == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+  }
+  return false;
+}
+
 std::optional<CudnnDims> ConvolutionDims(const nn::Correlation& g) {
   const bool unit_first = g.xs[0] == 1 && g.ys[0] == 1 && g.k[0] == 1 && g.stride[0] == 1 &&
                           g.pad[0] == 0 && g.dil[0] == 1;

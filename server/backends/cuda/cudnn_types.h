@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/backends/cuda/cuda_libraries.h"
+#include "server/backends/gpu/codegen/conv_source.h"
 #include "server/core/dtype.h"
 #include "server/core/matmul_precision.h"
 #include "server/ops/nn_geometry.h"
@@ -30,6 +31,12 @@ struct CudnnTypes {
 
 // nullopt for a dtype cuDNN's convolutions are not used for (integers, bool).
 std::optional<CudnnTypes> ConvolutionTypesFor(DType dtype, MatmulPrecision precision);
+
+// Whether cuDNN's algorithm `algo` for `pass` sums each output's products as they are: not an
+// FFT or Winograd transform, whose results stray further from the sums (about 1e-5 relative
+// in f32) than the CPU's or a GEMM's. A convolution at full precision (f32 without TF32, f64)
+// runs only these; one whose session allows TF32, and f16/bf16, may run any.
+bool SumsProducts(gpu::ConvPass pass, int algo);
 
 // The tensors of a correlation as cuDNN takes them: x [n, xc, spatial...], y [n, yc, spatial...],
 // the filter [yc, cin_g, k...], and per spatial dim the padding, stride and dilation. Two

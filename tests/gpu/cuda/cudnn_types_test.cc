@@ -67,6 +67,29 @@ TEST(CudnnTypes, IntegerConvolutionsAreNotCudnns) {
   }
 }
 
+// At full precision only the algorithms that sum products as they are: no FFT, no Winograd.
+TEST(CudnnTypes, FullPrecisionAlgorithmsSumTheProducts) {
+  using gpu::ConvPass;
+  EXPECT_TRUE(SumsProducts(ConvPass::kY, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM));
+  EXPECT_TRUE(SumsProducts(ConvPass::kY, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
+  for (int a :
+       {CUDNN_CONVOLUTION_FWD_ALGO_FFT, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING,
+        CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED}) {
+    EXPECT_FALSE(SumsProducts(ConvPass::kY, a)) << a;
+  }
+  EXPECT_TRUE(SumsProducts(ConvPass::kX, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1));
+  for (int a : {CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING,
+                CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD,
+                CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED}) {
+    EXPECT_FALSE(SumsProducts(ConvPass::kX, a)) << a;
+  }
+  EXPECT_TRUE(SumsProducts(ConvPass::kW, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1));
+  for (int a : {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING,
+                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED}) {
+    EXPECT_FALSE(SumsProducts(ConvPass::kW, a)) << a;
+  }
+}
+
 TEST(CudnnDims, A2dConvolutionIsFourDimensionalWithItsGeometry) {
   // x [8, 6, 10, 9], w [4, 3, 3, 2] in 2 groups, stride (2, 1), padding (1, 0), dilation (1, 2).
   const nn::Correlation g =
