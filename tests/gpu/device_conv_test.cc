@@ -126,5 +126,31 @@ TEST(DeviceConv, ASessionWithoutRoomForTheColumnsGetsTheDirectKernels) {
       AllClose(MoveTo((*on_device)[0], kHostDevice), (*on_cpu)[0], tol.rtol * 8, tol.atol * 8));
 }
 
+// The library's workspace is charged to the session too: one whose quota has room for the
+// output only still gets its convolution (an algorithm without workspace, or the layer's own
+// passes), right, and nothing of a workspace stays charged. Where the device has a library.
+TEST(DeviceConv, ASessionWithoutRoomForTheLibrarysWorkspaceGetsItsConvolution) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ConvPath path(true, false, 0);
+  if (!HasConvolutionLibrary(device)) GTEST_SKIP() << device << " has no convolution library";
+  const Tensor x = Random(DType::kF32, {16, 32, 28, 28}, 70, -2, 2);
+  const Tensor w = Random(DType::kF32, {64, 32, 3, 3}, 71, -2, 2);
+  const AttrMap attrs = {{"padding", Ints{1}}};
+  auto on_cpu = DeviceDispatcher().Call("conv2d", {x, w}, attrs, CallEnv{});
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.status();
+  const Tensor dx = MoveTo(x, device), dw = MoveTo(w, device);
+  const int64_t output_bytes = (*on_cpu)[0].nbytes();
+  auto account = std::make_shared<MemoryAccount>(output_bytes + 1024);
+  CallEnv env;
+  env.device = device;
+  env.account = account;
+  auto on_device = DeviceDispatcher().Call("conv2d", {dx, dw}, attrs, env);
+  ASSERT_TRUE(on_device.ok()) << on_device.status();
+  EXPECT_EQ(account->used(), output_bytes);
+  const Tolerance tol = ToleranceFor(DType::kF32);
+  EXPECT_TRUE(
+      AllClose(MoveTo((*on_device)[0], kHostDevice), (*on_cpu)[0], tol.rtol * 8, tol.atol * 8));
+}
+
 }  // namespace
 }  // namespace tensord::testing
