@@ -12,28 +12,18 @@ scripts/device-check.sh runs it on a GPU machine.
 """
 import argparse
 import sys
-import time
 
 import numpy as np
 import torch
 
 import tensord
+from timing import synced
 
 REPS = 5
 BOUND = 1e-4  # relative to the largest value: f32 sums of up to 4,608 products
 # (input channels, size, output channels, kernel, stride, padding) of ResNet-50's convolutions.
 SHAPES = [(3, 224, 64, 7, 2, 3), (64, 56, 64, 3, 1, 1), (64, 56, 256, 1, 1, 0),
           (128, 56, 128, 3, 2, 1), (256, 14, 256, 3, 1, 1), (512, 7, 512, 3, 1, 1)]
-
-
-def timed(run, sync) -> float:
-    """Seconds per call of run(), after one warm-up; sync(last output) waits for the device."""
-    sync(run())
-    t0 = time.perf_counter()
-    for _ in range(REPS):
-        out = run()
-    sync(out)
-    return (time.perf_counter() - t0) / REPS
 
 
 def error(got: np.ndarray, exact: torch.Tensor) -> float:
@@ -59,11 +49,11 @@ class Served:
         return ctx.backward(self.sess.op("conv2d", xg, wg, **self.attrs), seed=self.gy)[wg]
 
     def times(self, xn, wn):
-        fwd = timed(self.forward, self.sync)
+        fwd = synced(self.forward, self.sync, REPS)
         with self.sess.autodiff() as ctx:
             xg = self.sess.tensor(xn, requires_grad=True)
             wg = self.sess.tensor(wn, requires_grad=True)
-            both = timed(lambda: self.forward_backward(ctx, xg, wg), self.sync)
+            both = synced(lambda: self.forward_backward(ctx, xg, wg), self.sync, REPS)
             grad = self.forward_backward(ctx, xg, wg).numpy()
         return fwd, both, self.forward().numpy(), grad
 
@@ -106,8 +96,8 @@ def main() -> int:
                 served = Served(sess, xn, wn, gyn, stride, padding)
                 figures.append(served.times(xn, wn))
             with torch.no_grad():
-                torch_fwd = timed(lambda: F.conv2d(tx, tw, stride=stride, padding=padding),
-                                  torch_sync)
+                torch_fwd = synced(lambda: F.conv2d(tx, tw, stride=stride, padding=padding),
+                                   torch_sync, REPS)
             txg, twg = tx.clone().requires_grad_(), tw.clone().requires_grad_()
 
             def torch_both():
@@ -116,7 +106,7 @@ def main() -> int:
                 txg.grad = twg.grad = None
                 return grad
 
-            torch_both_s = timed(torch_both, torch_sync)
+            torch_both_s = synced(torch_both, torch_sync, REPS)
             name = f"{args.batch}x{cin}x{size}x{size} * {cout}x{cin}x{k}x{k} s{stride}"
             fwd, both, out, gw = figures[0]
             err_y, err_w = error(out, exact), error(gw, exact_gw)

@@ -8,25 +8,15 @@ product that used TF32 would be). scripts/device-check.sh runs it on a GPU machi
     bench/gpu_gemm.py HOST:PORT [DEVICE]     # a running server; DEVICE defaults to cuda:0
 """
 import sys
-import time
 
 import numpy as np
 import torch
 
 import tensord
+from timing import synced
 
 N, REPS = 4096, 10
 BOUNDS = {"f32": 1e-5, "tf32": 5e-3, "bf16": 2e-2}
-
-
-def timed(run, sync) -> float:
-    """Seconds per call of run(), after one warm-up; sync(last output) waits for the device."""
-    sync(run())
-    t0 = time.perf_counter()
-    for _ in range(REPS):
-        out = run()
-    sync(out)
-    return (time.perf_counter() - t0) / REPS
 
 
 def main() -> int:
@@ -44,11 +34,11 @@ def main() -> int:
             if dtype == "bf16":
                 a, b = s.op("to_dtype", a, dtype="bf16"), s.op("to_dtype", b, dtype="bf16")
             # A fetch of the last product waits for the session's stream.
-            ours = timed(lambda: s.op("mm", a, b), lambda out: out.numpy())
+            ours = synced(lambda: s.op("mm", a, b), lambda out: out.numpy(), REPS)
             got = s.op("to_dtype", s.op("mm", a, b), dtype="f32").numpy()
         torch.backends.cuda.matmul.allow_tf32 = precision == "high"
         tx, ty = (x, y) if dtype == "f32" else (x.bfloat16(), y.bfloat16())
-        theirs = timed(lambda: tx @ ty, lambda out: torch.cuda.synchronize())
+        theirs = synced(lambda: tx @ ty, lambda out: torch.cuda.synchronize(), REPS)
         err = float(np.abs(got - exact).max() / np.abs(exact).max())
         ok = ok and err < BOUNDS[label]
         print(f"gemm {N} {label}: tensord {ours * 1e3:.2f} ms (with one fetch), torch "

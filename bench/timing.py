@@ -13,6 +13,17 @@ def best_of(fn, rounds: int, inner: int) -> float:
     return best
 
 
+def synced(run, sync, reps: int) -> float:
+    """Seconds per call of run() over `reps` calls, after one warm-up; sync(last output) waits
+    for the device (a GPU's queued work)."""
+    sync(run())
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        out = run()
+    sync(out)
+    return (time.perf_counter() - t0) / reps
+
+
 def interleaved(a, b, rounds: int, inner: int):
     """best_of for a and b, alternating rounds."""
     ta = tb = float("inf")

@@ -152,19 +152,24 @@ DeviceCollectives* CudaDevice::collectives() {
   return collectives_.get();
 }
 
+CudnnConvolutions* CudaDevice::cudnn() {
+  absl::call_once(cudnn_once_, [this] { cudnn_ = MakeCudnnConvolutions(*this); });
+  return cudnn_.get();
+}
+
 absl::StatusOr<std::optional<size_t>> CudaDevice::ConvolutionWorkspace(
     const gpu::ConvolutionShape& shape, size_t max_workspace) {
-  absl::call_once(cudnn_once_, [this] { cudnn_ = MakeCudnnConvolutions(*this); });
-  if (cudnn_ == nullptr) return std::nullopt;
-  return cudnn_->Workspace(shape, max_workspace);
+  CudnnConvolutions* library = cudnn();
+  if (library == nullptr) return std::nullopt;
+  return library->Workspace(shape, max_workspace);
 }
 
 absl::Status CudaDevice::Convolution(const gpu::ConvolutionShape& shape, const void* a,
                                      const void* b, void* out, void* workspace,
                                      size_t workspace_bytes) {
-  absl::call_once(cudnn_once_, [this] { cudnn_ = MakeCudnnConvolutions(*this); });
-  if (cudnn_ == nullptr) return gpu::DeviceRuntime::Convolution(shape, a, b, out, workspace, 0);
-  return cudnn_->Run(shape, a, b, out, workspace, workspace_bytes);
+  CudnnConvolutions* library = cudnn();
+  if (library == nullptr) return gpu::DeviceRuntime::Convolution(shape, a, b, out, workspace, 0);
+  return library->Run(shape, a, b, out, workspace, workspace_bytes);
 }
 
 absl::StatusOr<cudaStream_t> CudaDevice::StreamFor(absl::Span<const void* const> blocks) {

@@ -96,6 +96,8 @@ class CudaDevice : public gpu::DeviceRuntime {
   // Makes this device current on the calling thread; fails once a sticky error took the
   // device out of service.
   absl::Status Enter();
+  // cuDNN's convolutions, made at the first call; null without cuDNN.
+  CudnnConvolutions* cudnn();
   // `err` as a status; an error that leaves the context unusable takes the device out of
   // service (every later call fails at once, the server and other devices go on).
   absl::Status Check(cudaError_t err, const std::string& what);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -176,34 +177,33 @@ class Convolutions final : public CudnnConvolutions {
             {static_cast<int>(p.algo), p.memory, fma_only ? CUDNN_FMA_MATH : p.mathType});
       }
     };
-    int count = 0;
+    // The heuristics' ranking for the pass into `perf`, its candidates kept.
+    auto ask = [&](auto& perf, const char* what, auto get) -> absl::Status {
+      int count = 0;
+      RETURN_IF_ERROR(Check(get(static_cast<int>(std::size(perf)), &count, perf), what));
+      keep(perf, count);
+      return absl::OkStatus();
+    };
     switch (shape.pass) {
       case gpu::ConvPass::kY: {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-        RETURN_IF_ERROR(
-            Check(lib_.GetForwardAlgorithm(handle_, d.x, d.w, d.conv, d.y,
-                                           CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &count, perf),
-                  "cudnnGetConvolutionForwardAlgorithm_v7"));
-        keep(perf, count);
-        break;
+        return ask(perf, "cudnnGetConvolutionForwardAlgorithm_v7", [&](int n, int* c, auto* p) {
+          return lib_.GetForwardAlgorithm(handle_, d.x, d.w, d.conv, d.y, n, c, p);
+        });
       }
       case gpu::ConvPass::kX: {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-        RETURN_IF_ERROR(Check(
-            lib_.GetBackwardDataAlgorithm(handle_, d.w, d.y, d.conv, d.x,
-                                          CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &count, perf),
-            "cudnnGetConvolutionBackwardDataAlgorithm_v7"));
-        keep(perf, count);
-        break;
+        return ask(perf, "cudnnGetConvolutionBackwardDataAlgorithm_v7",
+                   [&](int n, int* c, auto* p) {
+                     return lib_.GetBackwardDataAlgorithm(handle_, d.w, d.y, d.conv, d.x, n, c, p);
+                   });
       }
       case gpu::ConvPass::kW: {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-        RETURN_IF_ERROR(Check(
-            lib_.GetBackwardFilterAlgorithm(handle_, d.x, d.y, d.conv, d.w,
-                                            CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &count, perf),
-            "cudnnGetConvolutionBackwardFilterAlgorithm_v7"));
-        keep(perf, count);
-        break;
+        return ask(
+            perf, "cudnnGetConvolutionBackwardFilterAlgorithm_v7", [&](int n, int* c, auto* p) {
+              return lib_.GetBackwardFilterAlgorithm(handle_, d.x, d.y, d.conv, d.w, n, c, p);
+            });
       }
     }
     return absl::OkStatus();
