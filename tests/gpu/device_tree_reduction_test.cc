@@ -49,6 +49,51 @@ TEST(DeviceReductions, LongGroupsFoldInWorkGroups) {
   }
 }
 
+// Fewer than 256 long groups are cut into slices, folded into partials by a work group each
+// and then per group: a full reduction of a million elements, three rows and three strided
+// columns of 300,000, in every dtype the sums and extrema take; NaNs and infinities in a
+// middle slice and in the last one (which also takes the elements the others leave over).
+TEST(DeviceReductions, FewLongGroupsFoldInSlices) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ASSERT_TRUE(kTreesOn);
+  using Ints = std::vector<int64_t>;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kBool}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const Tensor flat = Random(dtype, {(1 << 20) + 37}, 60, -4, 4);
+    const Tensor rows = Random(dtype, {3, 300001}, 61, -4, 4);
+    const Tensor columns = Random(dtype, {300001, 3}, 62, -4, 4);
+    for (const std::string op : {"sum", "mean", "amax", "amin"}) {
+      if (op == "mean" && !IsFloat(dtype)) continue;
+      if (dtype == DType::kBool && op != "sum") continue;
+      EXPECT_TRUE(SameOnDevice(device, op, {flat}, {}, 16)) << op;
+      EXPECT_TRUE(SameOnDevice(device, op, {rows}, {{"dim", Ints{1}}}, 16)) << op;
+      EXPECT_TRUE(SameOnDevice(device, op, {columns}, {{"dim", Ints{0}}}, 16)) << op;
+    }
+    if (dtype != DType::kBool) {  // extrema whose every slice lies above or below zero
+      EXPECT_TRUE(SameOnDevice(device, "amin", {Random(dtype, {1 << 20}, 64, 1, 5)}, {}));
+      EXPECT_TRUE(SameOnDevice(device, "amax", {Random(dtype, {1 << 20}, 65, -5, -1)}, {}));
+    }
+  }
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    for (const int64_t at : {int64_t{250001}, int64_t{499999}}) {
+      SCOPED_TRACE(at);
+      std::vector<double> v = Random(dtype, {500000}, 63, -4, 4).ToDoubles();
+      v[at] = kNan;
+      v[10] = kInf;
+      v[400000] = -kInf;
+      const Tensor with_nan = Values(dtype, {500000}, v);
+      for (const std::string op : {"sum", "mean", "amax", "amin", "max", "min"}) {
+        EXPECT_TRUE(SameOnDevice(device, op, {with_nan}, {})) << op;
+      }
+      v[at] = 1.0;
+      const Tensor with_inf = Values(dtype, {2, 250000}, v);
+      for (const std::string op : {"sum", "amax", "amin"}) {
+        EXPECT_TRUE(SameOnDevice(device, op, {with_inf}, {{"dim", Ints{1}}})) << op;
+      }
+    }
+  }
+}
+
 // batch_norm's channels and layer_norm's rows and columns of 1024 elements and more run on a
 // work group each (GroupPlan::cooperative): forward in training and evaluation, gradients, the
 // statistics summed across the group's work items.

@@ -1,5 +1,6 @@
 #include "server/backends/gpu/reduction_kernels.h"
 
+#include <algorithm>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -104,8 +105,49 @@ std::optional<TreeFold> TreeFoldOf(std::optional<TreeFold> fold, const GroupPlan
   return fold;
 }
 
+// The slices each group is cut into for a first launch of partials: a few long groups (a full
+// reduction, a loss's sum over a batch) would leave most of a GPU idle as a work group each, so
+// fewer than 256 groups are cut into slices of at least 8 work groups' worth of elements, up
+// to about 1,024 work groups in all. 1: each group on one work group, no second launch.
+int64_t SlicesFor(int64_t n_groups, int64_t n_red, int size) {
+  constexpr int64_t kFillGroups = 1024;
+  if (n_groups * 4 >= kFillGroups) return 1;
+  return std::max<int64_t>(1, std::min(n_red / (8 * int64_t{size}), kFillGroups / n_groups));
+}
+
+// Enqueues tree kernel `k` folding `x` (its reduction geometry `g`) into `out`, each group cut
+// into `slices` slices (the kernel's arguments, tree_reduction_source.h).
+absl::Status EnqueueTree(DeviceRuntime& device, const TreeReduceKernel& k,
+                         const ReductionGeometry& g, const Operand& x, const Operand& out,
+                         int64_t slices, int64_t count) {
+  const int64_t n_groups = NumElements(g.kept.shape);
+  const int64_t n_red = NumElements(g.reduced.shape);
+  // Each slice a whole number of the work group's strides, the last one taking the rest.
+  const int64_t chunk = n_red / slices / k.size * k.size;
+  Launch launch(
+      {k.name, k.name, [&k](const Dialect& dialect) { return RenderTreeReduce(dialect, k); }},
+      n_groups * slices * k.size, k.size);
+  std::vector<int64_t> flat = g.kept.Flat();
+  const std::vector<int64_t> reduced = g.reduced.Flat();
+  flat.insert(flat.end(), reduced.begin(), reduced.end());
+  ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, flat));
+  launch.args.AddMem(out)
+      .AddMem(x)
+      .AddMem(geometry_arg)
+      .Add(n_groups)
+      .Add(static_cast<int32_t>(g.kept.shape.size()))
+      .Add(static_cast<int32_t>(g.reduced.shape.size()))
+      .Add(n_red)
+      .Add(slices)
+      .Add(chunk)
+      .Add(count);
+  return Enqueue(device, launch);
+}
+
 // Runs `plan` (a fold of TreeFoldOf) as a tree reduction when its groups are long; false when
-// they are not (the group kernel runs it).
+// they are not (the group kernel runs it). Few groups fold in two launches: slices of each
+// into partials (sums in WIDE, int sums in int64, extrema in the compute type), then each
+// group's partials.
 absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, TreeFold fold,
                                 const GroupPlan& plan, const Tensor& x, Tensor& out) {
   const gpu::ReductionGeometry g = gpu::ReduceGeometry(x.shape(), plan.dims);
@@ -114,32 +156,45 @@ absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, Tr
   const int size = WorkGroupFor(device, n_red);
   if (size == 0) return false;
   if (n_groups == 0 || out.numel() == 0) return true;
-  TreeReduceKernel k;
-  k.fold = fold;
-  k.input = x.dtype();
-  k.compute = plan.compute;
-  k.output = out.dtype();
-  k.size = size;
-  k.name = absl::StrCat(KernelName(absl::StrCat(op, "_tree"), {k.input, k.output, k.compute}), "_",
-                        size);
-  // One work group of `size` items per group of the reduction.
-  Launch launch(
-      {k.name, k.name, [&k](const Dialect& dialect) { return RenderTreeReduce(dialect, k); }},
-      n_groups * size, size);
-  std::vector<int64_t> flat = g.kept.Flat();
-  const std::vector<int64_t> reduced = g.reduced.Flat();
-  flat.insert(flat.end(), reduced.begin(), reduced.end());
-  ASSIGN_OR_RETURN(Operand geometry_arg, Operand::Constants(device, flat));
+  auto kernel = [&op](TreeFold fold, DType input, DType compute, DType output, int size,
+                      bool partial) {
+    TreeReduceKernel k;
+    k.fold = fold;
+    k.input = input;
+    k.compute = compute;
+    k.output = output;
+    k.size = size;
+    k.partial = partial;
+    k.name = absl::StrCat(
+        KernelName(absl::StrCat(op, partial ? "_part" : "_tree"), {input, output, compute}), "_",
+        size);
+    return k;
+  };
   ASSIGN_OR_RETURN(Operand out_arg, Operand::Of(out, device));
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
-  launch.args.AddMem(out_arg)
-      .AddMem(x_arg)
-      .AddMem(geometry_arg)
-      .Add(static_cast<int64_t>(n_groups))
-      .Add(static_cast<int32_t>(g.kept.shape.size()))
-      .Add(static_cast<int32_t>(g.reduced.shape.size()))
-      .Add(static_cast<int64_t>(n_red));
-  RETURN_IF_ERROR(Enqueue(device, launch));
+  const int64_t slices = SlicesFor(n_groups, n_red, size);
+  if (slices == 1) {
+    RETURN_IF_ERROR(EnqueueTree(device,
+                                kernel(fold, x.dtype(), plan.compute, out.dtype(), size,
+                                       /*partial=*/false),
+                                g, x_arg, out_arg, 1, n_red));
+    return true;
+  }
+  const bool sums = fold == TreeFold::kSum || fold == TreeFold::kMean;
+  const DType wide = device.has_fp64() ? DType::kF64 : DType::kF32;
+  const DType partial = !sums ? plan.compute : (IsFloat(plan.compute) ? wide : DType::kI64);
+  ASSIGN_OR_RETURN(Operand partials,
+                   Operand::Block(device, n_groups * slices * DTypeSize(partial)));
+  RETURN_IF_ERROR(
+      EnqueueTree(device, kernel(fold, x.dtype(), plan.compute, partial, size, /*partial=*/true), g,
+                  x_arg, partials, slices, n_red));
+  // The partials of a group, a row of `slices`, folded by the largest work group they fill.
+  int second = TreeSize(device);
+  while (second > slices) second /= 2;
+  const ReductionGeometry rows = ReduceGeometry(Shape{n_groups, slices}, {1});
+  RETURN_IF_ERROR(
+      EnqueueTree(device, kernel(fold, partial, partial, out.dtype(), second, /*partial=*/false),
+                  rows, partials, out_arg, 1, n_red));
   return true;
 }
 

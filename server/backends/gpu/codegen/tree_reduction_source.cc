@@ -31,27 +31,35 @@ std::string RenderTreeReduce(const Dialect& d, const TreeReduceKernel& k) {
   absl::StrAppend(&s, d.kernel, " ", k.name, "(", d.global, " ", StorageType(d, k.output),
                   "* out, ", d.global, " const ", StorageType(d, k.input), "* x0, ", d.global,
                   " const ", L, "* geom, const ", L,
-                  " n_groups, const int kept_rank, const int red_rank, const ", L, " n_red) {\n");
-  absl::StrAppend(&s, "  ", d.local, " ACC part[SIZE];\n  const ", L, " i = (", L, ")", d.group_id,
-                  ";\n  const int lid = (int)", d.local_id, ";\n  ", L, " base = 0;\n");
+                  " n_groups, const int kept_rank, const int red_rank, const ", L, " n_red, const ",
+                  L, " slices, const ", L, " chunk, const ", L, " count) {\n");
+  absl::StrAppend(&s, "  ", d.local, " ACC part[SIZE];\n  const ", L, " w = (", L, ")", d.group_id,
+                  ";\n  const ", L, " i = w / slices;\n  const ", L,
+                  " begin = (w - i * slices) * chunk;\n  const ", L,
+                  " end = w - i * slices + 1 == slices ? n_red : begin + chunk;\n  const int lid = "
+                  "(int)",
+                  d.local_id, ";\n  ", L, " base = 0;\n");
   absl::StrAppend(&s, OffsetLoop("i", "kept_rank", "geom[", {"base"}, {"geom[kept_rank + "}, d));
   const std::string load = absl::StrCat("(T)(", Load(k.input, "x0[off]"), ")");
   absl::StrAppend(&s, "  ACC acc = 0", sums ? ", acc_c = 0" : "", ";\n");
-  absl::StrAppend(&s, "  for (", L, " j = lid; j < n_red; j += SIZE) {\n    ", L, " off = base;\n",
+  absl::StrAppend(&s, "  for (", L, " j = begin + lid; j < end; j += SIZE) {\n    ", L,
+                  " off = base;\n",
                   OffsetLoop("j", "red_rank", "geom[2 * kept_rank + ", {"off"},
                              {"geom[2 * kept_rank + red_rank + "}, d));
   if (sums) {
     absl::StrAppend(&s, "    ", is_float ? "WIDE_ADD(acc, acc_c, " : "acc += (", load, ");\n");
   } else {
-    absl::StrAppend(&s, "    const ACC v = ", load, ";\n    acc = j == lid ? v : FOLD(acc, v);\n");
+    absl::StrAppend(&s, "    const ACC v = ", load,
+                    ";\n    acc = j == begin + lid ? v : FOLD(acc, v);\n");
   }
   absl::StrAppend(&s, "  }\n");
   absl::StrAppend(
       &s, "  part[lid] = ", sums && is_float ? "acc - acc_c" : "acc", ";\n  ", d.barrier,
       ";\n  for (int h = SIZE / 2; h > 0; h >>= 1) {\n    if (lid < h) "
       "part[lid] = FOLD(part[lid], part[lid + h]);\n    ",
-      d.barrier, ";\n  }\n  if (lid == 0 && i < n_groups) out[i] = ",
-      Store(d, k.output, k.fold == TreeFold::kMean ? "part[0] / (WIDE)n_red" : "part[0]"),
+      d.barrier, ";\n  }\n  if (lid == 0 && i < n_groups) out[w] = ",
+      Store(d, k.output,
+            k.fold == TreeFold::kMean && !k.partial ? "part[0] / (WIDE)count" : "part[0]"),
       ";\n}\n");
   return s;
 }
