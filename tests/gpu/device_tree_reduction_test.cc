@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_test_util.h"
 
@@ -175,6 +176,68 @@ TEST(DeviceReductions, LongRowsOfCooperativeOpsRunOnWorkGroups) {
       EXPECT_TRUE(SameGradientsOnDevice(device, "cross_entropy", {random, target}, {}, 16));
     }
   }
+}
+
+// The other ops whose long groups share a work group: norms of every order (NaN winning the
+// infinite ones), all and any, the class rows of cross_entropy and nll_loss (weights, an
+// ignored target, label smoothing) and the batch's total, prelu's slope gradient per channel,
+// against the CPU, with the gradients in f64.
+TEST(DeviceReductions, LongGroupsOfNormsLossesAndPreluRunOnWorkGroups) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ASSERT_TRUE(kTreesOn);
+  using Ints = std::vector<int64_t>;
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    const Tensor random = Random(dtype, {4, 3000}, 70, -6, 6);
+    std::vector<double> v = random.ToDoubles();
+    v[3000 + 1234] = kNan;
+    v[2 * 3000 + 17] = 0.0;
+    const Tensor rows = Values(dtype, {4, 3000}, v);
+    const Tensor flat = Random(dtype, {70001}, 71, -2, 2);
+    for (double p : {0.0, 1.0, 2.0, 3.0, kInf, -kInf}) {
+      SCOPED_TRACE(p);
+      EXPECT_TRUE(SameOnDevice(device, "norm", {rows}, {{"p", p}, {"dim", Ints{1}}}, 16));
+      EXPECT_TRUE(SameOnDevice(device, "norm", {flat}, {{"p", p}}, 16));
+      if (dtype == DType::kF64) {
+        EXPECT_TRUE(
+            SameGradientsOnDevice(device, "norm", {random}, {{"p", p}, {"dim", Ints{1}}}, 16));
+      }
+    }
+    std::vector<double> ones(4 * 3000, 1.0);
+    ones[2999] = 0.0;  // row 0 holds a zero, row 1 a NaN (not zero), rows 2 and 3 none
+    ones[3000 + 5] = kNan;
+    const Tensor mostly_set = Values(dtype, {4, 3000}, ones);
+    std::vector<double> zeros(4 * 3000, 0.0);
+    zeros[2 * 3000 + 2998] = -2.0;  // row 2 holds one set element
+    const Tensor mostly_zero = Values(dtype, {4, 3000}, zeros);
+    for (const std::string op : {"all", "any"}) {
+      for (const Tensor& x : {mostly_set, mostly_zero}) {
+        EXPECT_TRUE(SameOnDevice(device, op, {x}, {{"dim", Ints{1}}})) << op;
+        EXPECT_TRUE(SameOnDevice(device, op, {x}, {})) << op;
+      }
+    }
+  }
+  const Tensor weight = Random(DType::kF64, {3000}, 72, 0.1, 2);
+  const Tensor target = Values(DType::kI64, {4}, {5, 2999, -100, 1700});
+  for (const std::string reduction : {"mean", "sum", "none"}) {
+    for (double ls : {0.0, 0.1}) {
+      SCOPED_TRACE(absl::StrCat(reduction, " ls=", ls));
+      const AttrMap attrs = {{"reduction", reduction}, {"label_smoothing", ls}};
+      const Tensor x = Random(DType::kF64, {4, 3000}, 73, -3, 3);
+      EXPECT_TRUE(SameOnDevice(device, "cross_entropy", {x, target, weight}, attrs, 16));
+      EXPECT_TRUE(SameGradientsOnDevice(device, "cross_entropy", {x, target, weight}, attrs, 16));
+    }
+  }
+  // A batch of 600 samples: the losses' total on a work group.
+  const Tensor batch_target = Random(DType::kI64, {600}, 74, 0, 5);
+  EXPECT_TRUE(SameOnDevice(device, "cross_entropy",
+                           {Random(DType::kF64, {600, 5}, 75, -3, 3), batch_target}, {}, 16));
+  // prelu's slope gradient: each of 3 channels sums 8,192 elements.
+  const Tensor x = Random(DType::kF64, {8, 3, 32, 32}, 76, -3, 3);
+  EXPECT_TRUE(SameGradientsOnDevice(device, "prelu", {x, Values(DType::kF64, {3}, {0.1, 0.2, 0.3})},
+                                    {}, 16));
+  EXPECT_TRUE(
+      SameGradientsOnDevice(device, "prelu", {x, Values(DType::kF64, {1}, {0.25})}, {}, 16));
 }
 
 }  // namespace

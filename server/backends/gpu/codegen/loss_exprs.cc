@@ -32,7 +32,9 @@ GroupPlan NllLossPlan(const Attrs& a, int64_t rank, bool weighted) {
     absl::StrAppend(&plan.body, "WIDE smooth = 0; EACH(smooth -= ", Weight(weighted, "j"),
                     " * (WIDE)X0(off);) l += ", Literal(ls), " / (WIDE)n_red * smooth; ");
   }
-  absl::StrAppend(&plan.body, "} OUT(l);");
+  // Every item of a work group has the same target: all or none reach GROUP_SUM.
+  absl::StrAppend(&plan.body, "GROUP_SUM(l); } OUT(l);");
+  plan.cooperative = true;
   return plan;
 }
 
@@ -54,6 +56,7 @@ GroupPlan NllBackwardPlan(const Attrs& a, int64_t rank, bool weighted) {
              : "0.0",
       "; if (j == t) v += -scale * (1 - ", Literal(ls), ") * ", Weight(weighted, "t"),
       "; OUT_AT(v);) }");
+  plan.cooperative = true;
   return plan;
 }
 
@@ -63,7 +66,8 @@ GroupPlan ScaledSumPlan(int64_t rank, double divisor) {
   for (int64_t d = 0; d < rank; ++d) plan.dims.push_back(d);
   plan.compute = DType::kF64;
   plan.scalar = divisor;
-  plan.body = "WIDE acc = 0; EACH(acc += X0(off);) OUT(acc / s0);";
+  plan.body = "WIDE acc = 0; EACH(acc += X0(off);) GROUP_SUM(acc); OUT(acc / s0);";
+  plan.cooperative = true;
   return plan;
 }
 

@@ -63,21 +63,27 @@ constexpr char kLogSumExpSums[] =
     "T m = -INFINITY; EACH(const T v = X0(off); if (BEATS_MAX(v, m)) m = v;) GROUP_MAX(m); "
     "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, (WIDE)exp(X0(off) - m));) GROUP_SUM(s); ";
 
-// torch's norm: inf / -inf the largest / smallest |x| (NaN wins), 0 the non-zero count.
+// torch's norm: inf / -inf the largest / smallest |x| (NaN wins; the smallest as the largest
+// of -|x| across a work group), 0 the non-zero count.
 std::string NormBody(const Attrs& a) {
   const double p = a.GetFloat("p");
   if (std::isinf(p)) {
     return absl::StrCat("WIDE a = ", p > 0 ? "0.0" : "INFINITY",
                         "; EACH(const WIDE m = fabs((WIDE)X0(off)); if (isnan(m) || m ",
-                        p > 0 ? ">" : "<", " a) a = m;) OUT(a);");
+                        p > 0 ? ">" : "<", " a) a = m;) ",
+                        p > 0 ? "GROUP_MAX(a);" : "a = -a; GROUP_MAX(a); a = -a;", " OUT(a);");
   }
-  if (p == 0) return "WIDE s = 0; EACH(s += X0(off) != (T)0 ? 1.0 : 0.0;) OUT(s);";
-  if (p == 1) return "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, fabs((WIDE)X0(off)));) OUT(s);";
+  if (p == 0) return "WIDE s = 0; EACH(s += X0(off) != (T)0 ? 1.0 : 0.0;) GROUP_SUM(s); OUT(s);";
+  if (p == 1) {
+    return "WIDE s = 0, s_c = 0; EACH(WIDE_ADD(s, s_c, fabs((WIDE)X0(off)));) GROUP_SUM(s); "
+           "OUT(s);";
+  }
   if (p == 2) {
     return "WIDE s = 0, s_c = 0; EACH(const WIDE e = (WIDE)X0(off); WIDE_ADD(s, s_c, e * e);) "
-           "OUT(sqrt(s));";
+           "GROUP_SUM(s); OUT(sqrt(s));";
   }
-  return "WIDE s = 0; EACH(s += pow(fabs((WIDE)X0(off)), s0);) OUT(pow(s, 1.0 / s0));";
+  return "WIDE s = 0; EACH(s += pow(fabs((WIDE)X0(off)), s0);) GROUP_SUM(s); "
+         "OUT(pow(s, 1.0 / s0));";
 }
 
 // PyTorch's norm_backward, branch by branch (see the CPU kernel); g0 the gradient, g1 the norm.
@@ -91,9 +97,9 @@ std::string NormBackwardBody(const Attrs& a) {
   if (p == 2) return absl::StrCat(n, "EACH(", v, "OUT_AT(n == 0 ? 0.0 : (WIDE)g0 * (v / n));)");
   if (std::isinf(p)) {
     const std::string selected = "(fabs(v) == n || isnan(fabs(v)))";
-    return absl::StrCat(n, "I64 count = 0; EACH(", v, "count += ", selected, ";) EACH(", v,
-                        "OUT_AT(", sgn, " * (((WIDE)g0 / (WIDE)count) * (", selected,
-                        " ? 1.0 : 0.0)));)");
+    return absl::StrCat(n, "I64 count = 0; EACH(", v, "count += ", selected,
+                        ";) GROUP_SUM(count); EACH(", v, "OUT_AT(", sgn,
+                        " * (((WIDE)g0 / (WIDE)count) * (", selected, " ? 1.0 : 0.0)));)");
   }
   if (p < 1) {
     return absl::StrCat(n, "EACH(", v, "const WIDE scaled = v == 0 ? 0.0 : ", sgn,
@@ -147,13 +153,13 @@ const std::map<std::string, Entry>& Table() {
         {0},
         {},
         false,
-        Fixed("int acc = 1; EACH(acc = acc && (X0(off) != 0);) OUT(acc);")}},
+        Fixed("I64 zeros = 0; EACH(zeros += X0(off) == 0;) GROUP_SUM(zeros); OUT(zeros == 0);")}},
       {"any",
        {D::kList,
         {0},
         {},
         false,
-        Fixed("int acc = 0; EACH(acc = acc || (X0(off) != 0);) OUT(acc);")}},
+        Fixed("I64 set = 0; EACH(set += X0(off) != 0;) GROUP_SUM(set); OUT(set != 0);")}},
       {"amax", {D::kList, {0}, {}, false, Fixed(Extremum(true, false, "OUT(acc);"))}},
       {"amin", {D::kList, {0}, {}, false, Fixed(Extremum(false, false, "OUT(acc);"))}},
       {"argmax", {D::kSingleOrAll, {0}, {}, false, Fixed(Extremum(true, false, "OUT(at);"))}},
@@ -265,7 +271,11 @@ const std::map<std::string, Entry>& Table() {
 // through OUT / OUT_AT, in no order (GroupPlan::cooperative): a long row of a softmax, a
 // cross-entropy over a vocabulary, a variance, runs on a work group on a GPU.
 bool Cooperative(const std::string& op) {
-  static const auto* ops = new std::set<std::string>{"var",
+  static const auto* ops = new std::set<std::string>{"all",
+                                                     "any",
+                                                     "norm",
+                                                     "norm_backward",
+                                                     "var",
                                                      "std",
                                                      "logsumexp",
                                                      "softmax",
@@ -334,7 +344,8 @@ GroupPlan PreluWeightGradPlan(int64_t rank, bool per_channel, DType dtype) {
   plan.compute = dtype;
   plan.body =
       "WIDE acc = 0; EACH(if (!(X0(off) > (T)0)) acc += (WIDE)X0(off) * (WIDE)X1(off);) "
-      "OUT(acc);";
+      "GROUP_SUM(acc); OUT(acc);";
+  plan.cooperative = true;
   return plan;
 }
 
