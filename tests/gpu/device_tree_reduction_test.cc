@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "server/backends/gpu/launch.h"
 #include "tests/gpu/gpu_test_util.h"
 #include "tests/support/op_test_util.h"
 
@@ -238,6 +239,73 @@ TEST(DeviceReductions, LongGroupsOfNormsLossesAndPreluRunOnWorkGroups) {
                                     {}, 16));
   EXPECT_TRUE(
       SameGradientsOnDevice(device, "prelu", {x, Values(DType::kF64, {1}, {0.25})}, {}, 16));
+}
+
+// argmax, argmin, and max and min along a dim (values and indices) over long rows: the items'
+// extrema meet in local memory, the first index winning among equals. Rows of small integers
+// (many ties), with a NaN (the first NaN wins) and infinities; the gradient through max's
+// indices.
+TEST(DeviceReductions, LongRowsOfExtremaWithIndicesRunOnWorkGroups) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ASSERT_TRUE(kTreesOn);
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    std::vector<double> v = Random(DType::kI64, {5, 3000}, 80, -9, 9).ToDoubles();
+    v[4 * 3000 + 2999] = 40;  // row 4's largest is its last element
+    v[4 * 3000] = -40;        // and its smallest its first
+    if (IsFloat(dtype)) {
+      v[3000 + 2000] = kNan;  // row 1: two NaNs, the first at 1,000
+      v[3000 + 1000] = kNan;
+      v[2 * 3000 + 77] = kInf;  // row 2: infinities
+      v[2 * 3000 + 2900] = -kInf;
+    }
+    const Tensor rows = Values(dtype, {5, 3000}, v);
+    const Tensor columns = Run1("permute", {rows}, {{"dims", std::vector<int64_t>{1, 0}}});
+    for (const std::string op : {"argmax", "argmin", "max", "min"}) {
+      EXPECT_TRUE(SameOnDevice(device, op, {rows}, {{"dim", int64_t{1}}})) << op;
+      EXPECT_TRUE(SameOnDevice(device, op, {columns}, {{"dim", int64_t{0}}})) << op;
+      EXPECT_TRUE(SameOnDevice(device, op, {rows}, {})) << op;
+    }
+  }
+  const Tensor x = Random(DType::kF64, {4, 3000}, 81, -6, 6);
+  for (const std::string op : {"max", "min"}) {
+    EXPECT_TRUE(SameGradientsOnDevice(device, op, {x}, {{"dim", int64_t{1}}})) << op;
+  }
+}
+
+// A device whose kernels take smaller work groups than the device does (their registers or
+// local memory cap them: CL_KERNEL_WORK_GROUP_SIZE, cudaFuncAttributes): capped at 64 items,
+// trees of 256 fall back to one work item a group, cooperative plans of 128 and 256 too, those
+// of 64 still run on work groups; every result as the CPU's. A launch past a kernel's limit is
+// an internal error, so a family that did not fall back fails here.
+TEST(DeviceReductions, KernelsCappedBelowTheDevicesGroupsFallBack) {
+  TENSORD_REQUIRE_DEVICE(device);
+  ASSERT_TRUE(kTreesOn);
+  gpu::CapKernelGroups(64);
+  struct Uncap {
+    ~Uncap() { gpu::CapKernelGroups(0); }
+  } uncap;
+  using Ints = std::vector<int64_t>;
+  const Tensor flat = Random(DType::kF32, {70001}, 90, -4, 4);
+  const Tensor rows = Random(DType::kF64, {4, 3000}, 91, -4, 4);
+  const Tensor shorter = Random(DType::kF64, {5, 300}, 92, -4, 4);
+  for (const std::string op : {"sum", "mean", "amax", "amin"}) {
+    EXPECT_TRUE(SameOnDevice(device, op, {flat}, {}, 16)) << op;
+    EXPECT_TRUE(SameOnDevice(device, op, {rows}, {{"dim", Ints{1}}}, 16)) << op;
+    EXPECT_TRUE(SameOnDevice(device, op, {shorter}, {{"dim", Ints{1}}}, 16)) << op;
+  }
+  for (const Tensor& x : {rows, shorter}) {
+    for (const std::string op : {"softmax", "argmax"}) {
+      EXPECT_TRUE(SameOnDevice(device, op, {x}, {{"dim", int64_t{1}}}, 16)) << op;
+    }
+    EXPECT_TRUE(SameOnDevice(device, "norm", {x}, {{"p", 2.0}, {"dim", Ints{1}}}, 16));
+    EXPECT_TRUE(SameGradientsOnDevice(device, "var", {x}, {{"dim", Ints{1}}}, 16));
+  }
+  const Tensor images = Random(DType::kF64, {8, 3, 16, 16}, 93, -2, 3);
+  const Tensor w = Random(DType::kF64, {3}, 94, 0.5, 1.5), b = Random(DType::kF64, {3}, 95, -1, 1);
+  const Tensor none = Random(DType::kF64, {0}, 96);
+  EXPECT_TRUE(SameGradientsOnDevice(device, "batch_norm", {images, none, none, w, b},
+                                    {{"training", true}, {"momentum", 0.1}, {"eps", 1e-5}}, 16));
 }
 
 }  // namespace

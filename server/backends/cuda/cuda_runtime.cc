@@ -315,6 +315,12 @@ absl::StatusOr<gpu::CompiledKernel*> CudaDevice::Kernel(
     cudaLibraryUnload(k->library);
     return CudaError(err, "cudaLibraryGetKernel " + name, name_);
   }
+  cudaFuncAttributes attributes{};
+  if (cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(k->kernel)) == cudaSuccess) {
+    k->max_group_size = attributes.maxThreadsPerBlock;
+  } else {
+    cudaGetLastError();  // not left for a later check to find
+  }
   CudaKernel* out = k.get();
   kernels_.emplace(key, std::move(k));
   return out;

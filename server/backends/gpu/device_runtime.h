@@ -58,10 +58,13 @@ inline size_t MemoryLimit() {
   return limit;
 }
 
-// A kernel a runtime compiled; opaque above it.
+// A kernel a runtime compiled; opaque above it but for the largest work group it runs on, as
+// the runtime reports it once compiled (its registers and local memory may cap it below the
+// device's max_group_size()); 0: the device's.
 class CompiledKernel {
  public:
   virtual ~CompiledKernel() = default;
+  int max_group_size = 0;
 };
 
 // A launch's arguments in the kernel's parameter order: device blocks and scalar values.

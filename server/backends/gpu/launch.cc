@@ -1,5 +1,8 @@
 #include "server/backends/gpu/launch.h"
 
+#include <algorithm>
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 
 namespace tensord::gpu {
@@ -10,14 +13,48 @@ std::string KernelName(const std::string& op, const std::vector<DType>& dtypes) 
   return name;
 }
 
+namespace {
+
+std::atomic<int> kernel_group_cap{0};
+
+// The largest work group `built` runs on.
+int GroupLimit(const DeviceRuntime& device, const CompiledKernel& built) {
+  int limit = built.max_group_size > 0 ? built.max_group_size : device.max_group_size();
+  if (const int cap = kernel_group_cap.load(); cap > 0) limit = std::min(limit, cap);
+  return limit;
+}
+
+absl::Status Run(DeviceRuntime& device, CompiledKernel* built, const Launch& launch) {
+  if (launch.group > 0) {
+    if (launch.group > GroupLimit(device, *built)) {
+      return Error(Reason::kInternal,
+                   absl::StrCat(launch.kernel.name, ": work groups of ", launch.group,
+                                " items; the kernel runs on at most ", GroupLimit(device, *built)),
+                   {{"device", device.name()}});
+    }
+    return device.LaunchGroups(built, launch.args, launch.items / launch.group, launch.group);
+  }
+  return device.Launch(built, launch.args, launch.items);
+}
+
+}  // namespace
+
+void CapKernelGroups(int size) { kernel_group_cap.store(size); }
+
 absl::Status Enqueue(DeviceRuntime& device, const Launch& launch) {
   const KernelSource& k = launch.kernel;
   ASSIGN_OR_RETURN(CompiledKernel * built,
                    device.Kernel(k.key.empty() ? k.name : k.key, k.name, k.render));
-  if (launch.group > 0) {
-    return device.LaunchGroups(built, launch.args, launch.items / launch.group, launch.group);
-  }
-  return device.Launch(built, launch.args, launch.items);
+  return Run(device, built, launch);
+}
+
+absl::StatusOr<bool> EnqueueIfGroupsFit(DeviceRuntime& device, const Launch& launch) {
+  const KernelSource& k = launch.kernel;
+  ASSIGN_OR_RETURN(CompiledKernel * built,
+                   device.Kernel(k.key.empty() ? k.name : k.key, k.name, k.render));
+  if (launch.group > GroupLimit(device, *built)) return false;
+  RETURN_IF_ERROR(Run(device, built, launch));
+  return true;
 }
 
 absl::StatusOr<Tensor> ReadToHost(const Tensor& t, DeviceRuntime& device) {

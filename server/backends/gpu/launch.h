@@ -156,6 +156,13 @@ struct Launch {
 // Builds `launch`'s kernel on first use on `device` (cached by its key) and enqueues it on the
 // calling thread's stream.
 absl::Status Enqueue(DeviceRuntime& device, const Launch& launch);
+// The same for a launch in work groups, when its kernel runs on groups that large (its
+// CompiledKernel::max_group_size, and CapKernelGroups); false, nothing enqueued, when it does
+// not: the family then launches a form with smaller groups or none.
+absl::StatusOr<bool> EnqueueIfGroupsFit(DeviceRuntime& device, const Launch& launch);
+// Caps every kernel's largest work group at `size` in this process (0: no cap), as a device
+// whose kernels take fewer items than it does would: tests run the families' fallbacks so.
+void CapKernelGroups(int size);
 
 // A kernel name unique to an op and the dtypes its source was rendered for.
 std::string KernelName(const std::string& op, const std::vector<DType>& dtypes);

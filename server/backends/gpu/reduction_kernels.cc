@@ -49,9 +49,7 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   k.compute = plan.compute;
   k.output = out.dtype();
   k.indices = indices != nullptr;
-  // A cooperative plan's long groups on a work group each.
   const int64_t n_red = NumElements(g.reduced.shape);
-  if (plan.cooperative && !k.indices) k.group_size = WorkGroupFor(device, n_red);
   for (int w : plan.walked) k.walked.push_back(inputs[w].dtype());
   for (int i : plan.groups) k.groups.push_back(inputs[i].dtype());
   for (int i : plan.tables) k.tables.push_back(inputs[i].dtype());
@@ -60,13 +58,6 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
   key.insert(key.end(), k.tables.begin(), k.tables.end());
   key.push_back(k.output);
   key.push_back(k.compute);
-  k.name = KernelName(op, key);
-  if (k.group_size > 0) absl::StrAppend(&k.name, "_wg", k.group_size);
-  // The name holds op, dtypes and work-group size; the body tells apart an op's attribute forms
-  // (norm's p).
-  Launch launch({absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
-                 [&k](const Dialect& dialect) { return gpu::RenderGroup(dialect, k); }},
-                k.group_size > 0 ? n_groups * k.group_size : n_groups, k.group_size);
   std::vector<int64_t> flat = g.kept.Flat();
   const std::vector<int64_t> reduced = g.reduced.Flat();
   flat.insert(flat.end(), reduced.begin(), reduced.end());
@@ -85,14 +76,28 @@ absl::Status LaunchGroup(DeviceRuntime& device, const std::string& op, const gpu
       operands.push_back(std::move(o));
     }
   }
-  for (const Operand& o : operands) launch.args.AddMem(o);
-  launch.args.AddMem(geometry_arg)
-      .Add(static_cast<int64_t>(n_groups))
-      .Add(static_cast<int32_t>(g.kept.shape.size()))
-      .Add(static_cast<int32_t>(g.reduced.shape.size()))
-      .Add(static_cast<int64_t>(n_red))
-      .AddWide(device, plan.scalar);
-  return Enqueue(device, launch);
+  // A cooperative plan's long groups on a work group each where its kernel runs on groups
+  // that large; otherwise one work item a group.
+  for (int size = plan.cooperative ? WorkGroupFor(device, n_red) : 0;; size = 0) {
+    k.group_size = size;
+    k.name = KernelName(op, key);
+    if (size > 0) absl::StrAppend(&k.name, "_wg", size);
+    // The name holds op, dtypes and work-group size; the body tells apart an op's attribute
+    // forms (norm's p).
+    Launch launch({absl::StrCat(k.name, "|", k.indices, "|", k.body), k.name,
+                   [&k](const Dialect& dialect) { return gpu::RenderGroup(dialect, k); }},
+                  size > 0 ? n_groups * size : n_groups, size);
+    for (const Operand& o : operands) launch.args.AddMem(o);
+    launch.args.AddMem(geometry_arg)
+        .Add(static_cast<int64_t>(n_groups))
+        .Add(static_cast<int32_t>(g.kept.shape.size()))
+        .Add(static_cast<int32_t>(g.reduced.shape.size()))
+        .Add(static_cast<int64_t>(n_red))
+        .AddWide(device, plan.scalar);
+    if (size == 0) return Enqueue(device, launch);
+    ASSIGN_OR_RETURN(bool ran, EnqueueIfGroupsFit(device, launch));
+    if (ran) return absl::OkStatus();
+  }
 }
 
 namespace {
@@ -116,10 +121,11 @@ int64_t SlicesFor(int64_t n_groups, int64_t n_red, int size) {
 }
 
 // Enqueues tree kernel `k` folding `x` (its reduction geometry `g`) into `out`, each group cut
-// into `slices` slices (the kernel's arguments, tree_reduction_source.h).
-absl::Status EnqueueTree(DeviceRuntime& device, const TreeReduceKernel& k,
-                         const ReductionGeometry& g, const Operand& x, const Operand& out,
-                         int64_t slices, int64_t count) {
+// into `slices` slices (the kernel's arguments, tree_reduction_source.h); false, nothing
+// enqueued, when the kernel does not run on work groups of k.size.
+absl::StatusOr<bool> EnqueueTree(DeviceRuntime& device, const TreeReduceKernel& k,
+                                 const ReductionGeometry& g, const Operand& x, const Operand& out,
+                                 int64_t slices, int64_t count) {
   const int64_t n_groups = NumElements(g.kept.shape);
   const int64_t n_red = NumElements(g.reduced.shape);
   // Each slice a whole number of the work group's strides, the last one taking the rest.
@@ -141,7 +147,7 @@ absl::Status EnqueueTree(DeviceRuntime& device, const TreeReduceKernel& k,
       .Add(slices)
       .Add(chunk)
       .Add(count);
-  return Enqueue(device, launch);
+  return EnqueueIfGroupsFit(device, launch);
 }
 
 // Runs `plan` (a fold of TreeFoldOf) as a tree reduction when its groups are long; false when
@@ -174,28 +180,33 @@ absl::StatusOr<bool> LaunchTree(DeviceRuntime& device, const std::string& op, Tr
   ASSIGN_OR_RETURN(Operand x_arg, Operand::Of(x, device));
   const int64_t slices = SlicesFor(n_groups, n_red, size);
   if (slices == 1) {
-    RETURN_IF_ERROR(EnqueueTree(device,
-                                kernel(fold, x.dtype(), plan.compute, out.dtype(), size,
-                                       /*partial=*/false),
-                                g, x_arg, out_arg, 1, n_red));
-    return true;
+    return EnqueueTree(device,
+                       kernel(fold, x.dtype(), plan.compute, out.dtype(), size, /*partial=*/false),
+                       g, x_arg, out_arg, 1, n_red);
   }
   const bool sums = fold == TreeFold::kSum || fold == TreeFold::kMean;
   const DType wide = device.has_fp64() ? DType::kF64 : DType::kF32;
   const DType partial = !sums ? plan.compute : (IsFloat(plan.compute) ? wide : DType::kI64);
   ASSIGN_OR_RETURN(Operand partials,
                    Operand::Block(device, n_groups * slices * DTypeSize(partial)));
-  RETURN_IF_ERROR(
+  ASSIGN_OR_RETURN(
+      bool sliced,
       EnqueueTree(device, kernel(fold, x.dtype(), plan.compute, partial, size, /*partial=*/true), g,
                   x_arg, partials, slices, n_red));
-  // The partials of a group, a row of `slices`, folded by the largest work group they fill.
+  if (!sliced) return false;
+  // The partials of a group, a row of `slices`, folded by the largest work group they fill
+  // and the kernel runs on (one item at the least).
   int second = TreeSize(device);
   while (second > slices) second /= 2;
   const ReductionGeometry rows = ReduceGeometry(Shape{n_groups, slices}, {1});
-  RETURN_IF_ERROR(
-      EnqueueTree(device, kernel(fold, partial, partial, out.dtype(), second, /*partial=*/false),
-                  rows, partials, out_arg, 1, n_red));
-  return true;
+  for (;; second /= 2) {
+    if (second == 0) return Error(Reason::kInternal, absl::StrCat(op, ": no work group fits"));
+    ASSIGN_OR_RETURN(
+        bool ran,
+        EnqueueTree(device, kernel(fold, partial, partial, out.dtype(), second, /*partial=*/false),
+                    rows, partials, out_arg, 1, n_red));
+    if (ran) return true;
+  }
 }
 
 // A group op; `fold` is its fold as a tree reduction, for the calls that can run as one.

@@ -239,6 +239,11 @@ absl::StatusOr<gpu::CompiledKernel*> ClDevice::Kernel(
     return ClError(err, absl::StrCat("clCreateKernel ", name), name_);
   }
   built->name = name;
+  size_t group = 0;
+  if (clGetKernelWorkGroupInfo(built->kernel, id_, CL_KERNEL_WORK_GROUP_SIZE, sizeof(group), &group,
+                               nullptr) == CL_SUCCESS) {
+    built->max_group_size = static_cast<int>(std::min<size_t>(group, 1 << 30));
+  }
   BuiltKernel* out = built.get();
   kernels_.emplace(key, std::move(built));
   return out;

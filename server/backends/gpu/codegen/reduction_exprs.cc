@@ -33,10 +33,12 @@ std::function<std::string(const Attrs&)> Fixed(std::string body) {
   return [body](const Attrs&) { return body; };
 }
 
-// max/min and their relatives: the first element, replaced by each that beats it.
+// max/min and their relatives: the first element, replaced by each that beats it (`at` -1
+// until one is seen); across a work group the items' extrema meet as the first of the best.
 std::string Extremum(bool largest, bool with_index, const std::string& out) {
-  return absl::StrCat("T acc = 0; I64 at = 0; EACH(const T v = X0(off); if (j == 0 || ",
-                      largest ? "BEATS_MAX" : "BEATS_MIN", "(v, acc)) { acc = v; at = j; }) ", out,
+  const std::string which = largest ? "MAX" : "MIN";
+  return absl::StrCat("T acc = 0; I64 at = -1; EACH(const T v = X0(off); if (at < 0 || BEATS_",
+                      which, "(v, acc)) { acc = v; at = j; }) GROUP_ARG", which, "(acc, at); ", out,
                       with_index ? " IDX(at);" : "");
 }
 
@@ -273,6 +275,10 @@ const std::map<std::string, Entry>& Table() {
 bool Cooperative(const std::string& op) {
   static const auto* ops = new std::set<std::string>{"all",
                                                      "any",
+                                                     "argmax",
+                                                     "argmin",
+                                                     "max",
+                                                     "min",
                                                      "norm",
                                                      "norm_backward",
                                                      "var",
@@ -328,7 +334,7 @@ absl::StatusOr<GroupPlan> PlanGroup(const std::string& op, const Attrs& attrs,
   plan.compute = e.compute_in_output ? output : input_dtypes[e.walked[0]];
   plan.indices = e.indices_with_dim && attrs.Has("dim");
   plan.body = e.body(attrs);
-  plan.cooperative = Cooperative(op) && !plan.indices;
+  plan.cooperative = Cooperative(op);
   if (e.scalar) {
     ASSIGN_OR_RETURN(plan.scalar, e.scalar(op, attrs));
   }

@@ -50,8 +50,12 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
   absl::StrAppend(&s, "#define OUT(v) ",
                   tree ? absl::StrCat("(lid == 0 ? (void)(", out_i, ") : (void)0)") : out_i, "\n",
                   "#define OUT_AT(v) out[off] = ", Store(d, k.output, "(v)"), "\n",
-                  "#define OUT_GET() ((WIDE)(", Load(k.output, "out[off]"), "))\n",
-                  "#define IDX(v) out_idx[i] = (", L, ")(v)\n");
+                  "#define OUT_GET() ((WIDE)(", Load(k.output, "out[off]"), "))\n");
+  const std::string idx_i = absl::StrCat("out_idx[i] = (", L, ")(v)");
+  absl::StrAppend(&s, "#define IDX(v) ",
+                  tree ? absl::StrCat("(lid == 0 ? (void)(", idx_i, ") : (void)0)") : idx_i, "\n");
+  // A body that folds extrema with their indices across a work group.
+  const bool arg_folds = tree && k.body.find("GROUP_ARG") != std::string::npos;
   if (tree) {
     // The items' partials pairwise in local memory; every item reads the total before the
     // next GROUP_SUM or GROUP_MAX may write again.
@@ -67,9 +71,21 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
         "; for (int h_ = SIZE / 2; h_ > 0; h_ >>= 1) { if (lid < h_ && "
         "BEATS_MAX(part_[lid + h_], part_[lid])) part_[lid] = part_[lid + h_]; ",
         d.barrier, "; } (m) = part_[0]; ", d.barrier, "; }\n");
+    // The items' extrema with their indices (-1: none seen): the one that beats, or of equals
+    // (NaNs included) the first, as one item walking the group in order keeps.
+    for (const char* which : {"MAX", "MIN"}) {
+      absl::StrAppend(
+          &s, "#define GROUP_ARG", which, "(m, at) { pv_[lid] = (m); pi_[lid] = (at); ", d.barrier,
+          "; for (int h_ = SIZE / 2; h_ > 0; h_ >>= 1) { if (lid < h_) { const T bv_ = "
+          "pv_[lid + h_]; const I64 bi_ = pi_[lid + h_]; if (bi_ >= 0 && (pi_[lid] < 0 || BEATS_",
+          which, "(bv_, pv_[lid]) || (!BEATS_", which,
+          "(pv_[lid], bv_) && bi_ < pi_[lid]))) { pv_[lid] = bv_; pi_[lid] = bi_; } } ", d.barrier,
+          "; } (m) = pv_[0]; (at) = pi_[0]; ", d.barrier, "; }\n");
+    }
   } else {
     absl::StrAppend(
-        &s, "#define GROUP_SUM(s)\n#define GROUP_MAX(m)\n",
+        &s, "#define GROUP_SUM(s)\n#define GROUP_MAX(m)\n#define GROUP_ARGMAX(m, at)\n",
+        "#define GROUP_ARGMIN(m, at)\n",
         EachMacro(d, "EACH", absl::StrCat("for (", L, " j = 0; j < n_red; ++j)")),
         EachMacro(d, "EACH_REV", absl::StrCat("for (", L, " j = n_red - 1; j >= 0; --j)")));
   }
@@ -89,9 +105,12 @@ std::string RenderGroup(const Dialect& d, const GroupKernel& k) {
                   " n_red, const WIDE s0) {\n");
   if (tree) {
     // Every work group is a group: none returns early, so all reach each barrier.
-    absl::StrAppend(&s, "  ", d.local, " WIDE part_[SIZE];\n  const ", L, " i = (", L, ")",
-                    d.group_id, ";\n  const int lid = (int)", d.local_id, ";\n  ", L,
-                    " base = 0;\n");
+    absl::StrAppend(&s, "  ", d.local, " WIDE part_[SIZE];\n");
+    if (arg_folds) {
+      absl::StrAppend(&s, "  ", d.local, " T pv_[SIZE];\n  ", d.local, " I64 pi_[SIZE];\n");
+    }
+    absl::StrAppend(&s, "  const ", L, " i = (", L, ")", d.group_id, ";\n  const int lid = (int)",
+                    d.local_id, ";\n  ", L, " base = 0;\n");
   } else {
     absl::StrAppend(&s, "  const ", L, " i = ", d.global_id, ";\n  if (i >= n_groups) return;\n  ",
                     L, " base = 0;\n");

@@ -28,10 +28,13 @@ namespace tensord::gpu {
 //   OUT(v)           writes the group's output element; OUT_AT(v) (inside EACH) the output
 //                    element at `off`, for outputs shaped like the walked inputs; OUT_GET()
 //                    reads that element back, as WIDE
-//   IDX(v)           writes the group's index output (int64)
+//   IDX(v)           writes the group's index output (int64), once per group as OUT
 //   GROUP_SUM(s)     nothing here; on a work group (group_size), replaces each work item's
 //                    partial sum `s` by the group's total (added in WIDE), in every work item;
 //   GROUP_MAX(m)     likewise the largest of the items' `m` (a NaN wins, as BEATS_MAX)
+//   GROUP_ARGMAX(m, at), GROUP_ARGMIN(m, at)
+//                    likewise the items' extremum `m` (T) with its index `at` (I64, -1 for an
+//                    item that saw none): of equal ones (NaNs included) the first index
 //   ISNAN(v), BEATS_MAX(v, best), BEATS_MIN(v, best)
 //                    NaN tests that are false for integers; `v` replaces `best` when it is
 //                    larger / smaller or NaN, and nothing replaces a NaN (PyTorch's rule)
@@ -47,7 +50,7 @@ struct GroupKernel {
   // 0: work item i owns group i. Otherwise work group i of this many items (a power of two)
   // owns it: EACH spreads the elements over the items (item k takes every group_size-th from
   // the k-th), GROUP_SUM adds the items' partial sums in local memory, OUT is written once.
-  // Only for a cooperative plan (GroupPlan::cooperative: no EACH_REV, no IDX, no order).
+  // Only for a cooperative plan (GroupPlan::cooperative: no EACH_REV, no order).
   int group_size = 0;
 };
 // Kernel arguments: out, [indices], the walked inputs, the per-group inputs, the tables, the
