@@ -1,12 +1,13 @@
 // layer_norm, native_batch_norm (batch_norm's kernel) and their gradients on a GPU
 // device, as group kernels (gpu/norm_exprs.h). layer_norm: the input's gradient per row, the
-// parameters' per column after a pass that writes each row's mean and rstd. batch_norm: every
-// output a pass over the channels.
+// parameters' per column after a pass that writes each row's mean and rstd. batch_norm: the
+// statistics (or the parameters' gradients) a pass each, then the elementwise output from them.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/gpu/codegen/norm_exprs.h"
 #include "server/backends/gpu/kernel_table.h"
+#include "server/backends/gpu/launch.h"
 #include "server/backends/gpu/reduction_kernels.h"
 #include "server/core/status.h"
 
@@ -14,31 +15,60 @@ namespace tensord::gpu {
 
 namespace {
 
-// native_batch_norm writes y, then the mean and variance it used; its backward the three
-// gradients, each a pass over the channels.
+// A per-channel temporary in the device's WIDE type: statistics and sums kept at the precision
+// the kernels computed them in between passes.
+absl::StatusOr<Tensor> Wide(KernelCall& c, DeviceRuntime& device, const Tensor& like) {
+  return Tensor::EmptyOn(device.shared_from_this(), device.has_fp64() ? DType::kF64 : DType::kF32,
+                         like.shape(), like.device(), c.account);
+}
+
+// `from` cast into `to` (same shape).
+absl::Status CastInto(DeviceRuntime& device, const Tensor& from, Tensor& to) {
+  return Copy(device, "cast", from, ContiguousStrides(from.shape()), to);
+}
+
+// native_batch_norm: in training the batch's mean, then its variance about it (a pass each),
+// then y from them (a pass); the mean and variance go out as the outputs 1 and 2. In
+// evaluation y from the running statistics, which go out as they are. Its backward: the
+// weight's and the bias's gradients (a pass each), then the input's from them (a pass).
 absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
   const std::vector<Tensor> inputs(c.inputs.begin(), c.inputs.end());
   const bool training = c.attrs.GetBool("training");
   const double eps = c.attrs.GetFloat("eps");
   if (!backward) {
     const Tensor& x = inputs[0];
-    RETURN_IF_ERROR(LaunchGroup(device, "batch_norm",
-                                gpu::BatchNormPlan(x.rank(), training, eps, x.dtype()), inputs,
-                                c.outputs[0], nullptr));
-    for (int s = 0; s < 2; ++s) {
-      RETURN_IF_ERROR(LaunchGroup(device, s == 0 ? "batch_norm_mean" : "batch_norm_var",
-                                  gpu::BatchNormStatPlan(x.rank(), training, s == 1, x.dtype()),
-                                  inputs, c.outputs[1 + s], nullptr));
+    if (!training) {
+      RETURN_IF_ERROR(CastInto(device, inputs[3], c.outputs[1]));
+      RETURN_IF_ERROR(CastInto(device, inputs[4], c.outputs[2]));
+      return LaunchGroup(device, "batch_norm", gpu::BatchNormPlan(x.rank(), eps, x.dtype()), inputs,
+                         c.outputs[0], nullptr);
     }
-    return absl::OkStatus();
+    ASSIGN_OR_RETURN(Tensor mean, Wide(c, device, c.outputs[1]));
+    ASSIGN_OR_RETURN(Tensor var, Wide(c, device, c.outputs[2]));
+    RETURN_IF_ERROR(LaunchGroup(device, "batch_norm_mean",
+                                gpu::BatchNormStatPlan(x.rank(), false, x.dtype()), {x}, mean,
+                                nullptr));
+    RETURN_IF_ERROR(LaunchGroup(device, "batch_norm_var",
+                                gpu::BatchNormStatPlan(x.rank(), true, x.dtype()), {x, mean}, var,
+                                nullptr));
+    RETURN_IF_ERROR(LaunchGroup(device, "batch_norm", gpu::BatchNormPlan(x.rank(), eps, x.dtype()),
+                                {x, inputs[1], inputs[2], mean, var}, c.outputs[0], nullptr));
+    RETURN_IF_ERROR(CastInto(device, mean, c.outputs[1]));
+    return CastInto(device, var, c.outputs[2]);
   }
   const Tensor& x = inputs[1];
-  for (int part = 0; part < 3; ++part) {
+  Tensor sums[2];
+  for (int part : {1, 2}) {
+    ASSIGN_OR_RETURN(sums[part - 1], Wide(c, device, c.outputs[part]));
     RETURN_IF_ERROR(LaunchGroup(device, absl::StrCat("batch_norm_grad_", part),
                                 gpu::BatchNormGradPlan(x.rank(), training, eps, part, x.dtype()),
-                                inputs, c.outputs[part], nullptr));
+                                inputs, sums[part - 1], nullptr));
+    RETURN_IF_ERROR(CastInto(device, sums[part - 1], c.outputs[part]));
   }
-  return absl::OkStatus();
+  return LaunchGroup(device, "batch_norm_grad_0",
+                     gpu::BatchNormGradPlan(x.rank(), training, eps, 0, x.dtype()),
+                     {inputs[0], x, inputs[2], inputs[3], inputs[4], sums[0], sums[1]},
+                     c.outputs[0], nullptr);
 }
 
 absl::Status RunLayerNorm(KernelCall& c, DeviceRuntime& device, bool backward) {

@@ -103,32 +103,36 @@ std::vector<int64_t> ChannelDims(int64_t rank) {
   return dims;
 }
 
-GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype) {
+GroupPlan BatchNormPlan(int64_t rank, double eps, DType dtype) {
   GroupPlan plan;
   plan.walked = {0};
-  plan.tables = {1, 2};
-  if (!training) plan.tables.insert(plan.tables.end(), {3, 4});
+  plan.tables = {1, 2, 3, 4};
   plan.dims = ChannelDims(rank);
   plan.compute = dtype;
   plan.scalar = eps;
   plan.cooperative = true;
-  plan.body = absl::StrCat(training ? kRowMoments : "const WIDE mean = A2(i), var = A3(i); ",
-                           "const WIDE scale = A0(i) / sqrt(var + s0); const WIDE shift = "
-                           "A1(i) - mean * scale; EACH(OUT_AT((WIDE)X0(off) * scale + shift);)");
+  plan.body =
+      "const WIDE mean = A2(i), var = A3(i); const WIDE scale = A0(i) / sqrt(var + s0); "
+      "const WIDE shift = A1(i) - mean * scale; EACH(OUT_AT((WIDE)X0(off) * scale + shift);)";
   return plan;
 }
 
-GroupPlan BatchNormStatPlan(int64_t rank, bool training, bool var, DType dtype) {
+GroupPlan BatchNormStatPlan(int64_t rank, bool var, DType dtype) {
   GroupPlan plan;
   plan.walked = {0};
   plan.dims = ChannelDims(rank);
   plan.compute = dtype;
   plan.cooperative = true;
-  if (training) {
-    plan.body = absl::StrCat(kRowMoments, var ? "OUT(var);" : "OUT(mean);");
+  // Two passes as the CPU's RowMoments, the variance's about the mean the first one wrote.
+  if (!var) {
+    plan.body =
+        "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+        "GROUP_SUM(mean); OUT(n_red > 0 ? mean / (WIDE)n_red : 0.0);";
   } else {
-    plan.tables = {var ? 4 : 3};
-    plan.body = "OUT(A0(i));";
+    plan.tables = {1};
+    plan.body =
+        "const WIDE mean = A0(i); WIDE q = 0, q_c = 0; EACH(const WIDE e = (WIDE)X0(off) - "
+        "mean; WIDE_ADD(q, q_c, e * e);) GROUP_SUM(q); OUT(n_red > 0 ? q / (WIDE)n_red : 0.0);";
   }
   return plan;
 }
@@ -140,22 +144,23 @@ GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, D
   plan.dims = ChannelDims(rank);
   plan.compute = dtype;
   plan.scalar = eps;
-  // sum(gy) and sum(gy * xhat) over the channel; training differentiates through the batch
-  // mean and variance as well.
-  plan.body =
-      "const WIDE mu = A1(i); const WIDE invstd = 1.0 / sqrt(A2(i) + s0); WIDE sum_g = 0, "
-      "sum_gx = 0; EACH(sum_g += (WIDE)X1(off); sum_gx += (WIDE)X1(off) * ((WIDE)X0(off) - "
-      "mu) * invstd;) GROUP_SUM(sum_g); GROUP_SUM(sum_gx); ";
   plan.cooperative = true;
-  if (part == 1) {
-    absl::StrAppend(&plan.body, "OUT(sum_gx);");
-  } else if (part == 2) {
-    absl::StrAppend(&plan.body, "OUT(sum_g);");
+  plan.body = "const WIDE mu = A1(i); const WIDE invstd = 1.0 / sqrt(A2(i) + s0); ";
+  if (part == 1) {  // sum(gy * xhat)
+    absl::StrAppend(&plan.body,
+                    "WIDE sum_gx = 0; EACH(sum_gx += (WIDE)X1(off) * ((WIDE)X0(off) - mu) * "
+                    "invstd;) GROUP_SUM(sum_gx); OUT(sum_gx);");
+  } else if (part == 2) {  // sum(gy)
+    absl::StrAppend(&plan.body,
+                    "WIDE sum_g = 0; EACH(sum_g += (WIDE)X1(off);) GROUP_SUM(sum_g); OUT(sum_g);");
   } else {
+    // Training differentiates through the batch's mean and variance as well: the two sums
+    // (tables 3 and 4, as parts 1 and 2 wrote them) spread over the channel.
+    plan.tables.insert(plan.tables.end(), {5, 6});
     absl::StrAppend(
         &plan.body, "const WIDE k = A0(i) * invstd; const WIDE mean_g = ",
-        training ? "n_red > 0 ? sum_g / (WIDE)n_red : 0.0" : "0.0",
-        "; const WIDE mean_gx = ", training ? "n_red > 0 ? sum_gx / (WIDE)n_red : 0.0" : "0.0",
+        training ? "n_red > 0 ? A4(i) / (WIDE)n_red : 0.0" : "0.0",
+        "; const WIDE mean_gx = ", training ? "n_red > 0 ? A3(i) / (WIDE)n_red : 0.0" : "0.0",
         "; EACH(const WIDE xhat = ((WIDE)X0(off) - mu) * invstd; OUT_AT(k * "
         "((WIDE)X1(off) - mean_g - xhat * mean_gx));)");
   }

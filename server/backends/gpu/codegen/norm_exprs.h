@@ -27,15 +27,17 @@ GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps);
 GroupPlan LayerNormWeightGradPlan(int64_t rank, int64_t normalized, DType dtype);
 GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype);
 
-// native_batch_norm over [N, C, *]: a group is a channel (every dim but 1), the statistics the
-// batch's (training) or tables 3 and 4 (evaluation). Inputs: x, weight, bias, [mean, var].
+// native_batch_norm over [N, C, *]: a group is a channel (every dim but 1).
 std::vector<int64_t> ChannelDims(int64_t rank);
-// y (per element).
-GroupPlan BatchNormPlan(int64_t rank, bool training, double eps, DType dtype);
-// The mean (var false) or biased variance the forward used, per channel.
-GroupPlan BatchNormStatPlan(int64_t rank, bool training, bool var, DType dtype);
-// native_batch_norm_backward (inputs: grad, x, weight, mean, var): the input's gradient per
-// element (part 0), the weight's (1) or the bias's (2) per channel.
+// y (per element). Inputs: x, weight, bias, mean, var: the running statistics (evaluation) or
+// the batch's, as BatchNormStatPlan wrote them (training).
+GroupPlan BatchNormPlan(int64_t rank, double eps, DType dtype);
+// The batch's mean per channel (var false; inputs: x), or its biased variance (inputs: x, the
+// mean).
+GroupPlan BatchNormStatPlan(int64_t rank, bool var, DType dtype);
+// native_batch_norm_backward (inputs: grad, x, weight, mean, var): the weight's gradient per
+// channel (part 1), the bias's (2), then the input's per element (part 0; inputs also the
+// weight's and the bias's gradients, as parts 1 and 2 wrote them).
 GroupPlan BatchNormGradPlan(int64_t rank, bool training, double eps, int part, DType dtype);
 
 }  // namespace tensord::gpu
