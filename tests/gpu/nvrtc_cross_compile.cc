@@ -84,7 +84,9 @@ class CrossCompilingRuntime : public gpu::DeviceRuntime {
       absl::MutexLock lock(&mu_);
       auto it = checked_.find(key);
       if (it == checked_.end()) {
-        it = checked_.emplace(key, Compile(name, render(cuda::Dialect()))).first;
+        // In the CUDA dialect with the wide type the device's kernels have.
+        const gpu::Dialect& dialect = has_fp64() ? cuda::Dialect() : cuda::DialectWithoutFp64();
+        it = checked_.emplace(key, Compile(name, render(dialect))).first;
       }
       RETURN_IF_ERROR(it->second);
     }

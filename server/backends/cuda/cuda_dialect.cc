@@ -29,6 +29,15 @@ const gpu::Dialect& Dialect() {
   return *d;
 }
 
+const gpu::Dialect& DialectWithoutFp64() {
+  static const gpu::Dialect* d = [] {
+    auto* out = new gpu::Dialect(Dialect());
+    out->wide = "float";
+    return out;
+  }();
+  return *d;
+}
+
 std::vector<std::string> NvrtcOptions(const std::string& arch) {
   // No fused multiply-add contraction: results stay those of the CPU loops within the tests'
   // f64 tolerances (1e-12).

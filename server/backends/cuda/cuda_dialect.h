@@ -13,6 +13,9 @@ namespace tensord::cuda {
 // 64-bit global index, work groups as blocks (__shared__, __syncthreads), and a preamble that
 // gives the OpenCL C spellings the templates use (uchar ... ulong, INFINITY, NAN, bit casts).
 const gpu::Dialect& Dialect();
+// The same with float as its wide type (TENSORD_GPU_FP64=off: the kernels then take their WIDE
+// arguments as float, as the host passes them).
+const gpu::Dialect& DialectWithoutFp64();
 
 // NVRTC options for compute capability `arch` ("90" for sm_90): helpers without a qualifier
 // are device functions (-default-device).

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
@@ -72,11 +73,10 @@ CudaDevice::CudaDevice(std::string name, int ordinal)
           [this](size_t bytes) -> absl::StatusOr<void*> {
             void* p = nullptr;
             RETURN_IF_ERROR(Enter());
-            cudaError_t err = cudaMalloc(&p, bytes);
-            if (err != cudaSuccess) {
-              cudaGetLastError();  // not sticky: clear it
-              return CudaError(err, absl::StrCat("allocating ", bytes, " bytes"), name_);
-            }
+            // A failure clears itself unless it is sticky (an earlier kernel's fault that
+            // surfaces here), which takes the device out of service.
+            RETURN_IF_ERROR(
+                Check(cudaMalloc(&p, bytes), absl::StrCat("allocating ", bytes, " bytes")));
             return p;
           },
           [this](void* block, size_t) {
@@ -101,7 +101,9 @@ CudaDevice::~CudaDevice() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
-const gpu::Dialect& CudaDevice::dialect() const { return cuda::Dialect(); }
+const gpu::Dialect& CudaDevice::dialect() const {
+  return has_fp64() ? cuda::Dialect() : cuda::DialectWithoutFp64();
+}
 
 absl::Status CudaDevice::Open() {
   cudaDeviceProp p;
@@ -243,7 +245,8 @@ void CudaDevice::Free(void* block, size_t bytes) {
   if (block != nullptr) blocks_.Free(block, bytes);
 }
 
-absl::StatusOr<std::string> CudaDevice::Cubin(const std::string& name, const std::string& source) {
+absl::StatusOr<std::string> CudaDevice::Cubin(const std::string& name, const std::string& source,
+                                              bool fresh) {
   ASSIGN_OR_RETURN(const Nvrtc* nvrtc, LoadNvrtc());
   const std::vector<std::string> options = NvrtcOptions(arch_);
   std::string key = source;
@@ -254,7 +257,7 @@ absl::StatusOr<std::string> CudaDevice::Cubin(const std::string& name, const std
       dir.empty() ? ""
                   : absl::StrCat(dir, "/", name, "-", absl::Hex(std::hash<std::string>{}(key)),
                                  "-sm", arch_, ".cubin");
-  if (!path.empty()) {
+  if (!path.empty() && !fresh) {
     std::ifstream in(path, std::ios::binary);
     if (in) {
       std::stringstream bytes;
@@ -289,7 +292,9 @@ absl::StatusOr<std::string> CudaDevice::Cubin(const std::string& name, const std
   nvrtc->DestroyProgram(&program);
   if (!path.empty()) {
     // Written aside and renamed: a concurrent reader sees the whole file or none.
-    const std::string tmp = absl::StrCat(path, ".", getpid());
+    const std::string tmp =
+        absl::StrCat(path, ".", getpid(), ".",
+                     absl::Hex(std::hash<std::thread::id>{}(std::this_thread::get_id())));
     std::ofstream(tmp, std::ios::binary) << cubin;
     std::error_code ec;
     std::filesystem::rename(tmp, path, ec);
@@ -301,19 +306,31 @@ absl::StatusOr<gpu::CompiledKernel*> CudaDevice::Kernel(
     const std::string& key, const std::string& name,
     const std::function<std::string(const gpu::Dialect&)>& render) {
   RETURN_IF_ERROR(Enter());
-  absl::MutexLock lock(&mu_);
-  auto it = kernels_.find(key);
-  if (it != kernels_.end()) return it->second.get();
-  ASSIGN_OR_RETURN(std::string cubin, Cubin(name, render(cuda::Dialect())));
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = kernels_.find(key);
+    if (it != kernels_.end()) return it->second.get();
+  }
+  // Compiled without the device's lock, so that the other streams' work goes on meanwhile
+  // (NVRTC takes hundreds of milliseconds a kernel); two threads that need the same kernel at
+  // once may both build it, and the first one kept is used.
+  const std::string source = render(dialect());
+  ASSIGN_OR_RETURN(std::string cubin, Cubin(name, source, /*fresh=*/false));
   auto k = std::make_unique<CudaKernel>();
   k->name = name;
   cudaError_t err =
       cudaLibraryLoadData(&k->library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
-  if (err != cudaSuccess) return CudaError(err, "cudaLibraryLoadData " + name, name_);
+  if (err != cudaSuccess && !Sticky(err)) {
+    // A cubin from the disk cache may be damaged: built again, and the file replaced.
+    cudaGetLastError();
+    ASSIGN_OR_RETURN(cubin, Cubin(name, source, /*fresh=*/true));
+    err = cudaLibraryLoadData(&k->library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
+  }
+  RETURN_IF_ERROR(Check(err, "cudaLibraryLoadData " + name));
   err = cudaLibraryGetKernel(&k->kernel, k->library, name.c_str());
   if (err != cudaSuccess) {
     cudaLibraryUnload(k->library);
-    return CudaError(err, "cudaLibraryGetKernel " + name, name_);
+    return Check(err, "cudaLibraryGetKernel " + name);
   }
   cudaFuncAttributes attributes{};
   if (cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(k->kernel)) == cudaSuccess) {
@@ -321,9 +338,10 @@ absl::StatusOr<gpu::CompiledKernel*> CudaDevice::Kernel(
   } else {
     cudaGetLastError();  // not left for a later check to find
   }
-  CudaKernel* out = k.get();
-  kernels_.emplace(key, std::move(k));
-  return out;
+  absl::MutexLock lock(&mu_);
+  auto [it, added] = kernels_.try_emplace(key, std::move(k));
+  if (!added) cudaLibraryUnload(k->library);  // another thread's is kept (k was not moved)
+  return it->second.get();
 }
 
 absl::Status CudaDevice::Enqueue(gpu::CompiledKernel* kernel, const gpu::KernelArgs& args,
@@ -403,18 +421,17 @@ absl::StatusOr<const void*> CudaDevice::Constants(const std::vector<int64_t>& va
   const size_t bytes = data.size() * sizeof(int64_t);
   void* block = nullptr;
   RETURN_IF_ERROR(Check(cudaMalloc(&block, bytes), "a constant block"));
-  // Tracked as any block: the streams that read it are known when it is freed.
-  absl::Status written = order_.Allocated(block, StreamScope::Current());
-  if (written.ok()) written = Write(block, 0, data.data(), bytes);
+  // Not tracked by the stream order (device_stream_order.h): written once here, synchronized,
+  // and only read after, so any stream reads it without waiting for the others. Freeing it
+  // waits for the work that reads it (cudaFree).
+  absl::Status written = Write(block, 0, data.data(), bytes);
   if (!written.ok()) {
-    order_.Forget(block);
     cudaFree(block);
     return written;
   }
   absl::MutexLock lock(&constants_mu_);
   auto [it, added] = constants_.try_emplace(data, Constant{block, 0});
   if (!added) {  // another thread made the same block meanwhile (and wrote it: synchronized)
-    order_.Forget(block);
     cudaFree(block);
     block = it->second.block;
   } else {
@@ -433,7 +450,6 @@ void CudaDevice::ReleaseConstants(const void* block) {
   // Unused: kept while the cache is small and the block is, else freed in stream order.
   if (constants_.size() <= kCachedConstants && key->second.size() <= kMaxCachedConstants) return;
   cudaSetDevice(ordinal_);
-  order_.Forget(it->second.block);
   cudaFree(it->second.block);  // waits for the work that reads it
   constants_.erase(it);
   constant_keys_.erase(key);

@@ -111,8 +111,9 @@ class CudaDevice : public gpu::DeviceRuntime {
   absl::Status Wait(uint64_t from, uint64_t to);
   // Finishes the work of an ended stream and destroys its CUDA stream.
   void EndStream(uint64_t stream);
-  // The CUBIN of `source` for this device: the disk cache's, or NVRTC's (then stored there).
-  absl::StatusOr<std::string> Cubin(const std::string& name, const std::string& source);
+  // The CUBIN of `source` for this device: the disk cache's, or NVRTC's (then stored there);
+  // `fresh`: NVRTC's, replacing the cache's.
+  absl::StatusOr<std::string> Cubin(const std::string& name, const std::string& source, bool fresh);
 
   const std::string name_;
   const int ordinal_;

@@ -51,7 +51,7 @@ std::string VarBody(bool is_std) {
       "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) GROUP_SUM(mean); "
       "mean /= (WIDE)n_red; WIDE m2 = 0, m2_c = 0; "
       "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(m2, m2_c, e * e);) GROUP_SUM(m2); "
-      "const WIDE v = m2 / fmax(0.0, (WIDE)n_red - s0); OUT(",
+      "const WIDE v = m2 / fmax((WIDE)0, (WIDE)n_red - s0); OUT(",
       is_std ? "sqrt(v)" : "v", ");");
 }
 
@@ -85,7 +85,7 @@ std::string NormBody(const Attrs& a) {
            "GROUP_SUM(s); OUT(sqrt(s));";
   }
   return "WIDE s = 0; EACH(s += pow(fabs((WIDE)X0(off)), s0);) GROUP_SUM(s); "
-         "OUT(pow(s, 1.0 / s0));";
+         "OUT(pow(s, (WIDE)1 / s0));";
 }
 
 // PyTorch's norm_backward, branch by branch (see the CPU kernel); g0 the gradient, g1 the norm.
@@ -247,7 +247,8 @@ const std::map<std::string, Entry>& Table() {
         [](const Attrs& a) {
           return absl::StrCat(
               "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
-              "GROUP_SUM(mean); mean /= (WIDE)n_red; const WIDE divisor = fmax(0.0, (WIDE)n_red - "
+              "GROUP_SUM(mean); mean /= (WIDE)n_red; const WIDE divisor = fmax((WIDE)0, "
+              "(WIDE)n_red - "
               "s0); const WIDE "
               "scale = ",
               a.GetBool("std") ? "1.0 / (divisor * (WIDE)g1)" : "2.0 / divisor",
