@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "server/backends/cuda/cublas_types.h"
@@ -18,6 +20,8 @@ namespace tensord::cuda {
 namespace {
 
 constexpr size_t kWorkspace = 32 << 20;
+// Shapes whose algorithm is kept; past it the table starts again.
+constexpr size_t kMaxGemmAlgos = 4096;
 
 // Destroys what it holds at scope exit.
 template <typename T, typename D>
@@ -133,13 +137,6 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
     lt->MatrixLayoutSetAttribute(layouts[i], CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                                  &strides[i], sizeof(strides[i]));
   }
-  Owned<cublasLtMatmulPreference_t, decltype(lt->MatmulPreferenceDestroy)> pref{
-      nullptr, lt->MatmulPreferenceDestroy};
-  if ((s = lt->MatmulPreferenceCreate(&pref.value)) != 0) {
-    return failed(s, "cublasLtMatmulPreferenceCreate");
-  }
-  lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                   &workspace_bytes_, sizeof(workspace_bytes_));
   // The views' first elements (a block here is a device pointer), and how they are aligned: the
   // heuristic assumes 256 bytes unless told less, and a view inside a block may be aligned to
   // its element only.
@@ -148,25 +145,60 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   const void* b_at = static_cast<const char*>(b) + g.b_offset * size;
   void* c_at = static_cast<char*>(c) + g.c_offset * size;
   const uint32_t alignments[3] = {Alignment(b_at), Alignment(a_at), Alignment(c_at)};
-  const cublasLtMatmulPreferenceAttributes_t aligned[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i) {
-    lt->MatmulPreferenceSetAttribute(pref.value, aligned[i], &alignments[std::min(i, 2)],
-                                     sizeof(uint32_t));
+  // The heuristic's algorithm, asked once per shape: everything the query is given.
+  const std::vector<int64_t> key = {static_cast<int64_t>(types.data),
+                                    static_cast<int64_t>(types.compute),
+                                    g.transpose_a,
+                                    g.transpose_b,
+                                    static_cast<int64_t>(g.rows),
+                                    static_cast<int64_t>(g.cols),
+                                    static_cast<int64_t>(g.inner),
+                                    static_cast<int64_t>(g.batch),
+                                    static_cast<int64_t>(g.a_stride),
+                                    static_cast<int64_t>(g.b_stride),
+                                    bias != nullptr,
+                                    alignments[0],
+                                    alignments[1],
+                                    alignments[2]};
+  cublasLtMatmulAlgo_t algo;
+  static_assert(sizeof(algo) == sizeof(GemmAlgo));
+  if (auto it = gemm_algos_.find(key); it != gemm_algos_.end()) {
+    std::memcpy(&algo, it->second.data(), sizeof(algo));
+  } else {
+    Owned<cublasLtMatmulPreference_t, decltype(lt->MatmulPreferenceDestroy)> pref{
+        nullptr, lt->MatmulPreferenceDestroy};
+    if ((s = lt->MatmulPreferenceCreate(&pref.value)) != 0) {
+      return failed(s, "cublasLtMatmulPreferenceCreate");
+    }
+    lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                     &workspace_bytes_, sizeof(workspace_bytes_));
+    const cublasLtMatmulPreferenceAttributes_t aligned[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4; ++i) {
+      lt->MatmulPreferenceSetAttribute(pref.value, aligned[i], &alignments[std::min(i, 2)],
+                                       sizeof(uint32_t));
+    }
+    if (IsLowPrecision(g.dtype)) {
+      // A sum split over the inner dim is added up in f32, never in the 2-byte output.
+      const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                       &reductions, sizeof(reductions));
+    }
+    cublasLtMatmulHeuristicResult_t heuristic = {};
+    int found = 0;
+    s = lt->MatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(cublaslt_), desc.value,
+                                   first.value, second.value, out.value, out.value, pref.value, 1,
+                                   &heuristic, &found);
+    if (s != CUBLAS_STATUS_SUCCESS || found == 0) {
+      return failed(s, "cublasLtMatmulAlgoGetHeuristic");
+    }
+    algo = heuristic.algo;
+    if (gemm_algos_.size() >= kMaxGemmAlgos) gemm_algos_.clear();
+    GemmAlgo kept;
+    std::memcpy(kept.data(), &algo, sizeof(algo));
+    gemm_algos_.emplace(key, kept);
   }
-  if (IsLowPrecision(g.dtype)) {
-    // A sum split over the inner dim is added up in f32, never in the 2-byte output.
-    const uint32_t reductions = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
-    lt->MatmulPreferenceSetAttribute(pref.value, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                                     &reductions, sizeof(reductions));
-  }
-  cublasLtMatmulHeuristicResult_t heuristic = {};
-  int found = 0;
-  s = lt->MatmulAlgoGetHeuristic(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, first.value,
-                                 second.value, out.value, out.value, pref.value, 1, &heuristic,
-                                 &found);
-  if (s != CUBLAS_STATUS_SUCCESS || found == 0) return failed(s, "cublasLtMatmulAlgoGetHeuristic");
   const double one64 = 1, zero64 = 0;
   const float one32 = 1, zero32 = 0;
   const bool f64 = types.scale == CUDA_R_64F;
@@ -174,8 +206,8 @@ absl::Status CudaDevice::Gemm(const gpu::GemmShape& g, const void* a, const void
   const void* beta = f64 ? (g.accumulate ? &one64 : &zero64)
                          : static_cast<const void*>(g.accumulate ? &one32 : &zero32);
   s = lt->Matmul(static_cast<cublasLtHandle_t>(cublaslt_), desc.value, alpha, b_at, first.value,
-                 a_at, second.value, beta, c_at, out.value, c_at, out.value, &heuristic.algo,
-                 workspace_, workspace_bytes_, stream);
+                 a_at, second.value, beta, c_at, out.value, c_at, out.value, &algo, workspace_,
+                 workspace_bytes_, stream);
   if (s != CUBLAS_STATUS_SUCCESS) return failed(s, "cublasLtMatmul");
   return absl::OkStatus();
 }

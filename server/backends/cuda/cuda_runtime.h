@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -131,6 +132,9 @@ class CudaDevice : public gpu::DeviceRuntime {
   std::string broken_by_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<CudaKernel>> kernels_ ABSL_GUARDED_BY(mu_);
   absl::Mutex gemm_mu_;
+  // cuBLASLt's algorithm (cublasLtMatmulAlgo_t's bytes) per GEMM shape, asked once.
+  using GemmAlgo = std::array<uint64_t, 8>;
+  absl::flat_hash_map<std::vector<int64_t>, GemmAlgo> gemm_algos_ ABSL_GUARDED_BY(gemm_mu_);
   // Constant blocks by content, with the references handed out.
   struct Constant {
     void* block = nullptr;
