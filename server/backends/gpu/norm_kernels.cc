@@ -65,10 +65,9 @@ absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
                                 inputs, sums[part - 1], nullptr));
     RETURN_IF_ERROR(CastInto(device, sums[part - 1], c.outputs[part]));
   }
-  return LaunchGroup(device, "batch_norm_grad_0",
-                     gpu::BatchNormGradPlan(x.rank(), training, eps, 0, x.dtype()),
-                     {inputs[0], x, inputs[2], inputs[3], inputs[4], sums[0], sums[1]},
-                     c.outputs[0], nullptr);
+  return LaunchGroup(
+      device, "batch_norm_grad_0", gpu::BatchNormGradPlan(x.rank(), training, eps, 0, x.dtype()),
+      {inputs[0], x, inputs[2], inputs[3], inputs[4], sums[0], sums[1]}, c.outputs[0], nullptr);
 }
 
 absl::Status RunLayerNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
@@ -95,8 +94,10 @@ absl::Status RunLayerNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
   for (int s = 0; s < 2; ++s) {
     ASSIGN_OR_RETURN(stats[s], Tensor::EmptyOn(device.shared_from_this(), DType::kF64, rows,
                                                x.device(), c.account));
+    const std::vector<Tensor> in =
+        s == 0 ? std::vector<Tensor>{x} : std::vector<Tensor>{x, stats[0]};
     RETURN_IF_ERROR(LaunchGroup(device, s == 0 ? "layer_norm_mean" : "layer_norm_rstd",
-                                gpu::RowStatPlan(rank, k, s == 1, eps), {x}, stats[s], nullptr));
+                                gpu::RowStatPlan(rank, k, s == 1, eps), in, stats[s], nullptr));
   }
   RETURN_IF_ERROR(LaunchGroup(device, "layer_norm_weight_grad",
                               gpu::LayerNormWeightGradPlan(rank, k, x.dtype()),

@@ -69,7 +69,18 @@ GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps) {
   plan.dims = RowDims(rank, normalized);
   plan.compute = DType::kF64;
   plan.scalar = eps;
-  plan.body = absl::StrCat(kRowMoments, rstd ? "OUT(rstd);" : "OUT(mean);");
+  // RowMoments' two passes, one a launch: the variance about the mean the first one wrote.
+  if (rstd) {
+    plan.tables = {1};
+    plan.body =
+        "const WIDE mean = A0(i); WIDE q = 0, q_c = 0; EACH(const WIDE e = (WIDE)X0(off) - "
+        "mean; WIDE_ADD(q, q_c, e * e);) GROUP_SUM(q); const WIDE var = n_red > 0 ? q / "
+        "(WIDE)n_red : 0.0; OUT(1.0 / sqrt(var + s0));";
+  } else {
+    plan.body =
+        "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
+        "GROUP_SUM(mean); OUT(n_red > 0 ? mean / (WIDE)n_red : 0.0);";
+  }
   plan.cooperative = true;
   return plan;
 }

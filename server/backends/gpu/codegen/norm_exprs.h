@@ -20,7 +20,8 @@ GroupPlan LayerNormPlan(int64_t rank, int64_t normalized, int inputs, double eps
 // The gradient of x (inputs: grad, x, [weight]).
 GroupPlan LayerNormInputGradPlan(int64_t rank, int64_t normalized, bool weighted, double eps,
                                  DType dtype);
-// A row's mean (rstd false) or 1 / sqrt(var + eps) (rstd true), f64 (inputs: x).
+// A row's mean (rstd false; inputs: x) or 1 / sqrt(var + eps) (rstd true; inputs: x and the
+// rows' means), f64.
 GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps);
 // The weight's gradient, sum over rows of grad * xhat (inputs: x, grad, mean, rstd), or the
 // bias's, the sum over rows of grad (inputs: grad).
