@@ -27,8 +27,42 @@ absl::Status CastInto(DeviceRuntime& device, const Tensor& from, Tensor& to) {
   return Copy(device, "cast", from, ContiguousStrides(from.shape()), to);
 }
 
+gpu::ElementwiseExpr Expr(int arity, std::string expr, std::vector<double> scalars = {}) {
+  gpu::ElementwiseExpr e;
+  e.arity = arity;
+  e.expr = std::move(expr);
+  e.scalars = std::move(scalars);
+  return e;
+}
+
+// y = x * scale + shift, each channel's scale = weight / sqrt(var + eps) and shift = bias -
+// mean * scale made first in WIDE (as the group kernel did, term for term), then one work item
+// per element of y: a map over the whole tensor, not a work group per channel. `in`: x,
+// weight, bias, mean, var.
+absl::Status Normalize(KernelCall& c, DeviceRuntime& device, const std::vector<Tensor>& in,
+                       double eps, Tensor& y) {
+  const Tensor& x = in[0];
+  const DType wide = device.has_fp64() ? DType::kF64 : DType::kF32;
+  const Shape channels = {x.shape()[1]};
+  ASSIGN_OR_RETURN(Tensor scale, Tensor::EmptyOn(device.shared_from_this(), wide, channels,
+                                                 x.device(), c.account));
+  ASSIGN_OR_RETURN(Tensor shift, Tensor::EmptyOn(device.shared_from_this(), wide, channels,
+                                                 x.device(), c.account));
+  const gpu::Geometry per_channel =
+      gpu::BroadcastGeometry(channels, {channels, channels, channels});
+  RETURN_IF_ERROR(LaunchMap(device, "batch_norm_scale", Expr(2, "a / sqrt(b + s0)", {eps}), wide,
+                            {in[1], in[4]}, per_channel, scale));
+  RETURN_IF_ERROR(LaunchMap(device, "batch_norm_shift", Expr(3, "b - c * a"), wide,
+                            {scale, in[2], in[3]}, per_channel, shift));
+  Shape view(x.rank(), 1);
+  view[1] = x.shape()[1];
+  return LaunchMap(device, "batch_norm_apply", Expr(3, "a * b + c"), wide,
+                   {x, scale.Reshaped(view), shift.Reshaped(view)},
+                   gpu::BroadcastGeometry(x.shape(), {x.shape(), view, view}), y);
+}
+
 // native_batch_norm: in training the batch's mean, then its variance about it (a pass each),
-// then y from them (a pass); the mean and variance go out as the outputs 1 and 2. In
+// then y from them (a map); the mean and variance go out as the outputs 1 and 2. In
 // evaluation y from the running statistics, which go out as they are. Its backward: the
 // weight's and the bias's gradients (a pass each), then the input's from them (a pass).
 absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
@@ -40,8 +74,7 @@ absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
     if (!training) {
       RETURN_IF_ERROR(CastInto(device, inputs[3], c.outputs[1]));
       RETURN_IF_ERROR(CastInto(device, inputs[4], c.outputs[2]));
-      return LaunchGroup(device, "batch_norm", gpu::BatchNormPlan(x.rank(), eps, x.dtype()), inputs,
-                         c.outputs[0], nullptr);
+      return Normalize(c, device, inputs, eps, c.outputs[0]);
     }
     ASSIGN_OR_RETURN(Tensor mean, Wide(c, device, c.outputs[1]));
     ASSIGN_OR_RETURN(Tensor var, Wide(c, device, c.outputs[2]));
@@ -51,8 +84,7 @@ absl::Status RunBatchNorm(KernelCall& c, DeviceRuntime& device, bool backward) {
     RETURN_IF_ERROR(LaunchGroup(device, "batch_norm_var",
                                 gpu::BatchNormStatPlan(x.rank(), true, x.dtype()), {x, mean}, var,
                                 nullptr));
-    RETURN_IF_ERROR(LaunchGroup(device, "batch_norm", gpu::BatchNormPlan(x.rank(), eps, x.dtype()),
-                                {x, inputs[1], inputs[2], mean, var}, c.outputs[0], nullptr));
+    RETURN_IF_ERROR(Normalize(c, device, {x, inputs[1], inputs[2], mean, var}, eps, c.outputs[0]));
     RETURN_IF_ERROR(CastInto(device, mean, c.outputs[1]));
     return CastInto(device, var, c.outputs[2]);
   }

@@ -114,20 +114,6 @@ std::vector<int64_t> ChannelDims(int64_t rank) {
   return dims;
 }
 
-GroupPlan BatchNormPlan(int64_t rank, double eps, DType dtype) {
-  GroupPlan plan;
-  plan.walked = {0};
-  plan.tables = {1, 2, 3, 4};
-  plan.dims = ChannelDims(rank);
-  plan.compute = dtype;
-  plan.scalar = eps;
-  plan.cooperative = true;
-  plan.body =
-      "const WIDE mean = A2(i), var = A3(i); const WIDE scale = A0(i) / sqrt(var + s0); "
-      "const WIDE shift = A1(i) - mean * scale; EACH(OUT_AT((WIDE)X0(off) * scale + shift);)";
-  return plan;
-}
-
 GroupPlan BatchNormStatPlan(int64_t rank, bool var, DType dtype) {
   GroupPlan plan;
   plan.walked = {0};

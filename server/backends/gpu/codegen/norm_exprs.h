@@ -30,9 +30,6 @@ GroupPlan LayerNormBiasGradPlan(int64_t rank, int64_t normalized, DType dtype);
 
 // native_batch_norm over [N, C, *]: a group is a channel (every dim but 1).
 std::vector<int64_t> ChannelDims(int64_t rank);
-// y (per element). Inputs: x, weight, bias, mean, var: the running statistics (evaluation) or
-// the batch's, as BatchNormStatPlan wrote them (training).
-GroupPlan BatchNormPlan(int64_t rank, double eps, DType dtype);
 // The batch's mean per channel (var false; inputs: x), or its biased variance (inputs: x, the
 // mean).
 GroupPlan BatchNormStatPlan(int64_t rank, bool var, DType dtype);
