@@ -1,7 +1,8 @@
 // layer_norm, native_batch_norm (batch_norm's kernel) and their gradients on a GPU
-// device, as group kernels (gpu/norm_exprs.h). layer_norm: the input's gradient per row, the
-// parameters' per column after a pass that writes each row's mean and rstd. batch_norm: the
-// statistics (or the parameters' gradients) a pass each, then the elementwise output from them.
+// device, as group kernels (gpu/norm_exprs.h) and maps. layer_norm: the input's gradient per
+// row, the parameters' per column after a pass that writes each row's mean and rstd.
+// batch_norm: the statistics (or the parameters' gradients) a group kernel each, then the
+// output from them (a map forward, a group kernel backward).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -36,9 +37,8 @@ gpu::ElementwiseExpr Expr(int arity, std::string expr, std::vector<double> scala
 }
 
 // y = x * scale + shift, each channel's scale = weight / sqrt(var + eps) and shift = bias -
-// mean * scale made first in WIDE (as the group kernel did, term for term), then one work item
-// per element of y: a map over the whole tensor, not a work group per channel. `in`: x,
-// weight, bias, mean, var.
+// mean * scale made first in WIDE, then y in WIDE by one work item per element: a map over the
+// whole tensor, not a work group per channel. `in`: x, weight, bias, mean, var.
 absl::Status Normalize(KernelCall& c, DeviceRuntime& device, const std::vector<Tensor>& in,
                        double eps, Tensor& y) {
   const Tensor& x = in[0];
