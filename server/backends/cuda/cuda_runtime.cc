@@ -82,7 +82,9 @@ CudaDevice::CudaDevice(std::string name, int ordinal)
           [this](void* block, size_t) {
             order_.Forget(block);
             cudaSetDevice(ordinal_);
-            cudaFree(block);  // waits for the work that uses it
+            // cudaFree "may" synchronize: the work that uses the block finishes first, for sure.
+            cudaDeviceSynchronize();
+            cudaFree(block);
           }) {
   if (const size_t limit = gpu::MemoryLimit(); limit > 0) blocks_.set_limit(limit, name_);
 }
@@ -423,7 +425,7 @@ absl::StatusOr<const void*> CudaDevice::Constants(const std::vector<int64_t>& va
   RETURN_IF_ERROR(Check(cudaMalloc(&block, bytes), "a constant block"));
   // Not tracked by the stream order (device_stream_order.h): written once here, synchronized,
   // and only read after, so any stream reads it without waiting for the others. Freeing it
-  // waits for the work that reads it (cudaFree).
+  // waits for the work that reads it (ReleaseConstants).
   absl::Status written = Write(block, 0, data.data(), bytes);
   if (!written.ok()) {
     cudaFree(block);
@@ -450,7 +452,8 @@ void CudaDevice::ReleaseConstants(const void* block) {
   // Unused: kept while the cache is small and the block is, else freed in stream order.
   if (constants_.size() <= kCachedConstants && key->second.size() <= kMaxCachedConstants) return;
   cudaSetDevice(ordinal_);
-  cudaFree(it->second.block);  // waits for the work that reads it
+  cudaDeviceSynchronize();  // the work that reads it finishes first (cudaFree "may" wait)
+  cudaFree(it->second.block);
   constants_.erase(it);
   constant_keys_.erase(key);
 }
