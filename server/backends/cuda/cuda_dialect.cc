@@ -30,11 +30,7 @@ const gpu::Dialect& Dialect() {
 }
 
 const gpu::Dialect& DialectWithoutFp64() {
-  static const gpu::Dialect* d = [] {
-    auto* out = new gpu::Dialect(Dialect());
-    out->wide = "float";
-    return out;
-  }();
+  static const gpu::Dialect* d = new gpu::Dialect(gpu::WithoutFp64(Dialect()));
   return *d;
 }
 

@@ -130,6 +130,11 @@ std::string OffsetLoop(const std::string& index, const std::string& rank,
   return s;
 }
 
+Dialect WithoutFp64(Dialect d) {
+  d.wide = "float";
+  return d;
+}
+
 std::string Preamble(const Dialect& d, const std::vector<DType>& dtypes) {
   bool f64 = false, half = false;
   for (DType t : dtypes) {

@@ -34,6 +34,9 @@ struct Dialect {
   // or float on a device without fp64, where sums are compensated (`WIDE_ADD`).
   std::string wide = "double";
 };
+// `d` with float as its wide type: the dialect of a device without fp64 (none in hardware, or
+// TENSORD_GPU_FP64=off), whose WIDE arguments the host passes as float.
+Dialect WithoutFp64(Dialect d);
 // What a source whose kernels touch `dtypes` starts with: the dialect's preamble, the f64
 // extension, the bf16/f16 conversion helpers, WIDE and WIDE_ADD(sum, compensation, value)
 // (plain addition in double; Kahan's compensated addition in float).
