@@ -42,12 +42,10 @@ gpu::ElementwiseExpr Expr(int arity, std::string expr, std::vector<double> scala
 absl::Status Normalize(KernelCall& c, DeviceRuntime& device, const std::vector<Tensor>& in,
                        double eps, Tensor& y) {
   const Tensor& x = in[0];
-  const DType wide = device.has_fp64() ? DType::kF64 : DType::kF32;
-  const Shape channels = {x.shape()[1]};
-  ASSIGN_OR_RETURN(Tensor scale, Tensor::EmptyOn(device.shared_from_this(), wide, channels,
-                                                 x.device(), c.account));
-  ASSIGN_OR_RETURN(Tensor shift, Tensor::EmptyOn(device.shared_from_this(), wide, channels,
-                                                 x.device(), c.account));
+  ASSIGN_OR_RETURN(Tensor scale, Wide(c, device, in[1]));  // shaped as the weight: [C]
+  ASSIGN_OR_RETURN(Tensor shift, Wide(c, device, in[1]));
+  const DType wide = scale.dtype();
+  const Shape channels = scale.shape();
   const gpu::Geometry per_channel =
       gpu::BroadcastGeometry(channels, {channels, channels, channels});
   RETURN_IF_ERROR(LaunchMap(device, "batch_norm_scale", Expr(2, "a / sqrt(b + s0)", {eps}), wide,

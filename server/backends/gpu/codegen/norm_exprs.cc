@@ -5,13 +5,20 @@
 namespace tensord::gpu {
 namespace {
 
-// The row's mean and biased variance, two passes as the CPU's RowMoments, then rstd.
+// The group's mean (a pass), and its biased variance about `mean` (a pass), as the CPU's
+// RowMoments; a launch may make both, or one each with the mean read back from a table.
+#define TD_MEAN_PASS                                                                          \
+  "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) GROUP_SUM(mean); " \
+  "mean = n_red > 0 ? mean / (WIDE)n_red : 0.0; "
+#define TD_VARIANCE_PASS                                                                      \
+  "WIDE q = 0, q_c = 0; EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(q, q_c, e * e);) " \
+  "GROUP_SUM(q); const WIDE var = n_red > 0 ? q / (WIDE)n_red : 0.0; "
+constexpr char kMean[] = TD_MEAN_PASS;
+constexpr char kVarianceAboutTable[] = "const WIDE mean = A0(i); " TD_VARIANCE_PASS;
 constexpr char kRowMoments[] =
-    "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) GROUP_SUM(mean); "
-    "mean = n_red > 0 ? mean / (WIDE)n_red : 0.0; WIDE q = 0, q_c = 0; "
-    "EACH(const WIDE e = (WIDE)X0(off) - mean; WIDE_ADD(q, q_c, e * e);) GROUP_SUM(q); "
-    "const WIDE var = n_red > 0 ? q / (WIDE)n_red : 0.0; "
-    "const WIDE rstd = 1.0 / sqrt(var + s0); ";
+    TD_MEAN_PASS TD_VARIANCE_PASS "const WIDE rstd = 1.0 / sqrt(var + s0); ";
+#undef TD_MEAN_PASS
+#undef TD_VARIANCE_PASS
 
 }  // namespace
 
@@ -72,14 +79,9 @@ GroupPlan RowStatPlan(int64_t rank, int64_t normalized, bool rstd, double eps) {
   // RowMoments' two passes, one a launch: the variance about the mean the first one wrote.
   if (rstd) {
     plan.tables = {1};
-    plan.body =
-        "const WIDE mean = A0(i); WIDE q = 0, q_c = 0; EACH(const WIDE e = (WIDE)X0(off) - "
-        "mean; WIDE_ADD(q, q_c, e * e);) GROUP_SUM(q); const WIDE var = n_red > 0 ? q / "
-        "(WIDE)n_red : 0.0; OUT(1.0 / sqrt(var + s0));";
+    plan.body = absl::StrCat(kVarianceAboutTable, "OUT(1.0 / sqrt(var + s0));");
   } else {
-    plan.body =
-        "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
-        "GROUP_SUM(mean); OUT(n_red > 0 ? mean / (WIDE)n_red : 0.0);";
+    plan.body = absl::StrCat(kMean, "OUT(mean);");
   }
   plan.cooperative = true;
   return plan;
@@ -122,14 +124,10 @@ GroupPlan BatchNormStatPlan(int64_t rank, bool var, DType dtype) {
   plan.cooperative = true;
   // Two passes as the CPU's RowMoments, the variance's about the mean the first one wrote.
   if (!var) {
-    plan.body =
-        "WIDE mean = 0, mean_c = 0; EACH(WIDE_ADD(mean, mean_c, (WIDE)X0(off));) "
-        "GROUP_SUM(mean); OUT(n_red > 0 ? mean / (WIDE)n_red : 0.0);";
+    plan.body = absl::StrCat(kMean, "OUT(mean);");
   } else {
     plan.tables = {1};
-    plan.body =
-        "const WIDE mean = A0(i); WIDE q = 0, q_c = 0; EACH(const WIDE e = (WIDE)X0(off) - "
-        "mean; WIDE_ADD(q, q_c, e * e);) GROUP_SUM(q); OUT(n_red > 0 ? q / (WIDE)n_red : 0.0);";
+    plan.body = absl::StrCat(kVarianceAboutTable, "OUT(var);");
   }
   return plan;
 }
